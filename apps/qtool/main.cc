@@ -1,0 +1,77 @@
+// qtool: post-training quantization of ONNX models.
+// main() owns option parsing, logging set-up and the single place where errors become exit codes.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <exception>
+#include <vector>
+
+#include "command.h"
+#include "core/error.h"
+#include "core/version.h"
+
+namespace {
+
+constexpr const char* kFooter = R"(Exit codes:
+  0  success
+  1  usage error (unknown option, missing argument)
+  2  bad input (missing, truncated or malformed model, config or data; unsupported op or dtype)
+  3  internal error (a bug in qtool: please report it)
+
+Run 'qtool COMMAND --help' for the options of a command.)";
+
+void setup_logging(int verbosity, bool quiet) {
+  auto logger = spdlog::stderr_color_mt("qtool");
+  logger->set_pattern("%^%l%$: %v");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(quiet ? spdlog::level::err
+                          : verbosity >= 2 ? spdlog::level::trace
+                          : verbosity == 1 ? spdlog::level::debug
+                                           : spdlog::level::info);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"qtool " QTOOL_VERSION " - post-training quantization of ONNX models", "qtool"};
+  app.footer(kFooter);
+  app.set_version_flag("--version", "qtool " QTOOL_VERSION);
+  app.require_subcommand(1);
+  int verbosity = 0;
+  bool quiet = false;
+  app.add_flag("-v,--verbose", verbosity, "More log output (-vv for trace)");
+  app.add_flag("-q,--quiet", quiet, "Only print errors");
+
+  // Every subcommand, in the order --help lists them.
+  std::vector<std::pair<CLI::App*, qtool::cli::Action>> commands;
+  auto add = [&](qtool::cli::Action (*fn)(CLI::App&)) {
+    const size_t before = app.get_subcommands({}).size();
+    qtool::cli::Action action = fn(app);
+    commands.emplace_back(app.get_subcommands({}).at(before), std::move(action));
+  };
+  add(qtool::cli::add_inspect_command);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? qtool::kExitOk : qtool::kExitUsage;
+  }
+
+  setup_logging(verbosity, quiet);
+  try {
+    for (auto& [sub, action] : commands)
+      if (sub->parsed()) return action();
+    return qtool::kExitUsage;
+  } catch (const qtool::Error& e) {
+    spdlog::error("{}", e.what());
+    return qtool::exit_code_for(e.kind());
+  } catch (const std::bad_alloc&) {
+    spdlog::error("out of memory");
+    return qtool::kExitInternal;
+  } catch (const std::exception& e) {
+    spdlog::error("internal error: {}", e.what());
+    return qtool::kExitInternal;
+  }
+}

@@ -1,0 +1,87 @@
+#include "core/tensor.h"
+
+#include <cstring>
+#include <limits>
+#include <new>
+
+namespace qtool {
+
+int64_t shape_numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) throw BadInputError("negative dimension in shape " + shape_str(shape));
+    if (d != 0 && n > std::numeric_limits<int64_t>::max() / d)
+      throw BadInputError("shape " + shape_str(shape) + " has too many elements");
+    n *= d;
+  }
+  return n;
+}
+
+std::string shape_str(const Shape& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+namespace {
+constexpr size_t kAlign = 64;
+
+std::shared_ptr<std::byte[]> allocate(size_t bytes) {
+  const size_t n = (bytes + kAlign - 1) / kAlign * kAlign;
+  auto* p = static_cast<std::byte*>(::operator new[](n == 0 ? kAlign : n, std::align_val_t{kAlign}));
+  return std::shared_ptr<std::byte[]>(p, [](std::byte* q) { ::operator delete[](q, std::align_val_t{kAlign}); });
+}
+}  // namespace
+
+Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
+  if (dtype == DType::String || dtype == DType::Undefined)
+    throw UnsupportedError("tensors of dtype " + std::string(dtype_name(dtype)) + " are not supported");
+  numel_ = shape_numel(shape_);
+  nbytes_ = storage_bytes(dtype_, numel_);
+  storage_ = allocate(nbytes_);
+  data_ = storage_.get();
+}
+
+Tensor Tensor::zeros(DType dtype, Shape shape) {
+  Tensor t(dtype, std::move(shape));
+  std::memset(t.data_, 0, t.nbytes_);
+  return t;
+}
+
+Tensor Tensor::from_bytes(DType dtype, Shape shape, std::span<const std::byte> bytes) {
+  Tensor t(dtype, std::move(shape));
+  if (bytes.size() != t.nbytes_)
+    throw BadInputError("tensor of dtype " + std::string(dtype_name(dtype)) + " and shape " + shape_str(t.shape_) +
+                        " needs " + std::to_string(t.nbytes_) + " bytes, got " + std::to_string(bytes.size()));
+  if (!bytes.empty()) std::memcpy(t.data_, bytes.data(), bytes.size());
+  return t;
+}
+
+Tensor Tensor::reshaped(Shape shape) const {
+  if (shape_numel(shape) != numel_)
+    throw BadInputError("cannot reshape " + shape_str(shape_) + " to " + shape_str(shape));
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  if (empty()) return {};
+  return from_bytes(dtype_, shape_, bytes());
+}
+
+bool Tensor::same_as(const Tensor& o) const {
+  return dtype_ == o.dtype_ && shape_ == o.shape_ && nbytes_ == o.nbytes_ &&
+         (nbytes_ == 0 || std::memcmp(data_, o.data_, nbytes_) == 0);
+}
+
+void Tensor::check_type(DType want) const {
+  if (want != dtype_)
+    throw InternalError("tensor holds " + std::string(dtype_name(dtype_)) + ", accessed as " +
+                        std::string(dtype_name(want)));
+}
+
+}  // namespace qtool

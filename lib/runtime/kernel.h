@@ -1,0 +1,130 @@
+// The contract between the interpreter and its kernels.
+//
+// A kernel is created once per node (KernelFactory), when the model is prepared: it reads and
+// validates attributes there and may precompute from constant inputs (e.g. pack weights).
+// run() is then called once per execution with the node's input values and fills its outputs.
+// Kernels never talk to ONNX protobufs: the loader turns a NodeProto into a NodeInfo first.
+//
+// Threading is owned by the framework: kernels parallelise with OpenMP using ctx.threads and
+// never call omp_set_num_threads.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace qtool::runtime {
+
+class Graph;  // runtime/graph.h
+
+// One ONNX attribute, already decoded.
+struct Attribute {
+  enum class Kind { Float, Int, String, Tensor, Graph, Floats, Ints, Strings } kind = Kind::Int;
+  float f = 0;
+  int64_t i = 0;
+  std::string s;
+  qtool::Tensor t;
+  std::shared_ptr<const Graph> g;
+  std::vector<float> floats;
+  std::vector<int64_t> ints;
+  std::vector<std::string> strings;
+};
+
+class NodeAttrs {
+ public:
+  std::map<std::string, Attribute, std::less<>> values;
+
+  bool has(std::string_view name) const { return values.find(name) != values.end(); }
+  const Attribute* find(std::string_view name) const;
+  // Typed getters: the default is returned when absent; a present attribute of the wrong kind is a
+  // BadInputError naming the attribute.
+  int64_t get_int(std::string_view name, int64_t dflt) const;
+  float get_float(std::string_view name, float dflt) const;
+  std::string get_string(std::string_view name, std::string dflt) const;
+  std::vector<int64_t> get_ints(std::string_view name, std::vector<int64_t> dflt = {}) const;
+  std::vector<float> get_floats(std::string_view name, std::vector<float> dflt = {}) const;
+  // Required attributes: BadInputError when missing.
+  int64_t require_int(std::string_view name) const;
+  const qtool::Tensor& require_tensor(std::string_view name) const;
+  std::shared_ptr<const Graph> require_graph(std::string_view name) const;
+};
+
+// What a kernel factory sees of its node.
+struct NodeInfo {
+  std::string name;     // node name (may be empty in the model; the loader fills "<op_type>_<index>")
+  std::string op_type;
+  std::string domain;   // "" for the default ONNX domain
+  int opset = 0;        // opset version of the node's domain in this model
+  NodeAttrs attrs;
+  std::vector<std::string> inputs;   // "" for an omitted optional input
+  std::vector<std::string> outputs;
+  // Values of inputs that are initializers or Constant outputs, nullptr otherwise (same indexing as inputs).
+  std::vector<const qtool::Tensor*> const_inputs;
+
+  // "Conv 'conv1'" for messages.
+  std::string label() const { return op_type + " '" + name + "'"; }
+};
+
+// Runs a subgraph (If/Loop/Scan body). `inputs` bind to the subgraph's formal inputs in order;
+// names from enclosing scopes are visible through the runner.
+class SubgraphRunner {
+ public:
+  virtual ~SubgraphRunner() = default;
+  virtual std::vector<qtool::Tensor> run(const Graph& body, std::span<const qtool::Tensor> inputs) = 0;
+};
+
+struct KernelContext {
+  const NodeInfo& node;
+  // One entry per node input; nullptr for an omitted optional input.
+  std::span<const qtool::Tensor* const> inputs;
+  // Sized to the node's output count; the kernel assigns each produced output.
+  std::span<qtool::Tensor> outputs;
+  int threads = 1;
+  SubgraphRunner* subgraphs = nullptr;  // set for nodes with graph attributes
+
+  size_t num_inputs() const { return inputs.size(); }
+  bool has_input(size_t i) const { return i < inputs.size() && inputs[i] != nullptr; }
+  // BadInputError naming the node and input index when missing.
+  const qtool::Tensor& input(size_t i) const;
+};
+
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  virtual void run(KernelContext& ctx) = 0;
+};
+
+using KernelFactory = std::unique_ptr<Kernel> (*)(const NodeInfo& node);
+
+// One row of the kernel registry (runtime/kernels/registry.cc holds the whole list).
+struct KernelDef {
+  std::string_view domain;  // "" = ai.onnx
+  std::string_view op_type;
+  int since_version;        // first opset this kernel implements
+  int until_version;        // last opset (inclusive) this kernel implements
+  KernelFactory make;
+};
+
+// The explicit list of every kernel, in one file.
+std::span<const KernelDef> registered_kernels();
+// nullptr when no kernel matches domain/op/opset.
+const KernelDef* find_kernel(std::string_view domain, std::string_view op_type, int opset);
+
+// Helper for kernels that need no per-node state: wraps a plain function.
+template <void (*Fn)(KernelContext&)>
+class FunctionKernel final : public Kernel {
+ public:
+  void run(KernelContext& ctx) override { Fn(ctx); }
+};
+template <void (*Fn)(KernelContext&)>
+std::unique_ptr<Kernel> make_function_kernel(const NodeInfo&) {
+  return std::make_unique<FunctionKernel<Fn>>();
+}
+
+}  // namespace qtool::runtime

@@ -1,0 +1,114 @@
+#!/usr/bin/env node
+// Runs an ONNX model in ONNX Runtime 1.30 (CPU) on .npy inputs and writes each output as .npy.
+// The reference runner for qtool's tests and benchmarks.
+//
+// usage: node scripts/ort/ort_run.mjs MODEL [--input NAME=FILE.npy ...] [--output-dir DIR]
+//          [--threads N] [--repeat N] [--optimized-model PATH] [--opt-level all|basic|extended|disabled]
+// Prints one JSON line: {"outputs": {name: {shape, dtype, file}}, "latency_ms": {median, min, max, runs}}
+// Output files are named after the output with characters outside [A-Za-z0-9_.-] replaced by '_'.
+import fs from 'node:fs';
+import path from 'node:path';
+import ort from 'onnxruntime-node';
+
+const NPY_TO_ORT = {
+  '<f4': ['float32', Float32Array], '<f8': ['float64', Float64Array], '|i1': ['int8', Int8Array],
+  '|u1': ['uint8', Uint8Array], '<i2': ['int16', Int16Array], '<u2': ['uint16', Uint16Array],
+  '<i4': ['int32', Int32Array], '<u4': ['uint32', Uint32Array], '<i8': ['int64', BigInt64Array],
+  '<u8': ['uint64', BigUint64Array], '|b1': ['bool', Uint8Array], '<f2': ['float16', Uint16Array],
+};
+const ORT_TO_NPY = Object.fromEntries(Object.entries(NPY_TO_ORT).map(([k, [t]]) => [t, k]));
+
+function readNpy(file) {
+  const buf = fs.readFileSync(file);
+  if (buf.toString('latin1', 0, 6) !== '\x93NUMPY') throw new Error(`${file}: not a .npy file`);
+  const major = buf[6];
+  const hlen = major === 1 ? buf.readUInt16LE(8) : buf.readUInt32LE(8);
+  const hstart = major === 1 ? 10 : 12;
+  const header = buf.toString('latin1', hstart, hstart + hlen);
+  const descr = /'descr':\s*'([^']+)'/.exec(header)[1];
+  if (/'fortran_order':\s*True/.test(header)) throw new Error(`${file}: Fortran order not supported`);
+  const shape = /'shape':\s*\(([^)]*)\)/.exec(header)[1].split(',').map(s => s.trim()).filter(Boolean).map(Number);
+  const entry = NPY_TO_ORT[descr];
+  if (!entry) throw new Error(`${file}: unsupported dtype ${descr}`);
+  const [type, Arr] = entry;
+  const data = buf.subarray(hstart + hlen);
+  const copy = new Uint8Array(data.length);
+  copy.set(data);
+  let arr = new Arr(copy.buffer, 0, copy.length / Arr.BYTES_PER_ELEMENT);
+  if (type === 'bool') arr = Uint8Array.from(arr).map(v => v !== 0);
+  return new ort.Tensor(type, type === 'bool' ? Array.from(arr) : arr, shape);
+}
+
+function writeNpy(file, tensor) {
+  const descr = ORT_TO_NPY[tensor.type];
+  if (!descr) throw new Error(`output type ${tensor.type} cannot be written as .npy`);
+  const shape = tensor.dims.length === 1 ? `(${tensor.dims[0]},)` : `(${tensor.dims.join(', ')})`;
+  let header = `{'descr': '${descr}', 'fortran_order': False, 'shape': ${shape}, }`;
+  const total = 10 + header.length + 1;
+  header += ' '.repeat((64 - (total % 64)) % 64) + '\n';
+  const pre = Buffer.alloc(10);
+  pre.write('\x93NUMPY', 0, 'latin1');
+  pre[6] = 1; pre[7] = 0;
+  pre.writeUInt16LE(header.length, 8);
+  const d = tensor.data;
+  const body = tensor.type === 'bool' ? Buffer.from(Array.from(d, v => (v ? 1 : 0)))
+                                      : Buffer.from(d.buffer, d.byteOffset, d.byteLength);
+  fs.writeFileSync(file, Buffer.concat([pre, Buffer.from(header, 'latin1'), body]));
+}
+
+function parseArgs(argv) {
+  const a = { inputs: {}, threads: 1, repeat: 0, outputDir: null, optimized: null, optLevel: 'all', model: null };
+  for (let i = 0; i < argv.length; i++) {
+    const k = argv[i];
+    const next = () => { if (i + 1 >= argv.length) throw new Error(`${k} needs a value`); return argv[++i]; };
+    if (k === '--input') { const v = next(); const eq = v.indexOf('='); a.inputs[v.slice(0, eq)] = v.slice(eq + 1); }
+    else if (k === '--output-dir') a.outputDir = next();
+    else if (k === '--threads') a.threads = Number(next());
+    else if (k === '--repeat') a.repeat = Number(next());
+    else if (k === '--optimized-model') a.optimized = next();
+    else if (k === '--opt-level') a.optLevel = next();
+    else if (!a.model) a.model = k;
+    else throw new Error(`unexpected argument ${k}`);
+  }
+  if (!a.model) throw new Error('usage: ort_run.mjs MODEL [--input NAME=FILE.npy ...] [--output-dir DIR]');
+  return a;
+}
+
+async function main() {
+  const a = parseArgs(process.argv.slice(2));
+  const opts = { logSeverityLevel: 3, intraOpNumThreads: a.threads, interOpNumThreads: 1, graphOptimizationLevel: a.optLevel,
+                 executionMode: 'sequential' };
+  if (a.optimized) opts.optimizedModelFilePath = a.optimized;
+  const session = await ort.InferenceSession.create(a.model, opts);
+  const feeds = {};
+  for (const name of session.inputNames) {
+    if (!(name in a.inputs)) throw new Error(`missing --input for model input '${name}'`);
+    feeds[name] = readNpy(a.inputs[name]);
+  }
+  let results = await session.run(feeds);
+  const times = [];
+  for (let r = 0; r < a.repeat; r++) {
+    const t0 = process.hrtime.bigint();
+    results = await session.run(feeds);
+    times.push(Number(process.hrtime.bigint() - t0) / 1e6);
+  }
+  const out = { outputs: {} };
+  for (const name of session.outputNames) {
+    const t = results[name];
+    const entry = { shape: t.dims, dtype: t.type };
+    if (a.outputDir) {
+      fs.mkdirSync(a.outputDir, { recursive: true });
+      entry.file = path.join(a.outputDir, name.replace(/[^A-Za-z0-9_.-]/g, '_') + '.npy');
+      writeNpy(entry.file, t);
+    }
+    out.outputs[name] = entry;
+  }
+  if (times.length) {
+    times.sort((x, y) => x - y);
+    out.latency_ms = { median: times[Math.floor(times.length / 2)], min: times[0], max: times[times.length - 1],
+                       runs: times.length };
+  }
+  console.log(JSON.stringify(out));
+}
+
+main().catch(e => { console.error(`ort_run: ${e.message}`); process.exit(2); });

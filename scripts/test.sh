@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The whole test suite: installs dependencies if missing, builds (build/), runs every test with CTest.
+# usage: scripts/test.sh [extra ctest args, e.g. -R inspect]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+jobs=$(nproc 2>/dev/null || echo 2)
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+cmake --build build -j"$jobs"
+cd build
+ctest --output-on-failure -j"$jobs" "$@"
