@@ -1,0 +1,52 @@
+// Loading and saving ONNX models, including tensors stored as external data.
+//
+// Safety: external data locations are resolved relative to the model's folder; absolute paths,
+// paths that escape the folder (directly, through nesting such as a/../../x, or through symlinks)
+// and offset/length ranges beyond the file are rejected with a BadInputError, on read and on write.
+// Saving is atomic (temporary file in the target folder, then rename) and never overwrites the input.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+namespace onnx {
+class ModelProto;
+}
+
+namespace qtool::onnxio {
+
+struct LoadOptions {
+  // Read external tensor data into memory (raw_data), so the loaded proto is self-contained.
+  // When false, external references are validated (file exists, range inside it) but not read.
+  bool load_external_data = true;
+};
+
+struct LoadedModel {
+  std::unique_ptr<onnx::ModelProto> proto;
+  std::filesystem::path path;  // the .onnx file as given
+  std::filesystem::path dir;   // folder external data locations are relative to
+  LoadedModel();
+  ~LoadedModel();
+  LoadedModel(LoadedModel&&) noexcept;
+  LoadedModel& operator=(LoadedModel&&) noexcept;
+};
+
+LoadedModel load_model(const std::filesystem::path& path, const LoadOptions& options = {});
+
+struct SaveOptions {
+  enum class ExternalData { Auto, Always, Never };
+  // Auto: external data when the serialized model would exceed protobuf's 2 GB limit.
+  ExternalData external_data = ExternalData::Auto;
+  // File name (relative to the output's folder) for external data; default "<output name>.data".
+  std::string external_file;
+  // Tensors smaller than this stay inline when external data is used.
+  int64_t external_min_bytes = 1024;
+  // The model that was loaded: save_model refuses to write over it (or over its external data).
+  std::filesystem::path protect_input;
+};
+
+void save_model(const onnx::ModelProto& model, const std::filesystem::path& out, const SaveOptions& options = {});
+
+}  // namespace qtool::onnxio
