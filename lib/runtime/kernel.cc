@@ -1,0 +1,84 @@
+#include "runtime/kernel.h"
+
+namespace qtool::runtime {
+namespace {
+
+const char* kind_name(Attribute::Kind k) {
+  switch (k) {
+    case Attribute::Kind::Float: return "float";
+    case Attribute::Kind::Int: return "int";
+    case Attribute::Kind::String: return "string";
+    case Attribute::Kind::Tensor: return "tensor";
+    case Attribute::Kind::Graph: return "graph";
+    case Attribute::Kind::Floats: return "floats";
+    case Attribute::Kind::Ints: return "ints";
+    case Attribute::Kind::Strings: return "strings";
+  }
+  return "?";
+}
+
+const Attribute* typed(const NodeAttrs& attrs, std::string_view name, Attribute::Kind want) {
+  const Attribute* a = attrs.find(name);
+  if (a && a->kind != want)
+    throw BadInputError("attribute '" + std::string(name) + "' is a " + kind_name(a->kind) + ", expected " +
+                        kind_name(want));
+  return a;
+}
+
+}  // namespace
+
+const Attribute* NodeAttrs::find(std::string_view name) const {
+  auto it = values.find(name);
+  return it == values.end() ? nullptr : &it->second;
+}
+
+int64_t NodeAttrs::get_int(std::string_view name, int64_t dflt) const {
+  const Attribute* a = typed(*this, name, Attribute::Kind::Int);
+  return a ? a->i : dflt;
+}
+float NodeAttrs::get_float(std::string_view name, float dflt) const {
+  const Attribute* a = typed(*this, name, Attribute::Kind::Float);
+  return a ? a->f : dflt;
+}
+std::string NodeAttrs::get_string(std::string_view name, std::string dflt) const {
+  const Attribute* a = typed(*this, name, Attribute::Kind::String);
+  return a ? a->s : dflt;
+}
+std::vector<int64_t> NodeAttrs::get_ints(std::string_view name, std::vector<int64_t> dflt) const {
+  const Attribute* a = typed(*this, name, Attribute::Kind::Ints);
+  return a ? a->ints : dflt;
+}
+std::vector<float> NodeAttrs::get_floats(std::string_view name, std::vector<float> dflt) const {
+  const Attribute* a = typed(*this, name, Attribute::Kind::Floats);
+  return a ? a->floats : dflt;
+}
+int64_t NodeAttrs::require_int(std::string_view name) const {
+  const Attribute* a = typed(*this, name, Attribute::Kind::Int);
+  if (!a) throw BadInputError("required attribute '" + std::string(name) + "' is missing");
+  return a->i;
+}
+const qtool::Tensor& NodeAttrs::require_tensor(std::string_view name) const {
+  const Attribute* a = typed(*this, name, Attribute::Kind::Tensor);
+  if (!a) throw BadInputError("required attribute '" + std::string(name) + "' is missing");
+  return a->t;
+}
+std::shared_ptr<const Graph> NodeAttrs::require_graph(std::string_view name) const {
+  const Attribute* a = typed(*this, name, Attribute::Kind::Graph);
+  if (!a || !a->g) throw BadInputError("required graph attribute '" + std::string(name) + "' is missing");
+  return a->g;
+}
+
+const qtool::Tensor& KernelContext::input(size_t i) const {
+  if (!has_input(i))
+    throw BadInputError(node.label() + ": input " + std::to_string(i) + " is required but missing");
+  return *inputs[i];
+}
+
+const KernelDef* find_kernel(std::string_view domain, std::string_view op_type, int opset) {
+  const std::string_view dom = (domain == "ai.onnx") ? std::string_view{} : domain;
+  for (const KernelDef& k : registered_kernels())
+    if (k.domain == dom && k.op_type == op_type && opset >= k.since_version && opset <= k.until_version) return &k;
+  return nullptr;
+}
+
+}  // namespace qtool::runtime
