@@ -15,6 +15,10 @@ const KernelDef kKernels[] = {
   // --- core: elementwise, shape, tensor manipulation, control flow, QDQ ---
 
   // --- compute: GEMM/conv, pooling, normalization, reductions, resize, recurrent ---
+  {"", "Conv", 1, kMaxOpset, make_conv},
+  {"", "ConvTranspose", 1, kMaxOpset, make_conv_transpose},
+  {"", "Gemm", 1, kMaxOpset, make_gemm},
+  {"", "MatMul", 1, kMaxOpset, make_matmul},
 
   // sentinel, never matched (keeps the array non-empty while families are added)
   {"qtool.internal", "", 0, -1, nullptr},
