@@ -37,5 +37,7 @@ std::unique_ptr<Kernel> make_reduce_log_sum_exp(const NodeInfo& node);  // reduc
 std::unique_ptr<Kernel> make_reduce_sum_square(const NodeInfo& node);   // reduce.cc
 std::unique_ptr<Kernel> make_arg_max(const NodeInfo& node);             // reduce.cc
 std::unique_ptr<Kernel> make_arg_min(const NodeInfo& node);             // reduce.cc
+std::unique_ptr<Kernel> make_resize(const NodeInfo& node);              // resize.cc
+std::unique_ptr<Kernel> make_upsample(const NodeInfo& node);            // resize.cc
 
 }  // namespace qtool::runtime::kernels

@@ -43,6 +43,8 @@ const KernelDef kKernels[] = {
   {"", "ReduceSumSquare", 1, kMaxOpset, make_reduce_sum_square},
   {"", "ArgMax", 1, kMaxOpset, make_arg_max},
   {"", "ArgMin", 1, kMaxOpset, make_arg_min},
+  {"", "Resize", 10, kMaxOpset, make_resize},
+  {"", "Upsample", 7, 9, make_upsample},
 
   // sentinel, never matched (keeps the array non-empty while families are added)
   {"qtool.internal", "", 0, -1, nullptr},
