@@ -39,5 +39,8 @@ std::unique_ptr<Kernel> make_arg_max(const NodeInfo& node);             // reduc
 std::unique_ptr<Kernel> make_arg_min(const NodeInfo& node);             // reduce.cc
 std::unique_ptr<Kernel> make_resize(const NodeInfo& node);              // resize.cc
 std::unique_ptr<Kernel> make_upsample(const NodeInfo& node);            // resize.cc
+std::unique_ptr<Kernel> make_lstm(const NodeInfo& node);                // recurrent.cc
+std::unique_ptr<Kernel> make_gru(const NodeInfo& node);                 // recurrent.cc
+std::unique_ptr<Kernel> make_rnn(const NodeInfo& node);                 // recurrent.cc
 
 }  // namespace qtool::runtime::kernels

@@ -45,6 +45,9 @@ const KernelDef kKernels[] = {
   {"", "ArgMin", 1, kMaxOpset, make_arg_min},
   {"", "Resize", 10, kMaxOpset, make_resize},
   {"", "Upsample", 7, 9, make_upsample},
+  {"", "LSTM", 1, kMaxOpset, make_lstm},
+  {"", "GRU", 1, kMaxOpset, make_gru},
+  {"", "RNN", 1, kMaxOpset, make_rnn},
 
   // sentinel, never matched (keeps the array non-empty while families are added)
   {"qtool.internal", "", 0, -1, nullptr},
