@@ -22,7 +22,7 @@ const std::set<std::string> kComputeOps = {
     "GlobalMaxPool", "BatchNormalization", "InstanceNormalization", "LayerNormalization", "LRN", "Softmax",
     "LogSoftmax", "Hardmax", "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
     "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare", "ArgMax", "ArgMin",
-    "Resize", "Upsample", "LSTM", "GRU", "RNN",
+    "Resize", "Upsample", "LSTM", "GRU", "RNN", "Einsum",
 };
 
 // Cases that are known not to pass, with the reason (kept short and explicit).
@@ -72,7 +72,12 @@ void run_backend_cases(const std::set<std::string>& ops) {
     }
   }
   for (const auto& f : failures) UNSCOPED_INFO(f);
-  for (const auto& [op, n] : per_op) WARN(op << ": " << n << " cases");
+  // Every op but LpPool (no vectors in ONNX 1.12) must have had its cases loaded and run.
+  for (const std::string& op : ops)
+    if (op != "LpPool") {
+      INFO(op << " has no backend cases");
+      CHECK(per_op[op] > 0);
+    }
   CHECK(failures.empty());
   CHECK(ran > 0);
 }

@@ -8,10 +8,6 @@
 namespace qtool::runtime::kernels::compute {
 namespace {
 
-void pin_openblas_to_one_thread() {
-  static std::once_flag once;
-  std::call_once(once, [] { openblas_set_num_threads(1); });
-}
 
 void gemm_block(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                 const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
@@ -28,9 +24,14 @@ void gemm_block(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, 
 
 }  // namespace
 
+void ensure_blas_single_threaded() {
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(1); });
+}
+
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc, int threads) {
-  pin_openblas_to_one_thread();
+  ensure_blas_single_threaded();
   const int64_t work = M * N * std::max<int64_t>(K, 1);
   int t = work < (1 << 17) ? 1 : threads;
   if (t <= 1) {

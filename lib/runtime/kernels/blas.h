@@ -16,6 +16,9 @@ namespace qtool::runtime::kernels::compute {
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc, int threads);
 
+// Pins OpenBLAS to one thread (idempotent); call before any direct cblas_* call.
+void ensure_blas_single_threaded();
+
 // Reference twin of sgemm: plain loops, double accumulation.
 void sgemm_ref(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                const float* B, int64_t ldb, float beta, float* C, int64_t ldc);

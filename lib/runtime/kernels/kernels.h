@@ -42,5 +42,6 @@ std::unique_ptr<Kernel> make_upsample(const NodeInfo& node);            // resiz
 std::unique_ptr<Kernel> make_lstm(const NodeInfo& node);                // recurrent.cc
 std::unique_ptr<Kernel> make_gru(const NodeInfo& node);                 // recurrent.cc
 std::unique_ptr<Kernel> make_rnn(const NodeInfo& node);                 // recurrent.cc
+std::unique_ptr<Kernel> make_einsum(const NodeInfo& node);              // einsum.cc
 
 }  // namespace qtool::runtime::kernels

@@ -48,6 +48,7 @@ const KernelDef kKernels[] = {
   {"", "LSTM", 1, kMaxOpset, make_lstm},
   {"", "GRU", 1, kMaxOpset, make_gru},
   {"", "RNN", 1, kMaxOpset, make_rnn},
+  {"", "Einsum", 12, kMaxOpset, make_einsum},
 
   // sentinel, never matched (keeps the array non-empty while families are added)
   {"qtool.internal", "", 0, -1, nullptr},
