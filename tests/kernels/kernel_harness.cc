@@ -128,6 +128,22 @@ Attribute decode_attribute(const onnx::AttributeProto& a) {
 }
 }  // namespace
 
+runtime::NodeInfo node_info_from_proto(const onnx::NodeProto& n, int opset, const std::map<std::string, Tensor>& consts) {
+  runtime::NodeInfo node;
+  node.name = n.name();
+  node.op_type = n.op_type();
+  node.domain = n.domain();
+  node.opset = opset;
+  for (const auto& a : n.attribute()) node.attrs.values[a.name()] = decode_attribute(a);
+  for (const std::string& in : n.input()) {
+    node.inputs.push_back(in);
+    auto it = consts.find(in);
+    node.const_inputs.push_back(it == consts.end() ? nullptr : &it->second);
+  }
+  node.outputs.assign(n.output().begin(), n.output().end());
+  return node;
+}
+
 bool load_backend_case(const std::filesystem::path& dir, BackendCase& out) {
   onnx::ModelProto model;
   if (!parse_file(dir / "model.onnx", model)) throw BadInputError("cannot parse " + (dir / "model.onnx").string());

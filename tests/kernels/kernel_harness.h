@@ -4,11 +4,16 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "core/tensor.h"
 #include "runtime/kernel.h"
+
+namespace onnx {
+class NodeProto;
+}
 
 namespace qtool::test {
 
@@ -46,6 +51,10 @@ struct BackendCase {
   KernelCall call;
   std::vector<Tensor> expected;
 };
+// A model node as the kernels see it: attributes decoded, const_inputs from `consts` (by value name).
+// The returned NodeInfo points into `consts`, which must outlive it.
+runtime::NodeInfo node_info_from_proto(const onnx::NodeProto& n, int opset, const std::map<std::string, Tensor>& consts);
+
 // nullopt-like: returns false when the model has more than one node.
 bool load_backend_case(const std::filesystem::path& dir, BackendCase& out);
 // Compares an output with the expected tensor: same dtype and shape, |a-b| <= atol + rtol*|b|
