@@ -1,6 +1,6 @@
 // Times the compute kernels of a real model, node by node, on the shapes the model really uses.
 //
-// usage: bench_kernels NODES.json [--threads T] [--repeat N]
+// usage: bench_kernels NODES.json [--threads T] [--repeat N] [--per-node 1] [--only NAME,NAME]
 // NODES.json comes from scripts/bench/compute_nodes.py (node indices and runtime input shapes). Constant
 // inputs (initializers, Constant nodes) are the model's own; other inputs are random tensors of the right
 // shape. Prints one JSON line: total median milliseconds over all compute nodes and a per-op breakdown.
@@ -28,10 +28,18 @@ int main(int argc, char** argv) {
     return 1;
   }
   int threads = 1, repeat = 10;
+  bool per_node = false;
+  std::string only;  // comma-separated node names to time (all when empty)
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     if (k == "--threads") threads = std::stoi(argv[i + 1]);
     if (k == "--repeat") repeat = std::stoi(argv[i + 1]);
+    if (k == "--only") {
+      only = ",";
+      only += argv[i + 1];
+      only += ',';
+    }
+    if (k == "--per-node") per_node = std::string(argv[i + 1]) == "1";
   }
   try {
     std::ifstream f(argv[1]);
@@ -54,6 +62,8 @@ int main(int argc, char** argv) {
     uint32_t seed = 1;
     for (const auto& jn : spec["nodes"]) {
       const onnx::NodeProto& np = g.node(jn["index"].get<int>());
+      const std::string key = ',' + np.name() + ',';
+      if (!only.empty() && only.find(key) == std::string::npos) continue;
       runtime::NodeInfo node = test::node_info_from_proto(np, opset, consts);
       std::vector<Tensor> inputs(node.inputs.size());
       bool ok = true;
@@ -90,6 +100,12 @@ int main(int argc, char** argv) {
       std::sort(ms.begin(), ms.end());
       const double med = ms[ms.size() / 2];
       per_op[node.op_type] += med;
+      if (per_node) {
+        std::string shapes;
+        for (const Tensor& t : inputs) shapes += (t.empty() ? std::string("-") : shape_str(t.shape())) + " ";
+        std::fprintf(stderr, "%8.3f ms (min %8.3f)  %-20s %s %s\n", med, ms.front(), node.op_type.c_str(),
+                     node.name.c_str(), shapes.c_str());
+      }
       total += med;
       ++timed;
     }

@@ -6,7 +6,7 @@
 // Paths (each compared with conv_ref in tests/kernels/):
 //  - depthwise (group == C, one or more outputs per channel), 1-D/2-D: direct loops, parallel over channels;
 //  - pointwise (kernel 1, stride 1, no pads): Y_g = W_g x X_g, one sgemm per image and group;
-//  - general: im2col into a scratch buffer, then sgemm.
+//  - general: im2col in tiles of output rows (cache-sized per-thread buffers), one sgemm per tile.
 // W's layout [M, C/group, k...] already is the row-major GEMM operand, so no weight packing is needed.
 #include <algorithm>
 #include <cstring>
@@ -20,6 +20,9 @@
 namespace qtool::runtime::kernels {
 namespace {
 using namespace compute;
+
+// Column-buffer floats per im2col tile (1 MiB): small enough for L2/L3, wide enough for sgemm.
+constexpr int64_t kTileFloats = 1 << 18;
 
 // Scratch for im2col, reused across runs of the calling thread.
 float* scratch(size_t n) {
@@ -138,16 +141,31 @@ class ConvKernel final : public Kernel {
     for (size_t d = 0; d < g.in.size(); ++d)
       pointwise = pointwise && g.strides[d] == 1 && g.pads[d] == 0 && g.pads[d + g.in.size()] == 0;
     const int64_t K = g.channels * kv;
-    float* col = pointwise ? nullptr : scratch(static_cast<size_t>(K * ov));
     for (int64_t n = 0; n < N; ++n)
       for (int64_t gi = 0; gi < group_; ++gi) {
         const float* xg = x + (n * C + gi * g.channels) * iv;
+        const float* wg = w + gi * Mg * K;
         float* yg = y + (n * M + gi * Mg) * ov;
         if (b)
           for (int64_t m = 0; m < Mg; ++m) std::fill_n(yg + m * ov, ov, b[gi * Mg + m]);
-        if (!pointwise) im2col(g, xg, col, ctx.threads);
-        sgemm(false, false, Mg, ov, K, 1.f, w + gi * Mg * K, K, pointwise ? xg : col, ov, b ? 1.f : 0.f, yg, ov,
-              ctx.threads);
+        if (pointwise) {
+          sgemm(false, false, Mg, ov, K, 1.f, wg, K, xg, ov, b ? 1.f : 0.f, yg, ov, ctx.threads);
+          continue;
+        }
+        // im2col in tiles of whole output rows (about kTileFloats col floats each), so the column buffer
+        // stays in cache; tiles run in parallel, each with its own buffer and a single-threaded sgemm.
+        const int64_t row = g.in.size() == 2 ? g.out[1] : 1;
+        const int64_t rows_total = ov / row;
+        const int64_t rows_per_tile = std::clamp<int64_t>(kTileFloats / std::max<int64_t>(1, K * row), 1, rows_total);
+        const int64_t tiles = (rows_total + rows_per_tile - 1) / rows_per_tile;
+        const int t = static_cast<int>(std::min<int64_t>(threads_for(Mg * K * ov, ctx.threads), tiles));
+#pragma omp parallel for num_threads(t) schedule(dynamic)
+        for (int64_t ti = 0; ti < tiles; ++ti) {
+          const int64_t p0 = ti * rows_per_tile * row, p1 = std::min(rows_total, (ti + 1) * rows_per_tile) * row;
+          float* col = scratch(static_cast<size_t>(K * (p1 - p0)));
+          im2col_range(g, xg, col, p0, p1);
+          sgemm(false, false, Mg, p1 - p0, K, 1.f, wg, K, col, p1 - p0, b ? 1.f : 0.f, yg + p0, ov, 1);
+        }
       }
   }
 

@@ -31,15 +31,20 @@ int64_t tap_offset(const ConvGeom& g, int64_t o, int64_t k) {
   return off;
 }
 
-// 2-D row of col for channel plane `im` and tap (kh, kw).
-void im2col_row_2d(const ConvGeom& g, const float* im, int64_t kh, int64_t kw, float* dst) {
-  const int64_t IH = g.in[0], IW = g.in[1], OH = g.out[0], OW = g.out[1];
+// Output columns [lo, hi) whose input column ow*stride + offset lies inside [0, in).
+void inside_range(int64_t in, int64_t out, int64_t stride, int64_t offset, int64_t& lo, int64_t& hi) {
+  lo = std::min(out, offset >= 0 ? 0 : (-offset + stride - 1) / stride);
+  hi = std::max(lo, std::min(out, in - offset > 0 ? (in - offset + stride - 1) / stride : 0));
+}
+
+// 2-D row of col for channel plane `im` and tap (kh, kw), output rows [oh0, oh1).
+void im2col_row_2d(const ConvGeom& g, const float* im, int64_t kh, int64_t kw, float* dst, int64_t oh0, int64_t oh1) {
+  const int64_t IH = g.in[0], IW = g.in[1], OW = g.out[1];
   const int64_t sh = g.strides[0], sw = g.strides[1], ph = g.pads[0], pw = g.pads[1];
   const int64_t ih0 = kh * g.dilations[0] - ph, iw0 = kw * g.dilations[1] - pw;
-  // Output columns whose input column is inside [0, IW).
-  const int64_t ow_lo = std::min(OW, iw0 >= 0 ? 0 : (-iw0 + sw - 1) / sw);
-  const int64_t ow_hi = std::max(ow_lo, std::min(OW, IW - iw0 > 0 ? (IW - iw0 + sw - 1) / sw : 0));
-  for (int64_t oh = 0; oh < OH; ++oh, dst += OW) {
+  int64_t ow_lo, ow_hi;
+  inside_range(IW, OW, sw, iw0, ow_lo, ow_hi);
+  for (int64_t oh = oh0; oh < oh1; ++oh, dst += OW) {
     const int64_t ih = oh * sh + ih0;
     if (ih < 0 || ih >= IH) {
       std::memset(dst, 0, sizeof(float) * OW);
@@ -78,7 +83,7 @@ void im2col(const ConvGeom& g, const float* im, float* col, int threads) {
   if (g.in.size() == 2) {
     parallel_for(rows, t, [&](int64_t r) {
       const int64_t c = r / kv, k = r % kv;
-      im2col_row_2d(g, im + c * iv, k / g.kernel[1], k % g.kernel[1], col + r * ov);
+      im2col_row_2d(g, im + c * iv, k / g.kernel[1], k % g.kernel[1], col + r * ov, 0, g.out[0]);
     });
     return;
   }
@@ -90,6 +95,21 @@ void im2col(const ConvGeom& g, const float* im, float* col, int threads) {
       dst[o] = off < 0 ? 0.f : im[c * iv + off];
     }
   });
+}
+
+void im2col_range(const ConvGeom& g, const float* im, float* col, int64_t p0, int64_t p1) {
+  const int64_t kv = g.kernel_volume(), iv = g.in_volume(), n = p1 - p0;
+  for (int64_t r = 0; r < g.channels * kv; ++r) {
+    const int64_t c = r / kv, k = r % kv;
+    if (g.in.size() == 2) {
+      im2col_row_2d(g, im + c * iv, k / g.kernel[1], k % g.kernel[1], col + r * n, p0 / g.out[1], p1 / g.out[1]);
+      continue;
+    }
+    for (int64_t o = p0; o < p1; ++o) {
+      const int64_t off = tap_offset(g, o, k);
+      col[r * n + o - p0] = off < 0 ? 0.f : im[c * iv + off];
+    }
+  }
 }
 
 void col2im_add(const ConvGeom& g, const float* col, float* im, int threads) {
@@ -105,9 +125,15 @@ void col2im_add(const ConvGeom& g, const float* col, float* im, int threads) {
         for (int64_t oh = 0; oh < OH; ++oh) {
           const int64_t ih = oh * g.strides[0] - g.pads[0] + kh * g.dilations[0];
           if (ih < 0 || ih >= IH) continue;
-          for (int64_t ow = 0; ow < OW; ++ow) {
-            const int64_t iw = ow * g.strides[1] - g.pads[1] + kw * g.dilations[1];
-            if (iw >= 0 && iw < IW) plane[ih * IW + iw] += src[oh * OW + ow];
+          const int64_t sw = g.strides[1], off = kw * g.dilations[1] - g.pads[1];
+          int64_t lo, hi;
+          inside_range(IW, OW, sw, off, lo, hi);
+          float* dst = plane + ih * IW + off;
+          const float* s = src + oh * OW;
+          if (sw == 1) {
+            for (int64_t ow = lo; ow < hi; ++ow) dst[ow] += s[ow];
+          } else {
+            for (int64_t ow = lo; ow < hi; ++ow) dst[ow * sw] += s[ow];
           }
         }
         continue;

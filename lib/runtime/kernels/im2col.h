@@ -21,6 +21,9 @@ struct ConvGeom {
 
 // Fills col (channels*kvol x out_volume) from `im` (channels x in_volume). Any rank; 2-D has a fast path.
 void im2col(const ConvGeom& g, const float* im, float* col, int threads);
+// Single-threaded im2col of the output positions [p0, p1) only: col is (channels*kvol x (p1-p0)).
+// For 2-D inputs p0 and p1 must be multiples of the output width (whole output rows).
+void im2col_range(const ConvGeom& g, const float* im, float* col, int64_t p0, int64_t p1);
 // Reference twin of im2col: one generic loop over every col element.
 void im2col_ref(const ConvGeom& g, const float* im, float* col);
 // im (channels x in_volume) += scatter of col; the transpose of im2col. `im` must be initialised.
