@@ -14,6 +14,8 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <set>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "kernel_harness.h"
@@ -29,15 +31,14 @@ int main(int argc, char** argv) {
   }
   int threads = 1, repeat = 10;
   bool per_node = false;
-  std::string only;  // comma-separated node names to time (all when empty)
+  std::set<std::string> only;  // node names to time (all when empty)
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     if (k == "--threads") threads = std::stoi(argv[i + 1]);
     if (k == "--repeat") repeat = std::stoi(argv[i + 1]);
     if (k == "--only") {
-      only = ",";
-      only += argv[i + 1];
-      only += ',';
+      std::stringstream list(argv[i + 1]);
+      for (std::string name; std::getline(list, name, ',');) only.insert(name);
     }
     if (k == "--per-node") per_node = std::string(argv[i + 1]) == "1";
   }
@@ -62,8 +63,7 @@ int main(int argc, char** argv) {
     uint32_t seed = 1;
     for (const auto& jn : spec["nodes"]) {
       const onnx::NodeProto& np = g.node(jn["index"].get<int>());
-      const std::string key = ',' + np.name() + ',';
-      if (!only.empty() && only.find(key) == std::string::npos) continue;
+      if (!only.empty() && !only.count(np.name())) continue;
       runtime::NodeInfo node = test::node_info_from_proto(np, opset, consts);
       std::vector<Tensor> inputs(node.inputs.size());
       bool ok = true;
