@@ -81,8 +81,15 @@ fs::path resolve_external_location(const fs::path& dir, const std::string& locat
   std::error_code ec;
   const fs::path canon_dir = fs::canonical(base, ec);
   if (ec) throw BadInputError(what + ": cannot resolve the model's folder '" + base.string() + "': " + ec.message());
-  // weakly_canonical follows every symlink on the part of the path that exists.
-  const fs::path canon = fs::weakly_canonical(full, ec);
+  // weakly_canonical follows every symlink on the part of the path that exists; a dangling symlink at
+  // the end is followed by hand, so a link to a not-yet-existing file outside is caught too.
+  fs::path target = full;
+  for (int hops = 0; hops < 40 && fs::is_symlink(fs::symlink_status(target, ec)); ++hops) {
+    const fs::path link = fs::read_symlink(target, ec);
+    if (ec) break;
+    target = link.is_absolute() ? link : target.parent_path() / link;
+  }
+  const fs::path canon = fs::weakly_canonical(target, ec);
   if (ec) throw BadInputError(what + ": cannot resolve " + quoted + ": " + ec.message());
   if (!is_within(canon_dir, canon))
     throw BadInputError(what + ": " + quoted + " resolves through a symlink to '" + canon.string() +
