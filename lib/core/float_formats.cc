@@ -110,9 +110,20 @@ float float8e4m3fnuz_to_float(uint8_t bits) { return decode(kE4M3FNUZ, bits); }
 float float8e5m2_to_float(uint8_t bits) { return decode(kE5M2, bits); }
 float float8e5m2fnuz_to_float(uint8_t bits) { return decode(kE5M2FNUZ, bits); }
 
-uint8_t float_to_float8e4m3fn(float v, bool saturate) { return static_cast<uint8_t>(encode(kE4M3FN, v, saturate)); }
+// Without saturation, ONNX's reference implementation (onnx/numpy_helper.py) and ONNX Runtime map
+// 480 <= |v| < 496 to +-448 rather than NaN: the truncated code would be the NaN code S.1111.111, which they
+// replace by S.1111.110 before rounding. Kept for bit-exactness with both; everything else is plain RNE.
+uint8_t float_to_float8e4m3fn(float v, bool saturate) {
+  if (!saturate && std::fabs(v) >= 480.0f && std::fabs(v) < 496.0f) return std::signbit(v) ? 0xFE : 0x7E;
+  return static_cast<uint8_t>(encode(kE4M3FN, v, saturate));
+}
 uint8_t float_to_float8e4m3fnuz(float v, bool saturate) { return static_cast<uint8_t>(encode(kE4M3FNUZ, v, saturate)); }
-uint8_t float_to_float8e5m2(float v, bool saturate) { return static_cast<uint8_t>(encode(kE5M2, v, saturate)); }
+// Without saturation, ONNX's reference implementation and ONNX Runtime give NaN (not inf) when a finite value
+// below 2^16 rounds past 57344 (61440 <= |v| < 65536); values from 2^16 up and inf give inf.
+uint8_t float_to_float8e5m2(float v, bool saturate) {
+  if (!saturate && std::fabs(v) >= 61440.0f && std::fabs(v) < 65536.0f) return std::signbit(v) ? 0xFF : 0x7F;
+  return static_cast<uint8_t>(encode(kE5M2, v, saturate));
+}
 uint8_t float_to_float8e5m2fnuz(float v, bool saturate) { return static_cast<uint8_t>(encode(kE5M2FNUZ, v, saturate)); }
 
 }  // namespace qtool

@@ -5,6 +5,8 @@
 // - A finite value whose rounded magnitude exceeds the format's largest finite value, and +-inf:
 //     saturate = true  -> +-max finite (448 for E4M3FN, 57344 for E5M2, 240 for E4M3FNUZ, 57344 for E5M2FNUZ);
 //     saturate = false -> +-inf where the format has inf (float16, bfloat16, E5M2), otherwise NaN.
+//   Two exceptions follow ONNX's reference implementation and ONNX Runtime bit for bit (saturate = false):
+//     E4M3FN: 480 <= |x| < 496 gives +-448 (not NaN); E5M2: 61440 <= |x| < 65536 gives NaN (not inf).
 //   float16 and bfloat16 are IEEE-like and ignore `saturate` (overflow gives inf, as a C cast does).
 // - NaN -> the format's NaN: sign | 0x7F for E4M3FN and E5M2, 0x80 for the FNUZ formats (which have no
 //   -0 and no inf), sign | 0x7E00 for float16, sign | 0x7FC0 for bfloat16.
