@@ -32,6 +32,9 @@ float* scratch(size_t n) {
 }
 
 // One output plane of a 2-D depthwise conv: out[OH, OW] = bias + sum_k in[...] * w[k].
+// Interior columns (every tap inside the input) run without bounds checks; with stride 2 each input
+// row is split once into even and odd columns so every tap is a contiguous multiply-add.
+QTOOL_HOT_LOOP
 void depthwise_plane_2d(const float* in, const float* w, float bias, float* out, const ConvGeom& g) {
   const int64_t IH = g.in[0], IW = g.in[1], OH = g.out[0], OW = g.out[1];
   const int64_t KH = g.kernel[0], KW = g.kernel[1], sh = g.strides[0], sw = g.strides[1];
@@ -41,6 +44,10 @@ void depthwise_plane_2d(const float* in, const float* w, float bias, float* out,
   int64_t ow_hi = IW - 1 + pw - (KW - 1) * dw >= 0 ? (IW - 1 + pw - (KW - 1) * dw) / sw + 1 : 0;
   ow_lo = std::min(ow_lo, OW);
   ow_hi = std::clamp(ow_hi, ow_lo, OW);
+  const bool split = sw == 2 && dw == 1;
+  std::vector<float> halves(split ? static_cast<size_t>(IW + 2) : 0);
+  float* even = halves.data();
+  float* odd = split ? halves.data() + (IW + 1) / 2 : nullptr;
   for (int64_t oh = 0; oh < OH; ++oh) {
     float* o = out + oh * OW;
     for (int64_t ow = 0; ow < OW; ++ow) o[ow] = bias;
@@ -48,6 +55,11 @@ void depthwise_plane_2d(const float* in, const float* w, float bias, float* out,
       const int64_t ih = oh * sh - ph + kh * dh;
       if (ih < 0 || ih >= IH) continue;
       const float* row = in + ih * IW;
+      if (split)
+        for (int64_t i = 0; 2 * i < IW; ++i) {
+          even[i] = row[2 * i];
+          if (2 * i + 1 < IW) odd[i] = row[2 * i + 1];
+        }
       for (int64_t kw = 0; kw < KW; ++kw) {
         const float wv = w[kh * KW + kw];
         const int64_t off = kw * dw - pw;
@@ -58,9 +70,11 @@ void depthwise_plane_2d(const float* in, const float* w, float bias, float* out,
         if (sw == 1) {
           const float* r = row + off;
           for (int64_t ow = ow_lo; ow < ow_hi; ++ow) o[ow] += wv * r[ow];
-        } else if (sw == 2) {
-          const float* r = row + off;
-          for (int64_t ow = ow_lo; ow < ow_hi; ++ow) o[ow] += wv * r[2 * ow];
+        } else if (split) {
+          // iw = 2*ow + off: even column (off even) or odd column (off odd) number ow + floor(off/2).
+          const int64_t q = off >= 0 ? off / 2 : -((-off + 1) / 2);
+          const float* r = ((off % 2) == 0 ? even : odd) + q;
+          for (int64_t ow = ow_lo; ow < ow_hi; ++ow) o[ow] += wv * r[ow];
         } else {
           for (int64_t ow = ow_lo; ow < ow_hi; ++ow) o[ow] += wv * row[ow * sw + off];
         }
