@@ -2,6 +2,7 @@
 # Compares qtool's fp32 forward time with ONNX Runtime 1.30 on the shared benchmark models.
 #
 # usage: scripts/bench_runtime.sh [--threads T] [--repeat N] [--rounds R] [--build DIR] [--models a,b,c]
+#                                 [--omp-wait active|passive]
 #
 # For each model, ORT (scripts/ort/ort_run.mjs) and qtool run alternately for R rounds with the same
 # thread count; each run reports the median of N timed forwards after one warm-up; the table shows the
@@ -11,10 +12,12 @@
 # runtime::Session, outputs checked against ../shared/data/reference_outputs) when it was built, or with
 # tests/bench/bench_kernels (mode "kernels": only the compute kernels, node by node on the model's real
 # shapes; elementwise/shape ops are not counted, so that ratio is a lower bound).
+# --omp-wait sets OMP_WAIT_POLICY for qtool: on a machine busier than its cores, libgomp's default
+# spin-waiting between parallel regions costs a scheduler slice per region; passive avoids that.
 # Build first: cmake --build build --target bench_session bench_kernels qtool
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-threads=2 repeat=20 rounds=3 build="$root/build" models="mobilenetv2,ppocrv4-det,ppocrv4-rec"
+threads=2 repeat=20 rounds=3 omp_wait="" build="$root/build" models="mobilenetv2,ppocrv4-det,ppocrv4-rec"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --threads) threads="$2"; shift 2 ;;
@@ -22,6 +25,7 @@ while [[ $# -gt 0 ]]; do
     --rounds) rounds="$2"; shift 2 ;;
     --build) build="$2"; shift 2 ;;
     --models) models="$2"; shift 2 ;;
+    --omp-wait) omp_wait="$2"; shift 2 ;;
     *) echo "bench_runtime: unknown argument $1" >&2; exit 1 ;;
   esac
 done
@@ -84,6 +88,7 @@ for m in "${list[@]}"; do
     else
       cmd=("$bench" "$nodes" --threads "$threads" --repeat "$repeat")
     fi
+    [[ -n "$omp_wait" ]] && cmd=(env "OMP_WAIT_POLICY=$omp_wait" "${cmd[@]}")
     /usr/bin/time -v -o "$tmp/time.txt" "${cmd[@]}" > "$tmp/out.txt"
     ours+=("$(json_ms < "$tmp/out.txt")")
     if [[ $mode == session && $r == 0 ]]; then  # outputs must agree with ONNX Runtime's

@@ -9,10 +9,11 @@
 
 #include "runtime/kernel.h"
 
-// Hot loops are compiled three times (baseline x86-64, AVX2+FMA, AVX-512) and the best version for the
-// running CPU is picked when the program loads (GCC function multiversioning); elsewhere, baseline only.
+// Hot loops are compiled three times (baseline x86-64, x86-64-v3 = AVX2+FMA, x86-64-v4 = AVX-512) and the
+// running CPU picks one by its features when the program loads (GCC function multiversioning; "arch=haswell"
+// would test the CPU model and never match AMD parts); other compilers/architectures get the baseline.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(QTOOL_NO_CLONES)
-#define QTOOL_HOT_LOOP __attribute__((target_clones("default", "arch=haswell", "arch=skylake-avx512")))
+#define QTOOL_HOT_LOOP __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
 #else
 #define QTOOL_HOT_LOOP
 #endif
