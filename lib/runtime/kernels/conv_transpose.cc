@@ -141,7 +141,8 @@ Tensor conv_transpose_ref(const Tensor& X, const Tensor& W, const Tensor* B, con
             }
             if (!inside) continue;
             const int64_t mm = (c / Cg) * Mg + m;
-            y[(n * M + mm) * ov + off] += X.data<float>()[(n * C + c) * iv + i] * W.data<float>()[(c * Mg + m) * kv + k];
+            y[(n * M + mm) * ov + off] +=
+                X.data<float>()[(n * C + c) * iv + i] * W.data<float>()[(c * Mg + m) * kv + k];
           }
   if (B)
     for (int64_t j = 0; j < N * M; ++j)
