@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,30 @@ int64_t normalize_axis(const NodeInfo& node, int64_t axis, int64_t rank);
 std::vector<int64_t> int_values(const NodeInfo& node, const Tensor& t, const char* what);
 // Strides of a C-ordered shape.
 std::vector<int64_t> strides_of(const Shape& shape);
+
+// Calls fn(T{}) with T the element type of `dt` when `dt` is in `allowed` (a subset of float, double,
+// int32, int64, int8, uint8); otherwise an UnsupportedError naming the node and dtype.
+template <class F>
+void visit_dtype(const NodeInfo& node, DType dt, std::initializer_list<DType> allowed, F&& fn) {
+  bool ok = false;
+  for (DType a : allowed) ok = ok || a == dt;
+  switch (ok ? dt : DType::Undefined) {
+    case DType::Float32:
+      return fn(float{});
+    case DType::Float64:
+      return fn(double{});
+    case DType::Int32:
+      return fn(int32_t{});
+    case DType::Int64:
+      return fn(int64_t{});
+    case DType::Int8:
+      return fn(int8_t{});
+    case DType::UInt8:
+      return fn(uint8_t{});
+    default:
+      throw UnsupportedError(node.label() + ": dtype " + std::string(dtype_name(dt)) + " is not supported");
+  }
+}
 
 enum class AutoPad { NotSet, SameUpper, SameLower, Valid };
 AutoPad parse_auto_pad(const NodeInfo& node);

@@ -146,23 +146,7 @@ class PoolKernel final : public Kernel {
                      i * iv, storage_order_ == 1);
       });
     };
-    switch (X.dtype()) {
-      case DType::Float32:
-        run_typed(float{});
-        break;
-      case DType::Float64:
-        run_typed(double{});
-        break;
-      case DType::Int8:
-        run_typed(int8_t{});
-        break;
-      case DType::UInt8:
-        run_typed(uint8_t{});
-        break;
-      default:
-        throw UnsupportedError(node_.label() + ": MaxPool of dtype " + std::string(dtype_name(X.dtype())) +
-                               " is not supported");
-    }
+    visit_dtype(node_, X.dtype(), {DType::Float32, DType::Float64, DType::Int8, DType::UInt8}, run_typed);
     ctx.outputs[0] = std::move(Y);
     if (want_idx) ctx.outputs[1] = std::move(I);
   }

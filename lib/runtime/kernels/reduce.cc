@@ -166,34 +166,12 @@ class ReduceKernel final : public Kernel {
       parallel_for(plan.out_count, threads_for(X.numel(), ctx.threads),
                    [&](int64_t o) { y[o] = reduce_one<T>(op_, plan, x, o); });
     };
-    switch (X.dtype()) {
-      case DType::Float32:
-        run_typed(float{});
-        break;
-      case DType::Float64:
-        run_typed(double{});
-        break;
-      case DType::Int32:
-        run_typed(int32_t{});
-        break;
-      case DType::Int64:
-        run_typed(int64_t{});
-        break;
-      case DType::Int8:
-        if (op_ == ReduceOp::Max || op_ == ReduceOp::Min) {
-          run_typed(int8_t{});
-          break;
-        }
-        [[fallthrough]];
-      case DType::UInt8:
-        if (op_ == ReduceOp::Max || op_ == ReduceOp::Min) {
-          run_typed(uint8_t{});
-          break;
-        }
-        [[fallthrough]];
-      default:
-        throw UnsupportedError(node_.label() + ": dtype " + std::string(dtype_name(X.dtype())) + " is not supported");
-    }
+    const bool extreme = op_ == ReduceOp::Max || op_ == ReduceOp::Min;
+    if (extreme)
+      visit_dtype(node_, X.dtype(),
+                  {DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::Int8, DType::UInt8}, run_typed);
+    else
+      visit_dtype(node_, X.dtype(), {DType::Float32, DType::Float64, DType::Int32, DType::Int64}, run_typed);
     ctx.outputs[0] = std::move(Y);
   }
 
@@ -237,28 +215,8 @@ void arg_extreme(KernelContext& ctx) {
       y[r] = best;
     });
   };
-  switch (X.dtype()) {
-    case DType::Float32:
-      run_typed(float{});
-      break;
-    case DType::Float64:
-      run_typed(double{});
-      break;
-    case DType::Int32:
-      run_typed(int32_t{});
-      break;
-    case DType::Int64:
-      run_typed(int64_t{});
-      break;
-    case DType::Int8:
-      run_typed(int8_t{});
-      break;
-    case DType::UInt8:
-      run_typed(uint8_t{});
-      break;
-    default:
-      throw UnsupportedError(ctx.node.label() + ": dtype " + std::string(dtype_name(X.dtype())) + " is not supported");
-  }
+  visit_dtype(ctx.node, X.dtype(),
+              {DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::Int8, DType::UInt8}, run_typed);
   ctx.outputs[0] = std::move(Y);
 }
 
