@@ -29,6 +29,10 @@ void axpy(float a, const float* x, float* y, int64_t n);
 // sum of x[0..n) with 8 partial sums (order fixed, independent of threads)
 float sum_of(const float* x, int64_t n);
 
+// Per-thread scratch of at least n floats, kept between calls (grows, never shrinks). Valid until the
+// same thread asks again; kernels use one buffer at a time.
+float* scratch_floats(size_t n);
+
 // Input i as float32; UnsupportedError naming the node, input and dtype otherwise.
 const Tensor& float_input(const KernelContext& ctx, size_t i);
 // Axis in [-rank, rank) -> [0, rank); BadInputError naming the node otherwise.

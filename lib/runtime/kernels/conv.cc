@@ -24,13 +24,6 @@ using namespace compute;
 // Column-buffer floats per im2col tile (1 MiB): small enough for L2/L3, wide enough for sgemm.
 constexpr int64_t kTileFloats = 1 << 18;
 
-// Scratch for im2col, reused across runs of the calling thread.
-float* scratch(size_t n) {
-  thread_local std::vector<float> buf;
-  if (buf.size() < n) buf.resize(n);
-  return buf.data();
-}
-
 // One output plane of a 2-D depthwise conv: out[OH, OW] = bias + sum_k in[...] * w[k].
 // Border columns (some tap outside the input) take a checked scalar loop. Interior columns run in blocks
 // of 8-32 outputs whose accumulators stay in registers across all taps; with stride 2 the input rows
@@ -238,7 +231,7 @@ class ConvKernel final : public Kernel {
 #pragma omp parallel for num_threads(t) schedule(dynamic)
         for (int64_t ti = 0; ti < tiles; ++ti) {
           const int64_t p0 = ti * rows_per_tile * row, p1 = std::min(rows_total, (ti + 1) * rows_per_tile) * row;
-          float* col = scratch(static_cast<size_t>(K * (p1 - p0)));
+          float* col = scratch_floats(static_cast<size_t>(K * (p1 - p0)));
           im2col_range(g, xg, col, p0, p1);
           sgemm(false, false, Mg, p1 - p0, K, 1.f, wg, K, col, p1 - p0, b ? 1.f : 0.f, yg + p0, ov, 1);
         }

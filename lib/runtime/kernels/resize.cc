@@ -198,6 +198,7 @@ Tensor nearest_direct(const Tensor& X, const std::vector<AxisTaps>& taps, float 
   const auto in_strides = strides_of(X.shape());
   const int64_t OW = ys[rank - 1], rows = Y.numel() / OW;
   const AxisTaps& last = taps[rank - 1];
+  const bool any_outside_last = std::find(last.outside.begin(), last.outside.end(), 1) != last.outside.end();
   const float* x = X.data<float>();
   float* y = Y.data<float>();
   parallel_for(rows, threads_for(Y.numel(), threads), [&](int64_t r) {
@@ -215,6 +216,10 @@ Tensor nearest_direct(const Tensor& X, const std::vector<AxisTaps>& taps, float 
       return;
     }
     const float* src = x + off;
+    if (!any_outside_last) {
+      for (int64_t i = 0; i < OW; ++i) out[i] = src[last.idx[i]];
+      return;
+    }
     for (int64_t i = 0; i < OW; ++i) out[i] = last.outside[i] ? extrapolation : src[last.idx[i]];
   });
   return Y;
