@@ -311,7 +311,8 @@ TEST_CASE("external data locations are checked on write") {
                                                         {"/tmp/x.data", "absolute path"},
                                                         {"up/x.data", "outside the model's folder"},
                                                         {"link.data", "outside the model's folder"},
-                                                        {"nofolder/x.data", "cannot create a temporary file"}}) {
+                                                        {"nofolder/x.data", "cannot create a temporary file"},
+                                                        {"./sub/../m.onnx", "cannot be the model file itself"}}) {
     INFO(name);
     SaveOptions opts;
     opts.external_data = SaveOptions::ExternalData::Always;
