@@ -48,6 +48,22 @@ std::unique_ptr<Kernel> make_slice(const NodeInfo& n);
 std::unique_ptr<Kernel> make_pad(const NodeInfo& n);
 std::unique_ptr<Kernel> make_depth_space(const NodeInfo& n);  // DepthToSpace, SpaceToDepth
 std::unique_ptr<Kernel> make_trilu(const NodeInfo& n);
+// gather_scatter.cc
+std::unique_ptr<Kernel> make_gather(const NodeInfo& n);
+std::unique_ptr<Kernel> make_gather_elements(const NodeInfo& n);
+std::unique_ptr<Kernel> make_gather_nd(const NodeInfo& n);
+std::unique_ptr<Kernel> make_scatter_elements(const NodeInfo& n);  // ScatterElements, Scatter (opset 9-10)
+std::unique_ptr<Kernel> make_scatter_nd(const NodeInfo& n);
+std::unique_ptr<Kernel> make_onehot(const NodeInfo& n);
+std::unique_ptr<Kernel> make_nonzero(const NodeInfo& n);
+std::unique_ptr<Kernel> make_compress(const NodeInfo& n);
+// topk_cumsum.cc
+std::unique_ptr<Kernel> make_topk(const NodeInfo& n);
+std::unique_ptr<Kernel> make_cumsum(const NodeInfo& n);
+// control_flow.cc
+std::unique_ptr<Kernel> make_if(const NodeInfo& n);
+std::unique_ptr<Kernel> make_loop(const NodeInfo& n);
+std::unique_ptr<Kernel> make_scan(const NodeInfo& n);
 
 // --- compute: GEMM/conv, pooling, normalization, reductions, resize, recurrent (runtime kernels) ---
 

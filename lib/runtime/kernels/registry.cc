@@ -96,6 +96,20 @@ const KernelDef kKernels[] = {
   {"", "DepthToSpace", 1, kMaxOpset, make_depth_space},
   {"", "SpaceToDepth", 1, kMaxOpset, make_depth_space},
   {"", "Trilu", 14, kMaxOpset, make_trilu},
+  {"", "Gather", 1, kMaxOpset, make_gather},
+  {"", "GatherElements", 11, kMaxOpset, make_gather_elements},
+  {"", "GatherND", 11, kMaxOpset, make_gather_nd},
+  {"", "Scatter", 9, 10, make_scatter_elements},
+  {"", "ScatterElements", 11, kMaxOpset, make_scatter_elements},
+  {"", "ScatterND", 11, kMaxOpset, make_scatter_nd},
+  {"", "OneHot", 9, kMaxOpset, make_onehot},
+  {"", "NonZero", 9, kMaxOpset, make_nonzero},
+  {"", "Compress", 9, kMaxOpset, make_compress},
+  {"", "TopK", 1, kMaxOpset, make_topk},
+  {"", "CumSum", 11, kMaxOpset, make_cumsum},
+  {"", "If", 1, kMaxOpset, make_if},
+  {"", "Loop", 1, kMaxOpset, make_loop},
+  {"", "Scan", 9, kMaxOpset, make_scan},
 
   // --- compute: GEMM/conv, pooling, normalization, reductions, resize, recurrent ---
 
