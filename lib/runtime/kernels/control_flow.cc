@@ -14,9 +14,7 @@ SubgraphRunner& runner(KernelContext& ctx) {
   return *ctx.subgraphs;
 }
 
-bool truth(const Tensor& t, const NodeInfo& node, const char* what) {
-  return read_scalar(t, node, what) != 0.0;
-}
+bool truth(const Tensor& t, const NodeInfo& node, const char* what) { return read_scalar(t, node, what) != 0.0; }
 
 // Slice i along `axis`, dropping the axis.
 Tensor take(const Tensor& x, int64_t axis, int64_t i, const NodeInfo& node) {
@@ -37,8 +35,8 @@ Tensor stack(const std::vector<Tensor>& parts, int64_t axis, const NodeInfo& nod
   const Tensor& first = parts.front();
   for (const Tensor& p : parts)
     if (p.shape() != first.shape() || p.dtype() != first.dtype())
-      throw BadInputError(node.label() + ": scan outputs change shape between iterations (" +
-                          shape_str(first.shape()) + " vs " + shape_str(p.shape()) + ")");
+      throw BadInputError(node.label() + ": scan outputs change shape between iterations (" + shape_str(first.shape()) +
+                          " vs " + shape_str(p.shape()) + ")");
   Shape s = first.shape();
   s.insert(s.begin() + axis, static_cast<int64_t>(parts.size()));
   Tensor y(first.dtype(), s);
@@ -84,7 +82,8 @@ class LoopKernel final : public Kernel {
     if (body.inputs.size() != n_carried + 2 || body.outputs.size() < n_carried + 1)
       throw BadInputError(ctx.node.label() + ": body signature does not match the loop's inputs");
     const size_t n_scan = body.outputs.size() - 1 - n_carried;
-    const int64_t max_trips = ctx.has_input(0) ? static_cast<int64_t>(read_scalar(ctx.input(0), ctx.node, "M")) : INT64_MAX;
+    const int64_t max_trips =
+        ctx.has_input(0) ? static_cast<int64_t>(read_scalar(ctx.input(0), ctx.node, "M")) : INT64_MAX;
     bool cond = ctx.has_input(1) ? truth(ctx.input(1), ctx.node, "cond") : true;
     std::vector<Tensor> carried;
     for (size_t i = 0; i < n_carried; ++i) carried.push_back(ctx.input(2 + i));
@@ -103,8 +102,8 @@ class LoopKernel final : public Kernel {
     }
     for (size_t i = 0; i < n_carried && i < ctx.outputs.size(); ++i) ctx.outputs[i] = carried[i];
     for (size_t i = 0; i < n_scan && n_carried + i < ctx.outputs.size(); ++i)
-      ctx.outputs[n_carried + i] = scans[i].empty() ? empty_scan_output(body.outputs[1 + n_carried + i])
-                                                    : stack(scans[i], 0, ctx.node);
+      ctx.outputs[n_carried + i] =
+          scans[i].empty() ? empty_scan_output(body.outputs[1 + n_carried + i]) : stack(scans[i], 0, ctx.node);
   }
 
  private:
@@ -115,9 +114,12 @@ class LoopKernel final : public Kernel {
 class ScanKernel final : public Kernel {
  public:
   explicit ScanKernel(const NodeInfo& n)
-      : body_(n.attrs.require_graph("body")), n_scan_in_(n.attrs.require_int("num_scan_inputs")),
-        in_axes_(n.attrs.get_ints("scan_input_axes")), in_dirs_(n.attrs.get_ints("scan_input_directions")),
-        out_axes_(n.attrs.get_ints("scan_output_axes")), out_dirs_(n.attrs.get_ints("scan_output_directions")) {}
+      : body_(n.attrs.require_graph("body")),
+        n_scan_in_(n.attrs.require_int("num_scan_inputs")),
+        in_axes_(n.attrs.get_ints("scan_input_axes")),
+        in_dirs_(n.attrs.get_ints("scan_input_directions")),
+        out_axes_(n.attrs.get_ints("scan_output_axes")),
+        out_dirs_(n.attrs.get_ints("scan_output_directions")) {}
   void run(KernelContext& ctx) override {
     const Graph& body = *body_;
     const int64_t n_in = static_cast<int64_t>(ctx.num_inputs());
@@ -154,9 +156,11 @@ class ScanKernel final : public Kernel {
         ctx.outputs[n_state + k] = empty_scan_output(body.outputs[n_state + k]);
         continue;
       }
-      if (k < static_cast<int64_t>(out_dirs_.size()) && out_dirs_[k] == 1) std::reverse(scans[k].begin(), scans[k].end());
+      if (k < static_cast<int64_t>(out_dirs_.size()) && out_dirs_[k] == 1)
+        std::reverse(scans[k].begin(), scans[k].end());
       const int64_t rank = scans[k].front().rank() + 1;
-      const int64_t axis = normalize_axis(k < static_cast<int64_t>(out_axes_.size()) ? out_axes_[k] : 0, rank, ctx.node);
+      const int64_t axis =
+          normalize_axis(k < static_cast<int64_t>(out_axes_.size()) ? out_axes_[k] : 0, rank, ctx.node);
       ctx.outputs[n_state + k] = stack(scans[k], axis, ctx.node);
     }
   }

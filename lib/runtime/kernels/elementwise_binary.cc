@@ -105,8 +105,17 @@ Tensor pow_mixed(const Tensor& a, const Tensor& b, const NodeInfo& n, int th) {
   return out;
 }
 
+// Narrow floats (float16, bfloat16, FP8) are computed in float32 and rounded back to their dtype.
+Tensor widen(const Tensor& t, const NodeInfo& n, int th) {
+  return is_narrow_float(t.dtype()) ? cast_tensor(t, DType::Float32, n, th) : t;
+}
+
 Tensor arith_tensor(Arith op, const Tensor& a, const Tensor& b, const NodeInfo& n, int th) {
-  if (op == Arith::Pow && a.dtype() != b.dtype()) return pow_mixed(a, b, n, th);
+  if (is_narrow_float(a.dtype())) {
+    if (op != Arith::Pow) require_same_dtype(a, b, n);
+    return cast_tensor(arith_tensor(op, widen(a, n, th), widen(b, n, th), n, th), a.dtype(), n, th);
+  }
+  if (op == Arith::Pow && a.dtype() != b.dtype()) return pow_mixed(widen(a, n, th), widen(b, n, th), n, th);
   require_same_dtype(a, b, n);
   Tensor out;
   dispatch_numeric(a.dtype(), n, [&]<class T>() { out = arith<T>(op, a, b, n, th); });
@@ -147,7 +156,8 @@ class ArithKernel final : public Kernel {
     Tensor acc = ctx.input(0);
     for (size_t i = 1; i < ctx.num_inputs(); ++i) acc = arith_tensor(op_, acc, ctx.input(i), ctx.node, ctx.threads);
     if (mean_) {
-      const Tensor& x = acc;
+      const DType orig = acc.dtype();
+      const Tensor x = widen(acc, ctx.node, ctx.threads);
       Tensor y(x.dtype(), x.shape());
       const double count = static_cast<double>(ctx.num_inputs());
       dispatch_float(x.dtype(), ctx.node, [&]<class T>() {
@@ -158,7 +168,7 @@ class ArithKernel final : public Kernel {
           for (int64_t i = b; i < e; ++i) out[i] = in[i] / c;
         });
       });
-      acc = std::move(y);
+      acc = cast_tensor(y, orig, ctx.node, ctx.threads);
     } else if (ctx.num_inputs() == 1) {
       acc = acc.clone();
     }
@@ -188,11 +198,10 @@ class CompareKernel final : public Kernel {
       throw InternalError("CompareKernel registered for " + t);
   }
   void run(KernelContext& ctx) override {
-    const Tensor& a = ctx.input(0);
-    const Tensor& b = ctx.input(1);
-    require_same_dtype(a, b, ctx.node);
+    require_same_dtype(ctx.input(0), ctx.input(1), ctx.node);
     const NodeInfo& n = ctx.node;
     const int th = ctx.threads;
+    const Tensor a = widen(ctx.input(0), n, th), b = widen(ctx.input(1), n, th);
     dispatch_numeric_bool(a.dtype(), n, [&]<class T>() {
       Tensor& o = ctx.outputs[0];
       switch (op_) {
@@ -284,10 +293,16 @@ class BitShiftKernel final : public Kernel {
 };
 
 // PRelu: y = x < 0 ? slope * x : x, slope broadcast to x.
+// Before opset 7 a 1-D slope of size C applies per channel (dim 1), as PyTorch exported it.
 void prelu_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  const Tensor& s = ctx.input(1);
+  Tensor s = ctx.input(1);
   require_same_dtype(x, s, ctx.node);
+  if (ctx.node.opset < 7 && s.rank() == 1 && x.rank() > 2 && s.numel() == x.dim(1)) {
+    Shape per_channel(static_cast<size_t>(x.rank() - 1), 1);
+    per_channel[0] = s.numel();
+    s = s.reshaped(per_channel);
+  }
   dispatch_numeric(x.dtype(), ctx.node, [&]<class T>() {
     ctx.outputs[0] = apply_binary<T, T, T>(x, s, x.dtype(), ctx.node, ctx.threads,
                                            [](T v, T k) { return v < T{0} ? static_cast<T>(k * v) : v; });

@@ -137,10 +137,12 @@ class FloatUnaryKernel final : public Kernel {
   }
 
   void run(KernelContext& ctx) override {
-    const Tensor& x = ctx.input(0);
+    const Tensor& in = ctx.input(0);
+    const bool narrow = is_narrow_float(in.dtype());  // computed in float32, rounded back
+    const Tensor x = narrow ? cast_tensor(in, DType::Float32, ctx.node, ctx.threads) : in;
     Tensor y(x.dtype(), x.shape());
     dispatch_float(x.dtype(), ctx.node, [&]<class T>() { apply<T>(x, y, ctx.threads); });
-    ctx.outputs[0] = std::move(y);
+    ctx.outputs[0] = narrow ? cast_tensor(y, in.dtype(), ctx.node, ctx.threads) : std::move(y);
   }
 
  private:
@@ -256,7 +258,9 @@ class NumericUnaryKernel final : public Kernel {
       throw InternalError("NumericUnaryKernel registered for " + n.op_type);
   }
   void run(KernelContext& ctx) override {
-    const Tensor& x = ctx.input(0);
+    const Tensor& in = ctx.input(0);
+    const bool narrow = is_narrow_float(in.dtype());  // computed in float32, rounded back (exact here)
+    const Tensor x = narrow ? cast_tensor(in, DType::Float32, ctx.node, ctx.threads) : in;
     Tensor y(x.dtype(), x.shape());
     dispatch_numeric(x.dtype(), ctx.node, [&]<class T>() {
       const T zero = 0;
@@ -294,7 +298,9 @@ void not_kernel(KernelContext& ctx) {
 }
 
 void isnan_kernel(KernelContext& ctx) {
-  const Tensor& x = ctx.input(0);
+  const Tensor x =
+      cast_tensor(ctx.input(0), is_narrow_float(ctx.input(0).dtype()) ? DType::Float32 : ctx.input(0).dtype(), ctx.node,
+                  ctx.threads);
   Tensor y(DType::Bool, x.shape());
   dispatch_float(x.dtype(), ctx.node,
                  [&]<class T>() { map_unary<T, bool>(x, y, ctx.threads, [](T v) { return std::isnan(v); }); });
@@ -306,7 +312,8 @@ class IsInfKernel final : public Kernel {
   explicit IsInfKernel(const NodeInfo& n)
       : pos_(n.attrs.get_int("detect_positive", 1) != 0), neg_(n.attrs.get_int("detect_negative", 1) != 0) {}
   void run(KernelContext& ctx) override {
-    const Tensor& x = ctx.input(0);
+    const Tensor& in = ctx.input(0);
+    const Tensor x = cast_tensor(in, is_narrow_float(in.dtype()) ? DType::Float32 : in.dtype(), ctx.node, ctx.threads);
     Tensor y(DType::Bool, x.shape());
     dispatch_float(x.dtype(), ctx.node, [&]<class T>() {
       const bool p = pos_, ng = neg_;
@@ -330,7 +337,9 @@ class ClipKernel final : public Kernel {
     }
   }
   void run(KernelContext& ctx) override {
-    const Tensor& x = ctx.input(0);
+    const Tensor& in = ctx.input(0);
+    const bool narrow = is_narrow_float(in.dtype());
+    const Tensor x = narrow ? cast_tensor(in, DType::Float32, ctx.node, ctx.threads) : in;
     Tensor y(x.dtype(), x.shape());
     dispatch_numeric(x.dtype(), ctx.node, [&]<class T>() {
       T lo = std::numeric_limits<T>::lowest(), hi = std::numeric_limits<T>::max();
@@ -343,7 +352,7 @@ class ClipKernel final : public Kernel {
       }
       map_unary<T, T>(x, y, ctx.threads, [=](T v) { return std::min(std::max(v, lo), hi); });
     });
-    ctx.outputs[0] = std::move(y);
+    ctx.outputs[0] = narrow ? cast_tensor(y, in.dtype(), ctx.node, ctx.threads) : std::move(y);
   }
 
  private:
@@ -352,7 +361,7 @@ class ClipKernel final : public Kernel {
     const Tensor& t = ctx.input(i);
     if (t.dtype() != ctx.input(0).dtype() || t.numel() != 1)
       throw BadInputError(ctx.node.label() + ": input " + std::to_string(i) + " must be a scalar of the input's dtype");
-    return t.data<T>()[0];
+    return cast_tensor(t, dtype_of_v<T>, ctx.node, 1).template data<T>()[0];
   }
   int opset_;
   float lo_attr_ = 0, hi_attr_ = 0;

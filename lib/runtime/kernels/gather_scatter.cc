@@ -105,11 +105,16 @@ Reduction parse_reduction(const NodeInfo& n) {
 template <class T>
 T reduce(Reduction r, T a, T b) {
   switch (r) {
-    case Reduction::None: return b;
-    case Reduction::Add: return static_cast<T>(a + b);
-    case Reduction::Mul: return static_cast<T>(a * b);
-    case Reduction::Max: return a < b ? b : a;
-    case Reduction::Min: return b < a ? b : a;
+    case Reduction::None:
+      return b;
+    case Reduction::Add:
+      return static_cast<T>(a + b);
+    case Reduction::Mul:
+      return static_cast<T>(a * b);
+    case Reduction::Max:
+      return a < b ? b : a;
+    case Reduction::Min:
+      return b < a ? b : a;
   }
   return b;
 }
@@ -176,7 +181,8 @@ NdPlan plan_nd(const Tensor& x, const Tensor& it, int64_t batch_dims, const Node
   p.slice_offsets.resize(p.n_idx);
   for (int64_t i = 0; i < p.n_idx; ++i) {
     int64_t off = 0;
-    for (int64_t j = 0; j < p.k; ++j) off += fix_index(idx[i * p.k + j], x.shape()[batch_dims + j], node) * xs[batch_dims + j];
+    for (int64_t j = 0; j < p.k; ++j)
+      off += fix_index(idx[i * p.k + j], x.shape()[batch_dims + j], node) * xs[batch_dims + j];
     p.slice_offsets[i] = off;
   }
   return p;

@@ -27,8 +27,11 @@ std::unique_ptr<Kernel> make_cast(const NodeInfo& n);
 std::unique_ptr<Kernel> make_castlike(const NodeInfo& n);
 std::unique_ptr<Kernel> make_identity(const NodeInfo& n);
 std::unique_ptr<Kernel> make_dropout(const NodeInfo& n);
-// Converts x to dtype `to` (numeric and bool types); returns x itself when the dtype already matches.
-Tensor cast_tensor(const Tensor& x, DType to, const NodeInfo& node, int threads);
+// Converts x to dtype `to` (numeric, bool, float16, bfloat16, FP8); returns x itself when the dtype
+// already matches. `saturate` applies to FP8 targets (Cast-19).
+Tensor cast_tensor(const Tensor& x, DType to, const NodeInfo& node, int threads, bool saturate = true);
+// float16, bfloat16 and the FP8 formats: elementwise kernels compute these in float32 and round back.
+bool is_narrow_float(DType t);
 // shape.cc
 std::unique_ptr<Kernel> make_shape(const NodeInfo& n);
 std::unique_ptr<Kernel> make_size(const NodeInfo& n);
@@ -64,6 +67,9 @@ std::unique_ptr<Kernel> make_cumsum(const NodeInfo& n);
 std::unique_ptr<Kernel> make_if(const NodeInfo& n);
 std::unique_ptr<Kernel> make_loop(const NodeInfo& n);
 std::unique_ptr<Kernel> make_scan(const NodeInfo& n);
+// qdq.cc (over lib/quant)
+std::unique_ptr<Kernel> make_quantize_linear(const NodeInfo& n);
+std::unique_ptr<Kernel> make_dequantize_linear(const NodeInfo& n);
 
 // --- compute: GEMM/conv, pooling, normalization, reductions, resize, recurrent (runtime kernels) ---
 

@@ -110,6 +110,8 @@ const KernelDef kKernels[] = {
   {"", "If", 1, kMaxOpset, make_if},
   {"", "Loop", 1, kMaxOpset, make_loop},
   {"", "Scan", 9, kMaxOpset, make_scan},
+  {"", "QuantizeLinear", 10, kMaxOpset, make_quantize_linear},
+  {"", "DequantizeLinear", 10, kMaxOpset, make_dequantize_linear},
 
   // --- compute: GEMM/conv, pooling, normalization, reductions, resize, recurrent ---
 

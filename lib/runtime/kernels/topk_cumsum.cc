@@ -13,7 +13,9 @@ namespace {
 class TopKKernel final : public Kernel {
  public:
   explicit TopKKernel(const NodeInfo& n)
-      : opset_(n.opset), k_attr_(n.attrs.get_int("k", -1)), axis_(n.attrs.get_int("axis", -1)),
+      : opset_(n.opset),
+        k_attr_(n.attrs.get_int("k", -1)),
+        axis_(n.attrs.get_int("axis", -1)),
         largest_(n.attrs.get_int("largest", 1) != 0) {}
   void run(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
@@ -67,7 +69,8 @@ class CumSumKernel final : public Kernel {
       : exclusive_(n.attrs.get_int("exclusive", 0) != 0), reverse_(n.attrs.get_int("reverse", 0) != 0) {}
   void run(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
-    const int64_t axis = normalize_axis(static_cast<int64_t>(read_scalar(ctx.input(1), ctx.node, "axis")), x.rank(), ctx.node);
+    const int64_t axis =
+        normalize_axis(static_cast<int64_t>(read_scalar(ctx.input(1), ctx.node, "axis")), x.rank(), ctx.node);
     const int64_t dim = x.shape()[axis];
     int64_t outer = 1, inner = 1;
     for (int64_t d = 0; d < axis; ++d) outer *= x.shape()[d];
