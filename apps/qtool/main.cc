@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
   };
   add(qtool::cli::add_inspect_command);
   add(qtool::cli::add_convert_command);
+  add(qtool::cli::add_run_command);
 
   try {
     app.parse(argc, argv);
