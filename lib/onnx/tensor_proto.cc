@@ -53,54 +53,33 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& what_in)
   }
   Tensor t(dt, shape);
   switch (dt) {
-    case DType::Float32:
-      copy_field<float>(p.float_data(), t, what);
-      break;
-    case DType::Float64:
-      copy_field<double>(p.double_data(), t, what);
-      break;
-    case DType::Int64:
-      copy_field<int64_t>(p.int64_data(), t, what);
-      break;
-    case DType::UInt32:
-      copy_field<uint32_t>(p.uint64_data(), t, what);
-      break;
-    case DType::UInt64:
-      copy_field<uint64_t>(p.uint64_data(), t, what);
-      break;
-    case DType::Int32:
-      copy_field<int32_t>(p.int32_data(), t, what);
-      break;
-    case DType::Int16:
-      copy_int32_bits<int16_t>(p, t, what);
-      break;
+    case DType::Float32: copy_field<float>(p.float_data(), t, what); break;
+    case DType::Float64: copy_field<double>(p.double_data(), t, what); break;
+    case DType::Int64: copy_field<int64_t>(p.int64_data(), t, what); break;
+    case DType::UInt32: copy_field<uint32_t>(p.uint64_data(), t, what); break;
+    case DType::UInt64: copy_field<uint64_t>(p.uint64_data(), t, what); break;
+    case DType::Int32: copy_field<int32_t>(p.int32_data(), t, what); break;
+    case DType::Int16: copy_int32_bits<int16_t>(p, t, what); break;
     case DType::UInt16:
     case DType::Float16:
-    case DType::BFloat16:
-      copy_int32_bits<uint16_t>(p, t, what);
-      break;
-    case DType::Int8:
-      copy_int32_bits<int8_t>(p, t, what);
-      break;
+    case DType::BFloat16: copy_int32_bits<uint16_t>(p, t, what); break;
+    case DType::Int8: copy_int32_bits<int8_t>(p, t, what); break;
     case DType::UInt8:
     case DType::Bool:
     case DType::Float8E4M3FN:
     case DType::Float8E4M3FNUZ:
     case DType::Float8E5M2:
-    case DType::Float8E5M2FNUZ:
-      copy_int32_bits<uint8_t>(p, t, what);
-      break;
+    case DType::Float8E5M2FNUZ: copy_int32_bits<uint8_t>(p, t, what); break;
     case DType::Int4:
     case DType::UInt4: {
       const auto& f = p.int32_data();
       if (static_cast<size_t>(f.size()) != t.nbytes())
-        throw BadInputError(what + ": holds " + std::to_string(f.size()) + " packed values, shape " + shape_str(shape) +
-                            " needs " + std::to_string(t.nbytes()));
+        throw BadInputError(what + ": holds " + std::to_string(f.size()) + " packed values, shape " +
+                            shape_str(shape) + " needs " + std::to_string(t.nbytes()));
       for (int i = 0; i < f.size(); ++i) t.raw()[i] = static_cast<std::byte>(f.Get(i) & 0xFF);
       break;
     }
-    default:
-      throw UnsupportedError(what + ": data type " + std::string(dtype_name(dt)) + " is not supported");
+    default: throw UnsupportedError(what + ": data type " + std::string(dtype_name(dt)) + " is not supported");
   }
   return t;
 }
