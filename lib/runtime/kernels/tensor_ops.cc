@@ -393,8 +393,44 @@ class TriluKernel final : public Kernel {
   bool upper_;
 };
 
+// ReverseSequence: for each batch entry b, reverse the first sequence_lens[b] elements along time_axis.
+class ReverseSequenceKernel final : public Kernel {
+ public:
+  explicit ReverseSequenceKernel(const NodeInfo& n)
+      : batch_axis_(n.attrs.get_int("batch_axis", 1)), time_axis_(n.attrs.get_int("time_axis", 0)) {}
+  void run(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const std::vector<int64_t> lens = read_ints(ctx.input(1), ctx.node, "sequence_lens");
+    const int64_t ba = normalize_axis(batch_axis_, x.rank(), ctx.node),
+                  ta = normalize_axis(time_axis_, x.rank(), ctx.node);
+    if (static_cast<int64_t>(lens.size()) != x.shape()[ba])
+      throw BadInputError(ctx.node.label() + ": sequence_lens must have one entry per batch element");
+    Tensor y = x.clone();
+    const auto xs = strides_of(x.shape());
+    const size_t es = element_size(x.dtype(), ctx.node);
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      int64_t rem = i, b = 0, t = 0;
+      for (int64_t d = x.rank() - 1; d >= 0; --d) {
+        const int64_t c = rem % x.shape()[d];
+        rem /= x.shape()[d];
+        if (d == ba) b = c;
+        if (d == ta) t = c;
+      }
+      const int64_t len = std::clamp<int64_t>(lens[b], 0, x.shape()[ta]);
+      if (t >= len) continue;
+      const int64_t src = i + (len - 1 - 2 * t) * xs[ta];
+      std::memcpy(y.raw() + i * es, x.raw() + src * es, es);
+    }
+    ctx.outputs[0] = std::move(y);
+  }
+
+ private:
+  int64_t batch_axis_, time_axis_;
+};
+
 }  // namespace
 
+std::unique_ptr<Kernel> make_reverse_sequence(const NodeInfo& n) { return std::make_unique<ReverseSequenceKernel>(n); }
 std::unique_ptr<Kernel> make_transpose(const NodeInfo& n) { return std::make_unique<TransposeKernel>(n); }
 std::unique_ptr<Kernel> make_concat(const NodeInfo& n) { return std::make_unique<ConcatKernel>(n); }
 std::unique_ptr<Kernel> make_split(const NodeInfo& n) { return std::make_unique<SplitKernel>(n); }
