@@ -139,6 +139,8 @@ TEST_CASE("initializers listed as inputs keep their value unless fed") {
   b.output("y");
   Session s(b.model);
   REQUIRE(s.inputs().size() == 1);
+  REQUIRE(s.graph().optional_inputs.size() == 1);
+  CHECK(s.graph().nodes[0].info.const_inputs[1] == nullptr);  // overridable: not a constant for kernels
   CHECK(s.run({{"x", f32({2}, {1, 2})}}).at("y").data<float>()[1] == 22.0f);
   CHECK(s.run({{"x", f32({2}, {1, 2})}, {"w", f32({2}, {0, 0})}}).at("y").data<float>()[1] == 2.0f);
 }
