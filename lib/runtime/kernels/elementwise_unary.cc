@@ -182,12 +182,8 @@ class FloatUnaryKernel final : public Kernel {
       case FloatOp::Tanh:
         return map_unary<T, T>(x, y, th, [](T v) { return std::tanh(v); });
       case FloatOp::Sigmoid:
-        // Split by sign so exp never overflows.
-        return map_unary<T, T>(x, y, th, [=](T v) {
-          if (v >= zero) return one / (one + std::exp(-v));
-          const T e = std::exp(v);
-          return e / (one + e);
-        });
+        // exp(-v) overflowing to inf for very negative v gives 1/inf = 0, the right limit.
+        return map_unary<T, T>(x, y, th, [=](T v) { return one / (one + std::exp(-v)); });
       case FloatOp::Erf:
         return map_unary<T, T>(x, y, th, [](T v) { return std::erf(v); });
       case FloatOp::Reciprocal:

@@ -50,10 +50,11 @@ std::unique_ptr<Kernel> make_transpose(const NodeInfo& n);
 std::unique_ptr<Kernel> make_concat(const NodeInfo& n);
 std::unique_ptr<Kernel> make_split(const NodeInfo& n);
 std::unique_ptr<Kernel> make_slice(const NodeInfo& n);
-std::unique_ptr<Kernel> make_pad(const NodeInfo& n);
 std::unique_ptr<Kernel> make_depth_space(const NodeInfo& n);  // DepthToSpace, SpaceToDepth
 std::unique_ptr<Kernel> make_trilu(const NodeInfo& n);
 std::unique_ptr<Kernel> make_reverse_sequence(const NodeInfo& n);
+// pad.cc
+std::unique_ptr<Kernel> make_pad(const NodeInfo& n);
 // gather_scatter.cc
 std::unique_ptr<Kernel> make_gather(const NodeInfo& n);
 std::unique_ptr<Kernel> make_gather_elements(const NodeInfo& n);
