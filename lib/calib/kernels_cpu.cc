@@ -1,0 +1,151 @@
+// OpenMP versions of the observer kernels (contracts in calib/kernels.h, reference twins in
+// kernels_ref.cc). Each splits the input into contiguous chunks, one per thread, and combines the
+// per-thread partial results in thread order, so results do not depend on scheduling.
+#include <omp.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "calib/kernels.h"
+
+namespace qtool::calib::cpu {
+namespace {
+
+constexpr int64_t kMinPerThread = 1 << 15;  // below this, threading costs more than it saves
+
+int threads_for(size_t n, int threads) {
+  const int64_t useful = std::max<int64_t>(1, static_cast<int64_t>(n) / kMinPerThread);
+  return static_cast<int>(std::clamp<int64_t>(useful, 1, std::max(threads, 1)));
+}
+
+// [begin, end) of chunk t of n split into `parts`.
+std::pair<size_t, size_t> chunk(size_t n, int parts, int t) {
+  const size_t per = n / static_cast<size_t>(parts), rem = n % static_cast<size_t>(parts);
+  const size_t b = static_cast<size_t>(t) * per + std::min<size_t>(static_cast<size_t>(t), rem);
+  return {b, b + per + (static_cast<size_t>(t) < rem ? 1 : 0)};
+}
+
+struct Partial {
+  int64_t nonfinite = 0, nan = 0;
+  float min = std::numeric_limits<float>::infinity(), max = -std::numeric_limits<float>::infinity();
+};
+
+// Branch-free loop the compiler vectorises: non-finite values are replaced by ±inf sentinels that
+// cannot win the min/max, and counted.
+Partial summarize_range(const float* x, size_t n) {
+  Partial p;
+  float lo = p.min, hi = p.max;
+  int64_t nonfinite = 0, nan = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    const bool finite = std::fabs(v) <= FLT_MAX;
+    nonfinite += !finite;
+    nan += v != v;
+    const float a = finite ? v : std::numeric_limits<float>::infinity();
+    const float b = finite ? v : -std::numeric_limits<float>::infinity();
+    lo = a < lo ? a : lo;
+    hi = b > hi ? b : hi;
+  }
+  p.min = lo;
+  p.max = hi;
+  p.nonfinite = nonfinite;
+  p.nan = nan;
+  return p;
+}
+
+}  // namespace
+
+BatchSummary summarize(std::span<const float> x, int threads) {
+  const int parts = threads_for(x.size(), threads);
+  std::vector<Partial> partial(static_cast<size_t>(parts));
+#pragma omp parallel for num_threads(parts) schedule(static, 1)
+  for (int t = 0; t < parts; ++t) {
+    const auto [b, e] = chunk(x.size(), parts, t);
+    partial[static_cast<size_t>(t)] = summarize_range(x.data() + b, e - b);
+  }
+  BatchSummary s;
+  s.count = static_cast<int64_t>(x.size());
+  s.min = std::numeric_limits<float>::infinity();
+  s.max = -std::numeric_limits<float>::infinity();
+  for (const Partial& p : partial) {
+    s.nan_count += p.nan;
+    s.inf_count += p.nonfinite - p.nan;
+    s.min = std::min(s.min, p.min);
+    s.max = std::max(s.max, p.max);
+  }
+  return s;
+}
+
+void histogram_add(std::span<const float> x, const GridWindow& grid, std::span<uint64_t> counts, int threads) {
+  const int parts = threads_for(x.size(), threads);
+  if (parts == 1) return ref::histogram_add(x, grid, counts, 1);
+  const size_t bins = static_cast<size_t>(grid.bins);
+  std::vector<uint64_t> local(bins * static_cast<size_t>(parts), 0);
+  const double scale = std::ldexp(1.0, -grid.exponent);
+  const double first = static_cast<double>(grid.first);
+#pragma omp parallel for num_threads(parts) schedule(static, 1)
+  for (int t = 0; t < parts; ++t) {
+    const auto [b, e] = chunk(x.size(), parts, t);
+    uint64_t* h = local.data() + bins * static_cast<size_t>(t);
+    const double nb = static_cast<double>(grid.bins);
+    for (size_t i = b; i < e; ++i) {
+      // floor(v·2^-e) - first, exact in double; the comparison also rejects NaN and ±inf.
+      const double k = std::floor(static_cast<double>(x[i]) * scale) - first;
+      if (k >= 0.0 && k < nb) ++h[static_cast<size_t>(k)];
+    }
+  }
+  for (int t = 0; t < parts; ++t) {
+    const uint64_t* h = local.data() + bins * static_cast<size_t>(t);
+    for (size_t i = 0; i < bins; ++i) counts[i] += h[i];
+  }
+}
+
+void channel_minmax(std::span<const float> x, int64_t outer, int64_t channels, int64_t inner, std::span<float> mins,
+                    std::span<float> maxs, int threads) {
+  const int parts = static_cast<int>(std::min<int64_t>(threads_for(x.size(), threads), channels));
+#pragma omp parallel for num_threads(std::max(parts, 1)) schedule(static)
+  for (int64_t c = 0; c < channels; ++c) {
+    float lo = mins[static_cast<size_t>(c)], hi = maxs[static_cast<size_t>(c)];
+    for (int64_t o = 0; o < outer; ++o) {
+      const float* p = x.data() + (o * channels + c) * inner;
+      for (int64_t i = 0; i < inner; ++i) {
+        const float v = p[i];
+        const bool finite = std::fabs(v) <= FLT_MAX;
+        const float a = finite ? v : std::numeric_limits<float>::infinity();
+        const float b = finite ? v : -std::numeric_limits<float>::infinity();
+        lo = a < lo ? a : lo;
+        hi = b > hi ? b : hi;
+      }
+    }
+    mins[static_cast<size_t>(c)] = lo;
+    maxs[static_cast<size_t>(c)] = hi;
+  }
+}
+
+void histc_add(std::span<const float> x, float lo, float hi, std::span<double> hist, int threads) {
+  const int parts = threads_for(x.size(), threads);
+  if (parts == 1) return ref::histc_add(x, lo, hi, hist, 1);
+  const size_t bins = hist.size();
+  std::vector<double> local(bins * static_cast<size_t>(parts), 0.0);
+  const float nb = static_cast<float>(bins), width = hi - lo;
+  const int64_t last = static_cast<int64_t>(bins);
+#pragma omp parallel for num_threads(parts) schedule(static, 1)
+  for (int t = 0; t < parts; ++t) {
+    const auto [b, e] = chunk(x.size(), parts, t);
+    double* h = local.data() + bins * static_cast<size_t>(t);
+    for (size_t i = b; i < e; ++i) {
+      const float v = x[i];
+      if (!(v >= lo && v <= hi)) continue;
+      int64_t pos = static_cast<int64_t>((v - lo) * nb / width);
+      if (pos == last) pos -= 1;
+      h[pos] += 1.0;
+    }
+  }
+  for (int t = 0; t < parts; ++t)
+    for (size_t i = 0; i < bins; ++i) hist[i] += local[bins * static_cast<size_t>(t) + i];
+}
+
+}  // namespace qtool::calib::cpu
