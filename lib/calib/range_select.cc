@@ -27,6 +27,8 @@ void require_data(const Histogram& h, const char* method) {
   if (h.empty() || h.width <= 0) throw InternalError(std::string(method) + " range selection on an empty histogram");
 }
 
+constexpr int64_t kEntropyBins = 2048;
+
 // Number of integer levels of the target, 0 for non-integer targets.
 int64_t integer_levels(const QuantTarget& t) {
   const DTypeInfo& info = dtype_info(t.dtype);
@@ -85,47 +87,65 @@ Range select_entropy(const Histogram& h, const QuantTarget& target, int threads)
   };
   std::vector<double> A(static_cast<size_t>(nA));
   for (int64_t j = 0; j < nA; ++j) A[static_cast<size_t>(j)] = cnt(z + j) + cnt(z - 1 - j);
+  // Like TensorRT, search over at most kEntropyBins bins: merge pairs (exact on the power-of-two grid).
+  double w = h.width;
+  while (static_cast<int64_t>(A.size()) > kEntropyBins) {
+    std::vector<double> merged((A.size() + 1) / 2, 0.0);
+    for (size_t j = 0; j < A.size(); ++j) merged[j / 2] += A[j];
+    A = std::move(merged);
+    w *= 2;
+  }
+  const int64_t nB = static_cast<int64_t>(A.size());
 
   const double absmax = std::max(std::fabs(double{h.data_min}), std::fabs(double{h.data_max}));
   double threshold = absmax;
-  if (nA > L) {
+  if (nB > L) {
     // Prefix sums of c, [c > 0] and c·ln c.
-    std::vector<double> C(static_cast<size_t>(nA + 1), 0), Z(C.size(), 0), Lg(C.size(), 0);
-    for (int64_t j = 0; j < nA; ++j) {
+    std::vector<double> C(static_cast<size_t>(nB + 1), 0), Z(C.size(), 0), Lg(C.size(), 0);
+    for (int64_t j = 0; j < nB; ++j) {
       const double c = A[static_cast<size_t>(j)];
       C[static_cast<size_t>(j + 1)] = C[static_cast<size_t>(j)] + c;
       Z[static_cast<size_t>(j + 1)] = Z[static_cast<size_t>(j)] + (c > 0 ? 1 : 0);
       Lg[static_cast<size_t>(j + 1)] = Lg[static_cast<size_t>(j)] + (c > 0 ? c * std::log(c) : 0);
     }
-    const double total = C[static_cast<size_t>(nA)];
-    const int64_t first = L, count = nA - L + 1;
+    const double total = C[static_cast<size_t>(nB)];
+    const int64_t first = L, count = nB - L + 1;
     std::vector<double> kl(static_cast<size_t>(count));
 #pragma omp parallel for num_threads(std::max(threads, 1)) schedule(static)
     for (int64_t t = 0; t < count; ++t) {
       const int64_t i = first + t;
-      const double outliers = total - C[static_cast<size_t>(i)];
+      const double kept = C[static_cast<size_t>(i)];
+      const double outliers = total - kept;
+      // KL = (1/T)·Σ_j [Σ_{b in j, P_b > 0} P_b ln P_b − S_j ln(S'_j / nz_j)] − ln T + ln kept,
+      // S_j = group mass of P (with outliers), S'_j = of the kept histogram (without), nz_j = non-empty P bins.
       double sum = 0;
-      for (int64_t j = 0; j < L; ++j) {
+      for (int64_t j = 0; j < L && std::isfinite(sum); ++j) {
         const int64_t a = j * i / L, b = (j + 1) * i / L;
-        double S, Lsum, nz;
-        if (j == L - 1) {  // holds bin i-1, which also gets the outliers
+        double S, Sk, Lsum, nz;
+        if (j == L - 1) {  // holds bin i-1, which also gets the outliers in P
           const double v = A[static_cast<size_t>(i - 1)] + outliers;
-          S = C[static_cast<size_t>(i - 1)] - C[static_cast<size_t>(a)] + v;
+          Sk = C[static_cast<size_t>(i)] - C[static_cast<size_t>(a)];
+          S = Sk + outliers;
           Lsum = Lg[static_cast<size_t>(i - 1)] - Lg[static_cast<size_t>(a)] + (v > 0 ? v * std::log(v) : 0);
           nz = Z[static_cast<size_t>(i - 1)] - Z[static_cast<size_t>(a)] + (v > 0 ? 1 : 0);
         } else {
-          S = C[static_cast<size_t>(b)] - C[static_cast<size_t>(a)];
+          S = Sk = C[static_cast<size_t>(b)] - C[static_cast<size_t>(a)];
           Lsum = Lg[static_cast<size_t>(b)] - Lg[static_cast<size_t>(a)];
           nz = Z[static_cast<size_t>(b)] - Z[static_cast<size_t>(a)];
         }
-        if (nz > 0 && S > 0) sum += Lsum - S * std::log(S / nz);
+        if (S == 0) continue;
+        if (Sk == 0)
+          sum = std::numeric_limits<double>::infinity();  // Q = 0 where P > 0
+        else
+          sum += Lsum - S * std::log(Sk / nz);
       }
-      kl[static_cast<size_t>(t)] = sum / total;
+      kl[static_cast<size_t>(t)] =
+          kept > 0 ? sum / total - std::log(total) + std::log(kept) : std::numeric_limits<double>::infinity();
     }
     int64_t best = 0;
     for (int64_t t = 1; t < count; ++t)
       if (kl[static_cast<size_t>(t)] < kl[static_cast<size_t>(best)]) best = t;
-    threshold = std::min(absmax, static_cast<double>(first + best) * h.width);
+    threshold = std::min(absmax, static_cast<double>(first + best) * w);
   }
   if (!has_neg) return {h.data_min, clampf(threshold, h.data_min, h.data_max)};
   if (!has_pos) return {clampf(-threshold, h.data_min, h.data_max), h.data_max};

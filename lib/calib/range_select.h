@@ -31,11 +31,13 @@ constexpr double kDefaultPercentile = 99.999;
 // to [data_min, data_max]. p >= 100 gives [data_min, data_max].
 Range select_percentile(const Histogram& h, double percentile = kDefaultPercentile);
 
-// entropy (TensorRT's entropy calibrator, KL divergence): on the histogram of |x| (folded at 0), for every
-// candidate threshold of i bins (i from the number of levels L to the last bin), P = the first i bins with all
-// counts beyond added to bin i-1; Q = P merged into L groups of bins (group j = bins [floor(j·i/L),
-// floor((j+1)·i/L))), each group's mass spread evenly over its non-empty bins. The threshold minimises KL(P||Q).
-// Evaluated for all candidates at once from prefix sums of c, [c>0] and c·ln c: O(L) per candidate.
+// entropy (TensorRT's entropy calibrator, KL divergence): on the histogram of |x| (folded at 0, pairs of bins
+// merged until at most 2048 remain), for every candidate threshold of i bins (i from the number of levels L to
+// the last bin): P = the first i bins with all counts beyond added to bin i-1; Q = the first i bins *without*
+// the outliers merged into L groups (group j = bins [floor(j·i/L), floor((j+1)·i/L))), each group's mass spread
+// evenly over the bins where P is non-empty. P and Q are normalised separately; the threshold minimises
+// KL(P||Q) (infinite where Q = 0 < P; TensorRT smooths instead). All candidates come from prefix sums of c,
+// [c>0] and c·ln c: O(L) per candidate instead of O(i).
 // L = qmax - qmin + 1 for one-signed data and an asymmetric target, else half of it (128 for 8 bits).
 // Result: [max(-T, data_min), min(T, data_max)] for signed data, [data_min, T] for non-negative data,
 // [-T, data_max] for non-positive data. Float targets (no integer levels) get [data_min, data_max].
