@@ -34,25 +34,30 @@ struct Partial {
 };
 
 // Branch-free loop the compiler vectorises: non-finite values are replaced by ±inf sentinels that
-// cannot win the min/max, and counted.
+// cannot win the min/max, and counted (in 32-bit lanes per block of 2^20 values).
 Partial summarize_range(const float* x, size_t n) {
   Partial p;
   float lo = p.min, hi = p.max;
-  int64_t nonfinite = 0, nan = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const float v = x[i];
-    const bool finite = std::fabs(v) <= FLT_MAX;
-    nonfinite += !finite;
-    nan += v != v;
-    const float a = finite ? v : std::numeric_limits<float>::infinity();
-    const float b = finite ? v : -std::numeric_limits<float>::infinity();
-    lo = a < lo ? a : lo;
-    hi = b > hi ? b : hi;
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  for (size_t b = 0; b < n; b += size_t{1} << 20) {
+    const size_t e = std::min(n, b + (size_t{1} << 20));
+    int32_t nonfinite = 0, nan = 0;
+#pragma omp simd reduction(min : lo) reduction(max : hi) reduction(+ : nonfinite, nan)
+    for (size_t i = b; i < e; ++i) {
+      const float v = x[i];
+      const bool finite = std::fabs(v) <= FLT_MAX;
+      nonfinite += finite ? 0 : 1;
+      nan += v != v ? 1 : 0;
+      const float a = finite ? v : kInf;
+      const float c = finite ? v : -kInf;
+      lo = std::min(lo, a);
+      hi = std::max(hi, c);
+    }
+    p.nonfinite += nonfinite;
+    p.nan += nan;
   }
   p.min = lo;
   p.max = hi;
-  p.nonfinite = nonfinite;
-  p.nan = nan;
   return p;
 }
 
@@ -79,23 +84,30 @@ BatchSummary summarize(std::span<const float> x, int threads) {
   return s;
 }
 
+namespace {
+
+// y = v·2^-e - first is exact in double for every value inside the window (v·2^-e is exact, and |y| < bins),
+// so for y >= 0 the truncating cast is the floor. The comparison rejects NaN and ±inf.
+void histogram_range(const float* x, size_t n, const GridWindow& grid, uint64_t* h) {
+  const double scale = std::ldexp(1.0, -grid.exponent), first = static_cast<double>(grid.first);
+  const double nb = static_cast<double>(grid.bins);
+  for (size_t i = 0; i < n; ++i) {
+    const double y = static_cast<double>(x[i]) * scale - first;
+    if (y >= 0.0 && y < nb) ++h[static_cast<size_t>(y)];
+  }
+}
+
+}  // namespace
+
 void histogram_add(std::span<const float> x, const GridWindow& grid, std::span<uint64_t> counts, int threads) {
   const int parts = threads_for(x.size(), threads);
-  if (parts == 1) return ref::histogram_add(x, grid, counts, 1);
+  if (parts == 1) return histogram_range(x.data(), x.size(), grid, counts.data());
   const size_t bins = static_cast<size_t>(grid.bins);
   std::vector<uint64_t> local(bins * static_cast<size_t>(parts), 0);
-  const double scale = std::ldexp(1.0, -grid.exponent);
-  const double first = static_cast<double>(grid.first);
 #pragma omp parallel for num_threads(parts) schedule(static, 1)
   for (int t = 0; t < parts; ++t) {
     const auto [b, e] = chunk(x.size(), parts, t);
-    uint64_t* h = local.data() + bins * static_cast<size_t>(t);
-    const double nb = static_cast<double>(grid.bins);
-    for (size_t i = b; i < e; ++i) {
-      // floor(v·2^-e) - first, exact in double; the comparison also rejects NaN and ±inf.
-      const double k = std::floor(static_cast<double>(x[i]) * scale) - first;
-      if (k >= 0.0 && k < nb) ++h[static_cast<size_t>(k)];
-    }
+    histogram_range(x.data() + b, e - b, grid, local.data() + bins * static_cast<size_t>(t));
   }
   for (int t = 0; t < parts; ++t) {
     const uint64_t* h = local.data() + bins * static_cast<size_t>(t);
@@ -111,13 +123,14 @@ void channel_minmax(std::span<const float> x, int64_t outer, int64_t channels, i
     float lo = mins[static_cast<size_t>(c)], hi = maxs[static_cast<size_t>(c)];
     for (int64_t o = 0; o < outer; ++o) {
       const float* p = x.data() + (o * channels + c) * inner;
+#pragma omp simd reduction(min : lo) reduction(max : hi)
       for (int64_t i = 0; i < inner; ++i) {
         const float v = p[i];
         const bool finite = std::fabs(v) <= FLT_MAX;
         const float a = finite ? v : std::numeric_limits<float>::infinity();
         const float b = finite ? v : -std::numeric_limits<float>::infinity();
-        lo = a < lo ? a : lo;
-        hi = b > hi ? b : hi;
+        lo = std::min(lo, a);
+        hi = std::max(hi, b);
       }
     }
     mins[static_cast<size_t>(c)] = lo;
