@@ -37,9 +37,12 @@ int main(int argc, char** argv) {
   int64_t n = 1 << 24;
   int threads = omp_get_max_threads(), repeat = 5;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--elements")) n = std::atoll(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--repeat")) repeat = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--elements"))
+      n = std::atoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--threads"))
+      threads = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--repeat"))
+      repeat = std::atoi(argv[i + 1]);
   }
   std::vector<float> x(static_cast<size_t>(n));
   std::mt19937 rng(1);
@@ -60,9 +63,10 @@ int main(int argc, char** argv) {
       th.observe(batch, ctx);
       const double s_torch = best_seconds(repeat, [&] { th.observe(batch, ctx); });
       auto line = [&](const char* kernel, double s) {
-        std::printf("{\"kernel\": \"%s\", \"backend\": \"%s\", \"threads\": %d, \"elements\": %lld, \"seconds\": %.6f, "
-                    "\"elements_per_second\": %.4g}\n",
-                    kernel, std::string(backend.name).c_str(), t, static_cast<long long>(n), s, double(n) / s);
+        std::printf(
+            "{\"kernel\": \"%s\", \"backend\": \"%s\", \"threads\": %d, \"elements\": %lld, \"seconds\": %.6f, "
+            "\"elements_per_second\": %.4g}\n",
+            kernel, std::string(backend.name).c_str(), t, static_cast<long long>(n), s, double(n) / s);
       };
       line("summarize", s_sum);
       line("histogram_update", s_hist);

@@ -355,3 +355,15 @@ TEST_CASE("calibration file: deterministic bytes, round trip, errors name the JS
   expect_error(text.substr(0, text.size() / 2), "c.json: not valid JSON");
   CHECK_THROWS_AS(read_calibration(dir / "missing.json"), BadInputError);
 }
+
+#include "calib/sha256.h"
+
+TEST_CASE("sha256 of files matches the published digests") {
+  CHECK(sha256_hex({}) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  const std::string abc = "abc";
+  CHECK(sha256_hex({reinterpret_cast<const unsigned char*>(abc.data()), abc.size()}) ==
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  // The digest the shared models README publishes.
+  CHECK(sha256_file(test::shared_models() / "superres-espcn-3x.onnx") ==
+        "85f36ff88cc504a24af5e0602148bc56a8aa09a58eca8c0da2756f3e8186035e");
+}
