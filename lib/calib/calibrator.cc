@@ -19,16 +19,17 @@ Calibrator::TensorState& Calibrator::state(const std::string& name, DType dtype)
 }
 
 void Calibrator::observe(const std::string& name, const Tensor& value) {
-  if (value.empty() || (value.dtype() != DType::Float32 && value.dtype() != DType::Float64)) return;
+  if (value.empty() || !is_float(value.dtype())) return;
   TensorState& s = state(name, value.dtype());
   s.shape = value.shape();
   std::vector<float> converted;
   std::span<const float> values;
   if (value.dtype() == DType::Float32) {
     values = value.span<float>();
-  } else {
-    const auto src = value.span<double>();
-    converted.assign(src.begin(), src.end());
+  } else {  // float16, bfloat16, float64, FP8: widened (or narrowed) to float through the dtype table
+    const auto load = dtype_info(value.dtype()).load;
+    converted.resize(static_cast<size_t>(value.numel()));
+    for (int64_t i = 0; i < value.numel(); ++i) converted[static_cast<size_t>(i)] = load(value.raw(), i);
     values = converted;
   }
   const Batch batch = Batch::make(values, value.shape(), options_.exec);

@@ -37,7 +37,8 @@ class Calibrator {
  public:
   explicit Calibrator(CalibratorOptions options);
 
-  // Observes one value of `name`. Float32 and Float64 tensors are observed; other dtypes are ignored.
+  // Observes one value of `name`. Tensors of every float dtype are observed (converted to float32 first);
+  // other dtypes are ignored.
   // Not thread-safe: the hot loops inside use options.exec.threads.
   void observe(const std::string& name, const Tensor& value);
   // Folds another calibrator (a shard of the same samples) into this one.
