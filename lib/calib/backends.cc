@@ -8,10 +8,7 @@
 namespace qtool::calib {
 
 namespace {
-const std::array<ObserverBackend, 2> kBackends = {{
-    {BackendKind::Cpu, "cpu", cpu::summarize, cpu::histogram_add, cpu::channel_minmax, cpu::histc_add},
-    {BackendKind::Reference, "reference", ref::summarize, ref::histogram_add, ref::channel_minmax, ref::histc_add},
-}};
+const std::array<ObserverBackend, 2> kBackends = {cpu_observer_backend(), reference_observer_backend()};
 }  // namespace
 
 std::span<const ObserverBackend> observer_backends() { return kBackends; }

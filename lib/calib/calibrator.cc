@@ -1,5 +1,6 @@
 #include "calib/calibrator.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "core/error.h"
@@ -64,27 +65,32 @@ CalibrationTable Calibrator::finish() const {
   table.settings.histogram_bins = options_.histogram_bins;
   table.settings.percentile = options_.percentile;
   table.settings.target_dtype = options_.target.dtype;
-  const int threads = options_.exec.threads;
   const DTypeInfo& target = dtype_info(options_.target.dtype);
   const int dst_bits = target.cls == DTypeClass::Integer ? target.bits : 8;
-  for (const auto& [name, s] : tensors_) {
-    TensorCalibration t;
-    t.dtype = s->dtype;
-    t.shape = s->shape;
-    t.count = s->histogram.count();
-    t.nan_count = s->nan_count;
-    t.inf_count = s->inf_count;
-    if (s->minmax.has_data()) {
-      t.minmax = s->minmax.range();
-      t.histogram = s->histogram.histogram();
-      t.ranges[RangeMethod::MinMax] = *t.minmax;
-      t.ranges[RangeMethod::Percentile] = select_percentile(t.histogram, options_.percentile);
-      t.ranges[RangeMethod::Entropy] = select_entropy(t.histogram, options_.target, threads);
-      t.ranges[RangeMethod::Mse] = select_mse(t.histogram, options_.target, threads);
-      t.ranges[RangeMethod::TorchHistogram] = s->torch_histogram.range(dst_bits);
-    }
-    table.tensors.emplace(name, std::move(t));
+  // Tensors are independent: select their ranges in parallel (each selection is single-threaded and
+  // deterministic, so the table does not depend on the thread count).
+  std::vector<std::pair<const std::string*, const TensorState*>> todo;
+  for (const auto& [name, s] : tensors_) todo.emplace_back(&name, s.get());
+  std::vector<TensorCalibration> done(todo.size());
+#pragma omp parallel for num_threads(std::max(options_.exec.threads, 1)) schedule(dynamic, 1)
+  for (size_t i = 0; i < todo.size(); ++i) {
+    const TensorState& s = *todo[i].second;
+    TensorCalibration& t = done[i];
+    t.dtype = s.dtype;
+    t.shape = s.shape;
+    t.count = s.histogram.count();
+    t.nan_count = s.nan_count;
+    t.inf_count = s.inf_count;
+    if (!s.minmax.has_data()) continue;
+    t.minmax = s.minmax.range();
+    t.histogram = s.histogram.histogram();
+    t.ranges[RangeMethod::MinMax] = *t.minmax;
+    t.ranges[RangeMethod::Percentile] = select_percentile(t.histogram, options_.percentile);
+    t.ranges[RangeMethod::Entropy] = select_entropy(t.histogram, options_.target, 1);
+    t.ranges[RangeMethod::Mse] = select_mse(t.histogram, options_.target, 1);
+    t.ranges[RangeMethod::TorchHistogram] = s.torch_histogram.range(dst_bits);
   }
+  for (size_t i = 0; i < todo.size(); ++i) table.tensors.emplace(*todo[i].first, std::move(done[i]));
   return table;
 }
 

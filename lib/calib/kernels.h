@@ -60,21 +60,8 @@ struct ObserverBackend {
 std::span<const ObserverBackend> observer_backends();
 const ObserverBackend& observer_backend(BackendKind kind);
 
-// The reference twins, also used by the CPU backend for small inputs.
-namespace ref {
-BatchSummary summarize(std::span<const float> x, int threads);
-void histogram_add(std::span<const float> x, const GridWindow& grid, std::span<uint64_t> counts, int threads);
-void channel_minmax(std::span<const float> x, int64_t outer, int64_t channels, int64_t inner, std::span<float> mins,
-                    std::span<float> maxs, int threads);
-void histc_add(std::span<const float> x, float lo, float hi, std::span<double> hist, int threads);
-}  // namespace ref
-
-namespace cpu {
-BatchSummary summarize(std::span<const float> x, int threads);
-void histogram_add(std::span<const float> x, const GridWindow& grid, std::span<uint64_t> counts, int threads);
-void channel_minmax(std::span<const float> x, int64_t outer, int64_t channels, int64_t inner, std::span<float> mins,
-                    std::span<float> maxs, int threads);
-void histc_add(std::span<const float> x, float lo, float hi, std::span<double> hist, int threads);
-}  // namespace cpu
+// Each backend's row, defined beside its kernels (kernels_cpu.cc, kernels_ref.cc) and listed in backends.cc.
+ObserverBackend cpu_observer_backend();
+ObserverBackend reference_observer_backend();
 
 }  // namespace qtool::calib

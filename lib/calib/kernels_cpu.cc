@@ -11,7 +11,7 @@
 
 #include "calib/kernels.h"
 
-namespace qtool::calib::cpu {
+namespace qtool::calib {
 namespace {
 
 constexpr int64_t kMinPerThread = 1 << 15;  // below this, threading costs more than it saves
@@ -61,8 +61,6 @@ Partial summarize_range(const float* x, size_t n) {
   return p;
 }
 
-}  // namespace
-
 BatchSummary summarize(std::span<const float> x, int threads) {
   const int parts = threads_for(x.size(), threads);
   std::vector<Partial> partial(static_cast<size_t>(parts));
@@ -84,8 +82,6 @@ BatchSummary summarize(std::span<const float> x, int threads) {
   return s;
 }
 
-namespace {
-
 // y = v·2^-e - first is exact in double for every value inside the window (v·2^-e is exact, and |y| < bins),
 // so for y >= 0 the truncating cast is the floor. The comparison rejects NaN and ±inf.
 void histogram_range(const float* x, size_t n, const GridWindow& grid, uint64_t* h) {
@@ -96,8 +92,6 @@ void histogram_range(const float* x, size_t n, const GridWindow& grid, uint64_t*
     if (y >= 0.0 && y < nb) ++h[static_cast<size_t>(y)];
   }
 }
-
-}  // namespace
 
 void histogram_add(std::span<const float> x, const GridWindow& grid, std::span<uint64_t> counts, int threads) {
   const int parts = threads_for(x.size(), threads);
@@ -138,27 +132,26 @@ void channel_minmax(std::span<const float> x, int64_t outer, int64_t channels, i
   }
 }
 
+// torch.histc's arithmetic is the reference loop's; this version only splits the input across threads.
 void histc_add(std::span<const float> x, float lo, float hi, std::span<double> hist, int threads) {
+  static const ObserverBackend reference = reference_observer_backend();
   const int parts = threads_for(x.size(), threads);
-  if (parts == 1) return ref::histc_add(x, lo, hi, hist, 1);
-  const size_t bins = hist.size();
-  std::vector<double> local(bins * static_cast<size_t>(parts), 0.0);
-  const float nb = static_cast<float>(bins), width = hi - lo;
-  const int64_t last = static_cast<int64_t>(bins);
+  if (parts == 1) return reference.histc_add(x, lo, hi, hist, 1);
+  std::vector<double> local(hist.size() * static_cast<size_t>(parts), 0.0);
 #pragma omp parallel for num_threads(parts) schedule(static, 1)
   for (int t = 0; t < parts; ++t) {
     const auto [b, e] = chunk(x.size(), parts, t);
-    double* h = local.data() + bins * static_cast<size_t>(t);
-    for (size_t i = b; i < e; ++i) {
-      const float v = x[i];
-      if (!(v >= lo && v <= hi)) continue;
-      int64_t pos = static_cast<int64_t>((v - lo) * nb / width);
-      if (pos == last) pos -= 1;
-      h[pos] += 1.0;
-    }
+    reference.histc_add(x.subspan(b, e - b), lo, hi,
+                        std::span<double>(local.data() + hist.size() * static_cast<size_t>(t), hist.size()), 1);
   }
   for (int t = 0; t < parts; ++t)
-    for (size_t i = 0; i < bins; ++i) hist[i] += local[bins * static_cast<size_t>(t) + i];
+    for (size_t i = 0; i < hist.size(); ++i) hist[i] += local[hist.size() * static_cast<size_t>(t) + i];
 }
 
-}  // namespace qtool::calib::cpu
+}  // namespace
+
+ObserverBackend cpu_observer_backend() {
+  return {BackendKind::Cpu, "cpu", summarize, histogram_add, channel_minmax, histc_add};
+}
+
+}  // namespace qtool::calib

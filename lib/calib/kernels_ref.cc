@@ -6,7 +6,8 @@
 
 #include "calib/kernels.h"
 
-namespace qtool::calib::ref {
+namespace qtool::calib {
+namespace {
 
 BatchSummary summarize(std::span<const float> x, int /*threads*/) {
   BatchSummary s;
@@ -57,4 +58,10 @@ void histc_add(std::span<const float> x, float lo, float hi, std::span<double> h
   }
 }
 
-}  // namespace qtool::calib::ref
+}  // namespace
+
+ObserverBackend reference_observer_backend() {
+  return {BackendKind::Reference, "reference", summarize, histogram_add, channel_minmax, histc_add};
+}
+
+}  // namespace qtool::calib
