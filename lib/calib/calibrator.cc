@@ -1,6 +1,7 @@
 #include "calib/calibrator.h"
 
 #include <algorithm>
+#include <exception>
 #include <vector>
 
 #include "core/error.h"
@@ -60,6 +61,22 @@ std::vector<NonFiniteReport> Calibrator::non_finite() const {
   return out;
 }
 
+void Calibrator::select_ranges(const TensorState& s, TensorCalibration& t, int dst_bits) const {
+  t.dtype = s.dtype;
+  t.shape = s.shape;
+  t.count = s.histogram.count();
+  t.nan_count = s.nan_count;
+  t.inf_count = s.inf_count;
+  if (!s.minmax.has_data()) return;
+  t.minmax = s.minmax.range();
+  t.histogram = s.histogram.histogram();
+  t.ranges[RangeMethod::MinMax] = *t.minmax;
+  t.ranges[RangeMethod::Percentile] = select_percentile(t.histogram, options_.percentile);
+  t.ranges[RangeMethod::Entropy] = select_entropy(t.histogram, options_.target, 1);
+  t.ranges[RangeMethod::Mse] = select_mse(t.histogram, options_.target, 1);
+  t.ranges[RangeMethod::TorchHistogram] = s.torch_histogram.range(dst_bits);
+}
+
 CalibrationTable Calibrator::finish() const {
   CalibrationTable table;
   table.settings.histogram_bins = options_.histogram_bins;
@@ -72,24 +89,17 @@ CalibrationTable Calibrator::finish() const {
   std::vector<std::pair<const std::string*, const TensorState*>> todo;
   for (const auto& [name, s] : tensors_) todo.emplace_back(&name, s.get());
   std::vector<TensorCalibration> done(todo.size());
+  std::exception_ptr error;  // an exception must not leave the parallel region
 #pragma omp parallel for num_threads(std::max(options_.exec.threads, 1)) schedule(dynamic, 1)
   for (size_t i = 0; i < todo.size(); ++i) {
-    const TensorState& s = *todo[i].second;
-    TensorCalibration& t = done[i];
-    t.dtype = s.dtype;
-    t.shape = s.shape;
-    t.count = s.histogram.count();
-    t.nan_count = s.nan_count;
-    t.inf_count = s.inf_count;
-    if (!s.minmax.has_data()) continue;
-    t.minmax = s.minmax.range();
-    t.histogram = s.histogram.histogram();
-    t.ranges[RangeMethod::MinMax] = *t.minmax;
-    t.ranges[RangeMethod::Percentile] = select_percentile(t.histogram, options_.percentile);
-    t.ranges[RangeMethod::Entropy] = select_entropy(t.histogram, options_.target, 1);
-    t.ranges[RangeMethod::Mse] = select_mse(t.histogram, options_.target, 1);
-    t.ranges[RangeMethod::TorchHistogram] = s.torch_histogram.range(dst_bits);
+    try {
+      select_ranges(*todo[i].second, done[i], dst_bits);
+    } catch (...) {
+#pragma omp critical(calib_finish_error)
+      if (!error) error = std::current_exception();
+    }
   }
+  if (error) std::rethrow_exception(error);
   for (size_t i = 0; i < todo.size(); ++i) table.tensors.emplace(*todo[i].first, std::move(done[i]));
   return table;
 }

@@ -62,6 +62,7 @@ class Calibrator {
     explicit TensorState(int64_t bins) : histogram(bins) {}
   };
   TensorState& state(const std::string& name, DType dtype);
+  void select_ranges(const TensorState& s, TensorCalibration& t, int dst_bits) const;
 
   CalibratorOptions options_;
   std::map<std::string, std::unique_ptr<TensorState>> tensors_;

@@ -78,23 +78,22 @@ Range select_entropy(const Histogram& h, const QuantTarget& target, int threads)
   const bool one_signed = !(has_neg && has_pos);
   const int64_t L = one_signed && !target.symmetric ? levels_all : levels_all / 2;
 
-  // Fold at 0: A[j] counts |x| in [j·w, (j+1)·w). The grid has an edge at 0 (z = index of the bin starting there).
+  // Fold at 0: A[j] counts |x| in [j·w, (j+1)·w). The grid has an edge at 0: histogram bin i is grid bin g0 + i,
+  // covering [g·w, (g+1)·w), which folds to |x| bin g (g >= 0) or -g-1 (g < 0). Like TensorRT, the search runs
+  // over at most kEntropyBins bins: w doubles (merging pairs, exact on the power-of-two grid) until the folded
+  // range fits, computed up front so that data far from 0 never needs a huge array.
   const int64_t n = static_cast<int64_t>(h.counts.size());
-  const int64_t z = std::llround(-h.lo / h.width);
-  const int64_t nA = std::max<int64_t>({n - z, z, 1});
-  auto cnt = [&](int64_t i) -> double {
-    return i >= 0 && i < n ? static_cast<double>(h.counts[static_cast<size_t>(i)]) : 0;
-  };
-  std::vector<double> A(static_cast<size_t>(nA));
-  for (int64_t j = 0; j < nA; ++j) A[static_cast<size_t>(j)] = cnt(z + j) + cnt(z - 1 - j);
-  // Like TensorRT, search over at most kEntropyBins bins: merge pairs (exact on the power-of-two grid).
-  double w = h.width;
-  while (static_cast<int64_t>(A.size()) > kEntropyBins) {
-    std::vector<double> merged((A.size() + 1) / 2, 0.0);
-    for (size_t j = 0; j < A.size(); ++j) merged[j / 2] += A[j];
-    A = std::move(merged);
-    w *= 2;
+  const int64_t g0 = std::llround(h.lo / h.width);
+  const int64_t top = std::max(std::llabs(g0), std::llabs(g0 + n - 1) + 1);  // folded bins needed at width w
+  int shift = 0;
+  while ((top >> shift) + 1 > kEntropyBins) ++shift;
+  const double w = std::ldexp(h.width, shift);
+  std::vector<double> A(static_cast<size_t>((top >> shift) + 1), 0.0);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t g = g0 + i;
+    A[static_cast<size_t>((g >= 0 ? g : -g - 1) >> shift)] += static_cast<double>(h.counts[static_cast<size_t>(i)]);
   }
+  while (A.size() > 1 && A.back() == 0) A.pop_back();
   const int64_t nB = static_cast<int64_t>(A.size());
 
   const double absmax = std::max(std::fabs(double{h.data_min}), std::fabs(double{h.data_max}));

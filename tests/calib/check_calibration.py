@@ -126,7 +126,9 @@ def main():
         if sorted(t["ranges"]) != METHODS:
             fail("%s: ranges %s" % (where, sorted(t["ranges"])))
         for m, (lo, hi) in t["ranges"].items():
-            if not (t["min"] <= lo <= hi <= t["max"]):
+            # PyTorch relaxes its histogram's max by less than (max - min) / upsample_rate (128).
+            slack = (t["max"] - t["min"]) / 100.0 if m == "torch_histogram" else 0.0
+            if not (t["min"] - slack <= lo <= hi <= t["max"] + slack):
                 fail("%s.ranges.%s: [%r, %r] not inside [min, max] = [%r, %r]" % (where, m, lo, hi, t["min"], t["max"]))
         if t["ranges"]["minmax"] != [t["min"], t["max"]]:
             fail("%s: minmax range != [min, max]" % where)

@@ -367,3 +367,22 @@ TEST_CASE("sha256 of files matches the published digests") {
   CHECK(sha256_file(test::shared_models() / "superres-espcn-3x.onnx") ==
         "85f36ff88cc504a24af5e0602148bc56a8aa09a58eca8c0da2756f3e8186035e");
 }
+
+TEST_CASE("range selection on one-signed data far from 0 stays small and inside the data") {
+  std::vector<float> x(10000);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 1000.0f + float(i % 997) * 1e-3f;  // [1000, 1000.996]
+  const Histogram h = histogram_of(x);
+  for (DType dt : {DType::UInt8, DType::Int8}) {
+    const Range e = select_entropy(h, {dt, false}), m = select_mse(h, {dt, false}), p = select_percentile(h);
+    for (Range r : {e, m, p}) {
+      CHECK(r.lo >= h.data_min);
+      CHECK(r.hi <= h.data_max);
+      CHECK(r.lo <= r.hi);
+    }
+  }
+  for (float& v : x) v = -v;
+  const Histogram hn = histogram_of(x);
+  const Range e = select_entropy(hn, {DType::Int8, true});
+  CHECK(e.lo >= hn.data_min);
+  CHECK(e.hi == hn.data_max);
+}
