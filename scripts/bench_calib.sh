@@ -16,10 +16,10 @@ PY=/usr/bin/python3
 cmake --build "$BUILD" -j2 --target qtool bench_calib_observers bench_calib_overhead >/dev/null
 
 echo "== histogram update throughput (16M normal values)"
-"$BUILD/bin/bench_calib_observers" --threads "$THREADS" --repeat 5
+"$BUILD/tests/bench/bench_calib_observers" --threads "$THREADS" --repeat 5
 
 echo "== observer overhead on ppocrv4-det, input [$SHAPE], threads $THREADS"
-"$BUILD/bin/bench_calib_overhead" "$MODEL" --shape "x=$SHAPE" --samples 10 --threads "$THREADS" | tee /tmp/bench_calib_overhead.json
+"$BUILD/tests/bench/bench_calib_overhead" "$MODEL" --shape "x=$SHAPE" --samples 10 --threads "$THREADS" | tee /tmp/bench_calib_overhead.json
 
 echo "== peak RSS of qtool calibrate on ppocrv4-det, 10 vs 100 random samples"
 TMP="$(mktemp -d)"

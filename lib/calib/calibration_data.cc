@@ -115,6 +115,8 @@ std::string input_list(const std::vector<InputSpec>& inputs) {
   return s;
 }
 
+std::string samples_text(int64_t n) { return std::to_string(n) + (n == 1 ? " sample" : " samples"); }
+
 const InputSpec* find_input(const std::vector<InputSpec>& inputs, const std::string& name) {
   for (const InputSpec& in : inputs)
     if (in.name == name) return &in;
@@ -153,7 +155,7 @@ class ArrayFiles final : public SampleSource {
     }
   }
   int64_t samples() const override { return samples_; }
-  std::string describe() const override { return std::to_string(samples_) + " samples from " + files_; }
+  std::string describe() const override { return samples_text(samples_) + " from " + files_; }
   std::map<std::string, Tensor> batch(int64_t first, int64_t count) override {
     std::map<std::string, Tensor> out;
     for (const InputSpec& in : inputs_) {
@@ -286,7 +288,7 @@ class RandomSource final : public SampleSource {
   }
   int64_t samples() const override { return samples_; }
   std::string describe() const override {
-    return std::to_string(samples_) + " random samples (seed " + std::to_string(seed_) + ")";
+    return samples_text(samples_) + " (random, seed " + std::to_string(seed_) + ")";
   }
   std::map<std::string, Tensor> batch(int64_t first, int64_t count) override {
     std::map<std::string, Tensor> out;
