@@ -69,10 +69,16 @@ void depthwise_plane_2d(const float* in, const float* w, float bias, float* out,
   ow_hi = std::clamp(ow_hi, ow_lo, OW);
   const bool split = sw == 2 && dw == 1;
   const int64_t half = (IW + 1) / 2 + 1;
-  std::vector<float> halves(split ? static_cast<size_t>(KH * 2 * half) : 0);
-  // Per tap: where the interior loop reads (column offset from the row start, and the row stride).
-  std::vector<const float*> tap_src(static_cast<size_t>(KH * KW));
-  std::vector<float> tap_w(static_cast<size_t>(KH * KW));
+  // Even/odd rows live in this thread's scratch (the depthwise path uses no im2col buffer).
+  float* halves = split ? scratch_floats(static_cast<size_t>(KH * 2 * half)) : nullptr;
+  // Per tap: where the interior loop reads, and its weight; on the stack for kernels up to 8x8.
+  constexpr int64_t kStackTaps = 64;
+  const float* stack_src[kStackTaps];
+  float stack_w[kStackTaps];
+  std::vector<const float*> heap_src(KH * KW > kStackTaps ? static_cast<size_t>(KH * KW) : 0);
+  std::vector<float> heap_w(heap_src.size());
+  const float** tap_src = heap_src.empty() ? stack_src : heap_src.data();
+  float* tap_w = heap_w.empty() ? stack_w : heap_w.data();
   for (int64_t oh = 0; oh < OH; ++oh) {
     float* o = out + oh * OW;
     int64_t ntaps = 0;
@@ -80,7 +86,7 @@ void depthwise_plane_2d(const float* in, const float* w, float bias, float* out,
       const int64_t ih = oh * sh - ph + kh * dh;
       if (ih < 0 || ih >= IH) continue;
       const float* row = in + ih * IW;
-      float* even = split ? halves.data() + kh * 2 * half : nullptr;
+      float* even = split ? halves + kh * 2 * half : nullptr;
       float* odd = split ? even + half : nullptr;
       if (split)
         for (int64_t i = 0; 2 * i < IW; ++i) {
@@ -124,11 +130,11 @@ void depthwise_plane_2d(const float* in, const float* w, float bias, float* out,
       for (int64_t ow0 = ow_lo; ow0 < ow_hi; ow0 += B) {
         const int64_t start = std::min(ow0, ow_hi - B);
         if (B == 32)
-          depthwise_block<32>(tap_src.data(), tap_w.data(), ntaps, bias, start, o);
+          depthwise_block<32>(tap_src, tap_w, ntaps, bias, start, o);
         else if (B == 16)
-          depthwise_block<16>(tap_src.data(), tap_w.data(), ntaps, bias, start, o);
+          depthwise_block<16>(tap_src, tap_w, ntaps, bias, start, o);
         else
-          depthwise_block<8>(tap_src.data(), tap_w.data(), ntaps, bias, start, o);
+          depthwise_block<8>(tap_src, tap_w, ntaps, bias, start, o);
       }
     } else {
       for (int64_t ow = ow_lo; ow < ow_hi; ++ow) {
