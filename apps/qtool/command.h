@@ -12,5 +12,6 @@ using Action = std::function<int()>;  // returns the exit code
 
 // One function per subcommand, each in its own cmd_*.cc file, listed in main.cc.
 Action add_inspect_command(CLI::App& app);
+Action add_quantize_command(CLI::App& app);
 
 }  // namespace qtool::cli

@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
     commands.emplace_back(app.get_subcommands({}).at(before), std::move(action));
   };
   add(qtool::cli::add_inspect_command);
+  add(qtool::cli::add_quantize_command);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,124 @@
+// qtool quantize MODEL -o OUT.onnx [--config QCONFIG.json] (--calib CALIB.json | --data ... | --random N)
+#include <onnx/onnx_pb.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "command.h"
+#include "core/error.h"
+#include "onnx/model_io.h"
+#include "quantize/quantize.h"
+
+namespace qtool::cli {
+namespace {
+
+struct QuantizeArgs {
+  std::string model, output, config, calib;
+  std::vector<std::string> data;
+  int random = 0;
+  bool json = false, explain = false, prepare_only = false;
+};
+
+std::string params_str(const quantize::TensorExplain& t) {
+  std::string s = std::string(dtype_name(t.dtype)) + " scale=";
+  char buf[64];
+  if (t.scale.size() == 1) {
+    std::snprintf(buf, sizeof buf, "%.6g zp=%lld", t.scale[0], static_cast<long long>(t.zero_point[0]));
+    return s + buf;
+  }
+  std::snprintf(buf, sizeof buf, "[%zu per-channel, axis %lld]", t.scale.size(), static_cast<long long>(t.axis));
+  return s + buf;
+}
+
+void print_explain(const quantize::QdqReport& r) {
+  for (const auto& n : r.nodes) {
+    std::string rules;
+    for (const auto& p : n.rules) rules += (rules.empty() ? "" : " > ") + p;
+    std::printf("%-40s %-18s %-6s %s%s%s\n", n.node.c_str(), n.op_type.c_str(), n.quantized ? "int" : "float",
+                rules.c_str(), n.note.empty() ? "" : " : ", n.note.c_str());
+    for (const auto& t : n.tensors)
+      std::printf("    %-7s %s %s\n", t.role.c_str(), t.tensor.c_str(), params_str(t).c_str());
+  }
+}
+
+nlohmann::json summary_json(const quantize::QuantizeSummary& s, const QuantizeArgs& a) {
+  nlohmann::json j;
+  j["model"] = a.model;
+  j["output"] = a.output;
+  j["opset"] = s.opset;
+  j["quantized_nodes"] = s.qdq.quantized_ops;
+  j["float_nodes"] = s.qdq.float_ops;
+  j["qdq_pairs"] = s.qdq.qdq_pairs;
+  j["weights_quantized"] = s.qdq.weights_quantized;
+  j["biases_quantized"] = s.qdq.biases_quantized;
+  j["weight_bytes_before"] = s.weight_bytes_before;
+  j["weight_bytes_after"] = s.weight_bytes_after;
+  j["prepare"] = s.prepare.rewrites;
+  return j;
+}
+
+}  // namespace
+
+Action add_quantize_command(CLI::App& app) {
+  auto* sub = app.add_subcommand("quantize", "Quantize a float ONNX model to int8 QDQ form (ONNX Runtime / TensorRT)");
+  auto a = std::make_shared<QuantizeArgs>();
+  sub->add_option("MODEL", a->model, "Float .onnx model")->required()->check(CLI::ExistingFile);
+  sub->add_option("-o,--output", a->output, "Output .onnx path")->required();
+  sub->add_option("--config", a->config, "QConfig JSON (default: the built-in configs/int8.json)")
+      ->check(CLI::ExistingFile);
+  auto* calib =
+      sub->add_option("--calib", a->calib, "Calibration file from 'qtool calibrate'")->check(CLI::ExistingFile);
+  auto* data = sub->add_option("--data", a->data, "Calibrate first on these inputs (NAME=FILE.npy ...)");
+  auto* random = sub->add_option("--random", a->random, "Calibrate first on N random inputs");
+  calib->excludes(data)->excludes(random);
+  data->excludes(random);
+  sub->add_flag("--explain", a->explain, "Print, per node, the rules that applied and the resulting parameters");
+  sub->add_flag(
+      "--prepare-only", a->prepare_only,
+      "Only run the preparation passes (constants, BatchNorm folding, opset upgrade) and write the float model");
+  sub->add_flag("--json", a->json, "Print the summary as one JSON object");
+  return [a]() -> int {
+    const quantize::QConfig cfg =
+        a->config.empty() ? quantize::QConfig::builtin_default() : quantize::QConfig::load(a->config);
+    onnxio::LoadedModel m = onnxio::load_model(a->model);
+    onnxio::SaveOptions so;
+    so.protect_input = a->model;
+    if (a->prepare_only) {
+      const auto r = quantize::prepare_model(*m.proto, cfg.required_opset());
+      onnxio::save_model(*m.proto, a->output, so);
+      nlohmann::json j;
+      j["prepare"] = r.rewrites;
+      j["opset_before"] = r.opset_before;
+      j["opset_after"] = r.opset_after;
+      std::printf("%s\n", j.dump().c_str());
+      return kExitOk;
+    }
+    if (a->calib.empty())
+      throw UsageError(
+          "quantize: --data/--random calibrate through lib/calib, which is not part of this build yet; run "
+          "'qtool calibrate' and pass --calib CALIB.json");
+    const quantize::ActivationRanges ranges = quantize::read_activation_ranges(a->calib);
+    const auto s = quantize::quantize_model(*m.proto, cfg, ranges);
+    onnxio::save_model(*m.proto, a->output, so);
+    if (a->explain) print_explain(s.qdq);
+    if (a->json) {
+      std::printf("%s\n", summary_json(s, *a).dump().c_str());
+      return kExitOk;
+    }
+    auto join = [](const std::map<std::string, int>& counts) {
+      std::string out;
+      for (const auto& [op, n] : counts) out += (out.empty() ? "" : ", ") + op + " " + std::to_string(n);
+      return out.empty() ? std::string("none") : out;
+    };
+    std::printf("wrote %s (opset %lld)\n", a->output.c_str(), static_cast<long long>(s.opset));
+    std::printf("quantized: %s\n", join(s.qdq.quantized_ops).c_str());
+    std::printf("kept float: %s\n", join(s.qdq.float_ops).c_str());
+    std::printf("weights: %.2f MB -> %.2f MB (%d weights, %d biases quantized, %d activation Q/DQ pairs)\n",
+                s.weight_bytes_before / 1e6, s.weight_bytes_after / 1e6, s.qdq.weights_quantized,
+                s.qdq.biases_quantized, s.qdq.qdq_pairs);
+    return kExitOk;
+  };
+}
+
+}  // namespace qtool::cli

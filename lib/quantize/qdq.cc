@@ -1,0 +1,337 @@
+#include "quantize/qdq.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <optional>
+#include <set>
+
+#include "core/error.h"
+#include "quantize/graph.h"
+#include "quantize/op_roles.h"
+#include "quantize/qparams.h"
+
+namespace qtool::quantize {
+namespace {
+
+struct ActQ {
+  QParams params;
+};
+
+class QdqBuilder {
+ public:
+  QdqBuilder(onnx::ModelProto& model, const QConfig& cfg, const ActivationRanges& ranges)
+      : g_(model), cfg_(cfg), ranges_(ranges) {}
+
+  QdqReport run() {
+    check_names();
+    const int n = g_.node_count();
+    nq_.resize(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) nq_[i] = cfg_.resolve(g_.node(i).name(), g_.node(i).op_type());
+    fused_.assign(static_cast<size_t>(n), false);
+    report_.nodes.resize(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) plan_node(i);
+    emit();
+    return std::move(report_);
+  }
+
+ private:
+  void check_names() {
+    std::vector<std::string> nodes, tensors;
+    for (const auto& nd : g_.proto().node()) {
+      nodes.push_back(nd.name());
+      for (const auto& o : nd.output()) tensors.push_back(o);
+    }
+    for (const auto& in : g_.proto().input()) tensors.push_back(in.name());
+    for (const auto& t : g_.proto().initializer()) tensors.push_back(t.name());
+    cfg_.check_names(nodes, tensors);
+  }
+
+  // Settings for an activation tensor after the tensor-level override; nullopt = keep it float.
+  std::optional<TensorSettings> tensor_settings(const std::string& t, TensorSettings s) const {
+    if (const SettingsSlot* o = cfg_.tensor_override(t)) {
+      if (o->is_null) return std::nullopt;
+      apply_patch(s, o->patch);
+    }
+    return s;
+  }
+
+  std::optional<QParams> act_params(const std::string& t, const TensorSettings& base) const {
+    auto s = tensor_settings(t, base);
+    if (!s) return std::nullopt;
+    if (s->scale) {
+      QParams p;
+      p.dtype = s->dtype;
+      p.scale = {static_cast<float>(*s->scale)};
+      p.zero_point = {*s->zero_point};
+      return p;
+    }
+    std::optional<std::pair<double, double>> r = s->range;
+    if (!r) r = ranges_.get(t, s->method);
+    if (!r) return std::nullopt;
+    return params_from_range(r->first, r->second, *s);
+  }
+
+  bool float_initializer(const std::string& t) const {
+    const auto* p = g_.initializer(t);
+    return p && p->data_type() == onnx::TensorProto::FLOAT;
+  }
+
+  void keep_float(int i, const std::string& why) {
+    auto& e = report_.nodes[i];
+    e.quantized = false;
+    e.note = why;
+  }
+
+  void plan_node(int i) {
+    const onnx::NodeProto& node = g_.node(i);
+    NodeExplain& e = report_.nodes[i];
+    e.node = node.name();
+    e.op_type = node.op_type();
+    e.rules = nq_[i].applied;
+    const NodeQuant& q = nq_[i];
+    if (!q.quantized) return keep_float(i, "rule keeps it float");
+    if (!q.activation) return keep_float(i, "activation: null");
+    const OpRole role = op_role(node);
+
+    if (role.kind == OpKind::Activation) {
+      if (!fused_[i])
+        return keep_float(i, "not after a quantized node (a standalone " + node.op_type() + " stays float)");
+      const std::string& out = node.output(0);
+      TensorSettings os = q.output ? *q.output : *q.activation;
+      if (auto p = act_params(out, os); p && !g_.is_graph_output(out)) add_act(out, *p, i, "output");
+      e.quantized = true;
+      e.note = "fused: its producer's output has no Q/DQ";
+      return;
+    }
+
+    if (role.kind == OpKind::PassThrough) {
+      const std::string& in = node.input(0);
+      auto it = act_.find(in);
+      if (it == act_.end()) return keep_float(i, "input " + in + " is not quantized");
+      const QParams p = it->second.params;
+      for (const auto& out : node.output())
+        if (!out.empty() && !g_.is_graph_output(out) && tensor_settings(out, *q.activation))
+          add_act(out, p, i, "output");
+      e.quantized = true;
+      e.note = "pass-through: output keeps the input's scale and zero point";
+      return;
+    }
+
+    // Compute ops: every data input must be quantizable.
+    std::vector<int> data = role.data_inputs;
+    if (data.empty())
+      for (int k = 0; k < node.input_size(); ++k) data.push_back(k);
+    if (role.weight_input >= 0 && std::find(data.begin(), data.end(), role.weight_input) == data.end())
+      data.push_back(role.weight_input);
+    struct Plan {
+      int index;
+      std::string name;
+      enum { Act, Weight, Const } kind;
+      std::optional<QParams> params;
+    };
+    std::vector<Plan> plans;
+    for (int k : data) {
+      if (k >= node.input_size() || node.input(k).empty()) continue;
+      const std::string& t = node.input(k);
+      if (g_.is_initializer(t)) {
+        if (!float_initializer(t)) return keep_float(i, "input " + t + " is not float");
+        if (k == role.weight_input) {
+          plans.push_back({k, t, Plan::Weight, std::nullopt});
+        } else {
+          plans.push_back({k, t, Plan::Const, std::nullopt});
+        }
+        continue;
+      }
+      std::optional<QParams> p;
+      if (auto it = act_.find(t); it != act_.end())
+        p = it->second.params;
+      else
+        p = act_params(t, *q.activation);
+      if (!p) {
+        if (!tensor_settings(t, *q.activation)) continue;  // the config keeps this tensor float
+        return keep_float(i, "no calibration range for input " + t);
+      }
+      plans.push_back({k, t, Plan::Act, p});
+    }
+    // Commit.
+    onnx::NodeProto& mnode = g_.node(i);
+    std::optional<float> input_scale;
+    std::vector<float> weight_scales;
+    for (auto& pl : plans) {
+      if (pl.kind == Plan::Act) {
+        add_act(pl.name, *pl.params, -2, "input");
+        if (pl.index == 0) input_scale = pl.params->scale[0];
+        e.tensors.push_back(explain(pl.name, "input", *pl.params, -1));
+      }
+    }
+    for (auto& pl : plans) {
+      std::optional<TensorSettings> wset = q.weight;
+      if (const SettingsSlot* o = cfg_.tensor_override(pl.name); o && wset) {
+        if (o->is_null)
+          wset.reset();
+        else
+          apply_patch(*wset, o->patch);
+      }
+      if (pl.kind == Plan::Weight && wset) {
+        const Tensor w = g_.initializer_tensor(pl.name);
+        int64_t axis = -1;
+        TensorSettings ws = *wset;
+        if (ws.granularity == Granularity::PerChannel) {
+          axis = ws.axis ? *ws.axis : weight_channel_axis(node, w.rank());
+          if (axis < 0) ws.granularity = Granularity::PerTensor;
+          if (axis < 0 && ws.axis) axis += w.rank();
+        }
+        if (ws.granularity == Granularity::PerTensor) axis = -1;
+        const QParams p = weight_params(w, ws, axis);
+        weight_scales = p.scale;
+        const std::string dq = add_const_dq(pl.name, quantize_tensor(w, p, axis), p, axis, i);
+        mnode.set_input(pl.index, dq);
+        ++report_.weights_quantized;
+        e.tensors.push_back(explain(pl.name, "weight", p, axis));
+      } else if (pl.kind == Plan::Const) {
+        const Tensor c = g_.initializer_tensor(pl.name);
+        const QParams p = weight_params(
+            c,
+            [&] {
+              TensorSettings s = *q.activation;
+              s.granularity = Granularity::PerTensor;
+              return s;
+            }(),
+            -1);
+        const std::string dq = add_const_dq(pl.name, quantize_tensor(c, p, -1), p, -1, i);
+        mnode.set_input(pl.index, dq);
+        e.tensors.push_back(explain(pl.name, "constant", p, -1));
+      }
+    }
+    // Bias: int32 with scale s_input * s_weight.
+    if (role.bias_input >= 0 && q.bias && input_scale && !weight_scales.empty() &&
+        role.bias_input < node.input_size() && float_initializer(node.input(role.bias_input))) {
+      const std::string b = node.input(role.bias_input);
+      const Tensor bt = g_.initializer_tensor(b);
+      const bool per_col = bt.rank() == 1 && (weight_scales.size() == 1 || bt.numel() == (int64_t)weight_scales.size());
+      if (per_col) {
+        std::vector<float> bscales;
+        const Tensor qb = quantize_bias(bt, *input_scale, weight_scales, bscales);
+        QParams bp;
+        bp.dtype = DType::Int32;
+        bp.scale = bscales;
+        bp.zero_point.assign(bscales.size(), 0);
+        const int64_t axis = bscales.size() > 1 ? 0 : -1;
+        if (bscales.size() == 1 && bt.numel() > 1) bp.scale = {bscales[0]}, bp.zero_point = {0};
+        const std::string dq = add_const_dq(b, qb, bp, axis, i);
+        g_.node(i).set_input(role.bias_input, dq);
+        ++report_.biases_quantized;
+        e.tensors.push_back(explain(b, "bias", bp, axis));
+      }
+    }
+    // Output.
+    if (q.output && node.output_size() == 1) {
+      const std::string& out = node.output(0);
+      const auto& cons = g_.consumers(out);
+      if (!g_.is_graph_output(out) && cons.size() == 1 && fusable_activation(cons[0])) {
+        fused_[cons[0]] = true;
+        e.note = "output quantized after " + g_.node(cons[0]).op_type();
+      } else if (!g_.is_graph_output(out)) {
+        if (auto p = act_params(out, *q.output)) {
+          add_act(out, *p, i, "output");
+          e.tensors.push_back(explain(out, "output", *p, -1));
+        }
+      }
+    }
+    e.quantized = true;
+  }
+
+  bool fusable_activation(int c) const {
+    const auto& n = g_.node(c);
+    if (op_role(n).kind != OpKind::Activation || !nq_[c].quantized || !nq_[c].activation) return false;
+    if (g_.is_graph_output(n.output(0))) return false;
+    if (n.op_type() == "Clip")  // constant bounds only
+      for (int k = 1; k < n.input_size(); ++k)
+        if (!n.input(k).empty() && !g_.is_initializer(n.input(k))) return false;
+    return true;
+  }
+
+  static TensorExplain explain(const std::string& t, const std::string& role, const QParams& p, int64_t axis) {
+    return {t, role, p.dtype, p.scale, p.zero_point, axis};
+  }
+
+  void add_act(const std::string& t, const QParams& p, int producer_hint, const std::string&) {
+    (void)producer_hint;
+    if (!act_.count(t)) {
+      act_.emplace(t, ActQ{p});
+      act_order_.push_back(t);
+    }
+  }
+
+  // Integer initializer + scale + zero point + DequantizeLinear before node `before`; returns the DQ output.
+  std::string add_const_dq(const std::string& name, const Tensor& q, const QParams& p, int64_t axis, int before) {
+    const std::string qn = g_.unique_name(name + "_quantized");
+    const std::string sn = g_.unique_name(name + "_scale");
+    const std::string zn = g_.unique_name(name + "_zero_point");
+    const std::string out = g_.unique_name(name + "_dq");
+    g_.set_initializer(qn, q);
+    g_.set_initializer(sn, scale_tensor(p));
+    g_.set_initializer(zn, zero_point_tensor(p));
+    onnx::NodeProto dq;
+    dq.set_op_type("DequantizeLinear");
+    dq.set_name(g_.unique_name(name + "_DequantizeLinear"));
+    dq.add_input(qn);
+    dq.add_input(sn);
+    dq.add_input(zn);
+    dq.add_output(out);
+    if (axis >= 0 && p.scale.size() > 1) set_attr_int(dq, "axis", axis);
+    g_.insert_before(before, std::move(dq));
+    return out;
+  }
+
+  void emit() {
+    for (const std::string& t : act_order_) {
+      const QParams& p = act_.at(t).params;
+      const std::string sn = g_.unique_name(t + "_scale");
+      const std::string zn = g_.unique_name(t + "_zero_point");
+      const std::string qo = g_.unique_name(t + "_q");
+      const std::string dqo = g_.unique_name(t + "_dq");
+      g_.set_initializer(sn, scale_tensor(p));
+      g_.set_initializer(zn, zero_point_tensor(p));
+      onnx::NodeProto qn, dqn;
+      qn.set_op_type("QuantizeLinear");
+      qn.set_name(g_.unique_name(t + "_QuantizeLinear"));
+      qn.add_input(t), qn.add_input(sn), qn.add_input(zn), qn.add_output(qo);
+      dqn.set_op_type("DequantizeLinear");
+      dqn.set_name(g_.unique_name(t + "_DequantizeLinear"));
+      dqn.add_input(qo), dqn.add_input(sn), dqn.add_input(zn), dqn.add_output(dqo);
+      for (int c : g_.consumers(t)) {
+        auto& cn = g_.node(c);
+        for (int k = 0; k < cn.input_size(); ++k)
+          if (cn.input(k) == t) cn.set_input(k, dqo);
+      }
+      const int prod = g_.producer(t);
+      g_.insert_before(prod + 1, std::move(qn));
+      g_.insert_before(prod + 1, std::move(dqn));
+      ++report_.qdq_pairs;
+    }
+    for (size_t i = 0; i < report_.nodes.size(); ++i) {
+      const auto& e = report_.nodes[i];
+      (e.quantized ? report_.quantized_ops : report_.float_ops)[e.op_type]++;
+    }
+    g_.compact();
+  }
+
+  Graph g_;
+  const QConfig& cfg_;
+  const ActivationRanges& ranges_;
+  std::vector<NodeQuant> nq_;
+  std::vector<bool> fused_;
+  std::map<std::string, ActQ> act_;
+  std::vector<std::string> act_order_;
+  QdqReport report_;
+};
+
+}  // namespace
+
+QdqReport insert_qdq(onnx::ModelProto& model, const QConfig& config, const ActivationRanges& ranges) {
+  return QdqBuilder(model, config, ranges).run();
+}
+
+}  // namespace qtool::quantize

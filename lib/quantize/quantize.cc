@@ -1,0 +1,34 @@
+#include "quantize/quantize.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+
+#include "onnx/tensor_proto.h"
+
+namespace qtool::quantize {
+
+int64_t initializer_bytes(const onnx::ModelProto& model) {
+  int64_t total = 0;
+  for (const auto& t : model.graph().initializer()) {
+    const auto* info = dtype_info_or_null(t.data_type());
+    if (!info || info->cls == DTypeClass::String) continue;
+    total += static_cast<int64_t>(storage_bytes(info->dtype, onnxio::proto_numel(t)));
+  }
+  return total;
+}
+
+QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, const ActivationRanges& ranges) {
+  QuantizeSummary s;
+  s.weight_bytes_before = initializer_bytes(model);
+  // Opset 13 at least: per-channel DequantizeLinear, and ONNX Runtime's QDQ fusions expect it.
+  s.prepare = prepare_model(model, std::max<int64_t>(13, config.required_opset()));
+  s.qdq = insert_qdq(model, config, ranges);
+  Graph g(model);
+  remove_dead_nodes(g);
+  s.opset = g.opset();
+  s.weight_bytes_after = initializer_bytes(model);
+  return s;
+}
+
+}  // namespace qtool::quantize
