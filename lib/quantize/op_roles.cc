@@ -48,18 +48,25 @@ const Entry kRoles[] = {
   {"DepthToSpace",      {OpKind::PassThrough, {0}}},
   {"SpaceToDepth",      {OpKind::PassThrough, {0}}},
   {"Resize",            {OpKind::PassThrough, {0}}},
+  {"Min",               {OpKind::Compute, {}}},
+  {"Max",               {OpKind::Compute, {}}},
 };
 // clang-format on
 
 }  // namespace
 
-OpRole op_role(const onnx::NodeProto& node) {
+OpRole op_role(const onnx::NodeProto& node, const Graph* g) {
   if (!node.domain().empty() && node.domain() != "ai.onnx") return {};
   for (const auto& e : kRoles)
     if (e.op == node.op_type()) {
       OpRole r = e.role;
       // Only nearest-neighbour Resize keeps values (and so the input's parameters) unchanged.
       if (node.op_type() == "Resize" && attr_string(node, "mode", "nearest") != "nearest") r.kind = OpKind::Compute;
+      // Min/Max against a constant clamp values inside the input's range: the output keeps its parameters,
+      // so Q(min(DQ(q), c)) = min(q, Q(c)) adds no rounding.
+      if ((node.op_type() == "Min" || node.op_type() == "Max") && node.input_size() == 2 && g &&
+          g->is_initializer(node.input(1)))
+        r = {OpKind::PassThrough, {0}};
       // Pad in "constant" mode with a non-zero value could leave the input's range; edge/reflect keep it.
       return r;
     }

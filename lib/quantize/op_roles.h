@@ -23,7 +23,9 @@ struct OpRole {
   int bias_input = -1;           // int32 bias with scale s_input * s_weight
 };
 
-OpRole op_role(const onnx::NodeProto& node);
+class Graph;
+// `g` (optional) lets roles depend on which inputs are constants (Min/Max against a constant pass through).
+OpRole op_role(const onnx::NodeProto& node, const Graph* g = nullptr);
 // Output-channel axis of the weight for per-channel quantization; -1 when per-channel does not apply.
 int64_t weight_channel_axis(const onnx::NodeProto& node, int64_t weight_rank);
 

@@ -22,6 +22,7 @@ struct Names {
 constexpr std::array kGranularityNames = {Names{"per_tensor", 0}, Names{"per_channel", 1}, Names{"per_block", 2}};
 constexpr std::array kMethodNames = {Names{"minmax", 0}, Names{"percentile", 1}, Names{"entropy", 2}, Names{"mse", 3},
                                      Names{"torch_histogram", 4}};
+constexpr std::array kRoundingNames = {Names{"nearest", 0}, Names{"kernel_sum", 1}};
 
 // Parsing context: the source file and JSON path, for error messages.
 class Ctx {
@@ -104,7 +105,7 @@ void check_dtype(const Ctx& ctx, DType d, SlotKind kind, const std::string& path
 TensorSettingsPatch parse_patch(const Ctx& ctx, const json& j, const std::string& path, SlotKind kind) {
   ctx.object(j, path,
              {"dtype", "symmetric", "granularity", "axis", "block_size", "narrow_range", "reduce_range", "method",
-              "percentile", "range", "scale", "zero_point"});
+              "rounding", "percentile", "range", "scale", "zero_point"});
   TensorSettingsPatch p;
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();
@@ -132,6 +133,9 @@ TensorSettingsPatch parse_patch(const Ctx& ctx, const json& j, const std::string
       p.reduce_range = ctx.boolean(v, kp);
     } else if (k == "method") {
       p.method = static_cast<RangeMethod>(ctx.choice(v, kp, kMethodNames));
+    } else if (k == "rounding") {
+      p.rounding = static_cast<Rounding>(ctx.choice(v, kp, kRoundingNames));
+      if (kind != SlotKind::Weight) ctx.fail(kp, "rounding applies to weights only");
     } else if (k == "percentile") {
       const double pc = ctx.number(v, kp);
       if (!(pc > 50.0 && pc <= 100.0)) ctx.fail(kp, "percentile must be in (50, 100], got " + v.dump());
@@ -206,6 +210,7 @@ int64_t opset_for(const Rule& r) {
 
 std::string_view granularity_name(Granularity g) { return kGranularityNames.at(static_cast<size_t>(g)).name; }
 std::string_view range_method_name(RangeMethod m) { return kMethodNames.at(static_cast<size_t>(m)).name; }
+std::string_view rounding_name(Rounding r) { return kRoundingNames.at(static_cast<size_t>(r)).name; }
 
 void apply_patch(TensorSettings& s, const TensorSettingsPatch& p) {
   if (p.dtype) s.dtype = *p.dtype;
@@ -217,6 +222,7 @@ void apply_patch(TensorSettings& s, const TensorSettingsPatch& p) {
   if (p.reduce_range) s.reduce_range = *p.reduce_range;
   if (p.method) s.method = *p.method;
   if (p.percentile) s.percentile = *p.percentile;
+  if (p.rounding) s.rounding = *p.rounding;
   if (p.range) s.range = p.range;
   if (p.scale) s.scale = p.scale;
   if (p.zero_point) s.zero_point = p.zero_point;

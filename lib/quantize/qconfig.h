@@ -23,9 +23,13 @@ namespace qtool::quantize {
 
 enum class Granularity { PerTensor, PerChannel, PerBlock };
 enum class RangeMethod { MinMax, Percentile, Entropy, Mse, TorchHistogram };
+// Weight rounding: to nearest, or per kernel so that the rounding errors of one (output, input) channel's
+// taps sum to at most half a step (see qparams.h).
+enum class Rounding { Nearest, KernelSum };
 
 std::string_view granularity_name(Granularity g);
 std::string_view range_method_name(RangeMethod m);
+std::string_view rounding_name(Rounding r);
 
 // Settings for one kind of tensor; every field optional so levels can be merged field by field.
 struct TensorSettingsPatch {
@@ -37,6 +41,7 @@ struct TensorSettingsPatch {
   std::optional<bool> narrow_range;   // int8 [-127,127] instead of [-128,127]
   std::optional<bool> reduce_range;   // 7-bit range (older x86 without VNNI)
   std::optional<RangeMethod> method;
+  std::optional<Rounding> rounding;
   std::optional<double> percentile;                // parameter of method percentile (used when qtool calibrates itself)
   std::optional<std::pair<double, double>> range;  // fixed [lo, hi], ignores calibration
   std::optional<double> scale;                     // fixed scale (with zero_point), e.g. Sigmoid 1/256
@@ -67,6 +72,7 @@ struct TensorSettings {
   bool reduce_range = false;
   RangeMethod method = RangeMethod::MinMax;
   double percentile = 99.999;
+  Rounding rounding = Rounding::Nearest;
   std::optional<std::pair<double, double>> range;
   std::optional<double> scale;
   std::optional<int64_t> zero_point;

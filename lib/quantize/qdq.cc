@@ -67,9 +67,25 @@ class QdqBuilder {
       return p;
     }
     std::optional<std::pair<double, double>> r = s->range;
-    if (!r) r = ranges_.get(t, s->method);
-    if (!r) return std::nullopt;
+    if (!r) {
+      r = ranges_.get(t, s->method);
+      if (!r) return std::nullopt;
+      // A tensor read only by a clamp (Min/Clip with constant bounds) needs no more range than the clamp's
+      // output: quantizing with that range clips nothing the clamp would not, and resolves values finer.
+      const auto& cons = g_.consumers(t);
+      if (cons.size() == 1 && !g_.is_graph_output(t) && is_const_clamp(cons[0]))
+        if (auto out = ranges_.get(g_.node(cons[0]).output(0), s->method))
+          r = std::make_pair(std::max(r->first, out->first), std::min(r->second, out->second));
+    }
     return params_from_range(r->first, r->second, *s);
+  }
+
+  bool is_const_clamp(int c) const {
+    const auto& n = g_.node(c);
+    if (n.op_type() != "Min" && n.op_type() != "Clip") return false;
+    for (int k = 1; k < n.input_size(); ++k)
+      if (!n.input(k).empty() && !g_.is_initializer(n.input(k))) return false;
+    return n.op_type() == "Clip" || n.input_size() == 2;
   }
 
   bool float_initializer(const std::string& t) const {
@@ -92,7 +108,7 @@ class QdqBuilder {
     const NodeQuant& q = nq_[i];
     if (!q.quantized) return keep_float(i, "rule keeps it float");
     if (!q.activation) return keep_float(i, "activation: null");
-    const OpRole role = op_role(node);
+    const OpRole role = op_role(node, &g_);
 
     if (role.kind == OpKind::Activation) {
       if (!fused_[i])
@@ -185,7 +201,7 @@ class QdqBuilder {
         if (ws.granularity == Granularity::PerTensor) axis = -1;
         const QParams p = weight_params(w, ws, axis);
         weight_scales = p.scale;
-        const std::string dq = add_const_dq(pl.name, quantize_tensor(w, p, axis), p, axis, i);
+        const std::string dq = add_const_dq(pl.name, quantize_tensor(w, p, axis, ws.rounding), p, axis, i);
         mnode.set_input(pl.index, dq);
         ++report_.weights_quantized;
         e.tensors.push_back(explain(pl.name, "weight", p, axis));

@@ -10,6 +10,7 @@
 // A zero range gives scale 1 (any scale represents all-zero data exactly).
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "core/tensor.h"
@@ -26,10 +27,15 @@ struct QParams {
 // Integer range the settings allow (narrow/reduce range applied).
 std::pair<int64_t, int64_t> qrange(const TensorSettings& s);
 QParams params_from_range(double lo, double hi, const TensorSettings& s);
-// Weight along `axis` (per channel) or whole (per tensor), from the data's min/max.
+// Weights whose values are already integer multiples of one step that fits the target range (a model
+// exported from a quantized one, such as the vendor mobilenetv2) keep that step: re-quantizing on a new
+// grid would add error where none is needed. Returns the step, or nullopt (symmetric settings only).
+std::optional<float> existing_grid(const Tensor& w, const TensorSettings& s);
+// Weight along `axis` (per channel) or whole (per tensor), from the data's min/max (or existing_grid).
 QParams weight_params(const Tensor& w, const TensorSettings& s, int64_t axis);
 // Quantizes float data with per-tensor or per-axis parameters (axis ignored when p has one scale).
-Tensor quantize_tensor(const Tensor& x, const QParams& p, int64_t axis);
+// Rounding::KernelSum applies to tensors of rank >= 3 (conv kernels): see qparams.cc.
+Tensor quantize_tensor(const Tensor& x, const QParams& p, int64_t axis, Rounding rounding = Rounding::Nearest);
 // Bias: int32, scale = s_input * s_weight[c], zero point 0.
 Tensor quantize_bias(const Tensor& b, float input_scale, const std::vector<float>& weight_scales,
                      std::vector<float>& bias_scales);

@@ -121,6 +121,8 @@ PrepareReport prepare_model(onnx::ModelProto& model, int64_t min_opset) {
   r.rewrites["fold_constants"] = fold_constants(g);
   r.rewrites["fold_batchnorm"] = run_pass(g, *make_fold_batchnorm_pass());
   upgrade_opset(g, min_opset);
+  r.rewrites["relu_min_to_clip"] = run_pass(g, *make_relu_min_to_clip_pass());
+  r.rewrites["drop_redundant_relu"] = run_pass(g, *make_drop_redundant_relu_pass());
   r.rewrites["remove_dead_nodes"] = remove_dead_nodes(g);
   r.opset_after = g.opset();
   return r;

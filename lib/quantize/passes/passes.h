@@ -18,6 +18,9 @@ std::unique_ptr<NodePass> make_fold_batchnorm_pass();
 // Initializers also listed as graph inputs (IR < 4 style) stop being inputs: they are weights, and a
 // caller cannot usefully override them. The model's real inputs are unchanged.
 int drop_initializer_inputs(Graph& g);
+// Relu -> Min(c >= 0) becomes Clip(0, c); a Relu after Clip(lo >= 0, hi) goes away (relu_clip.cc).
+std::unique_ptr<NodePass> make_relu_min_to_clip_pass();
+std::unique_ptr<NodePass> make_drop_redundant_relu_pass();
 // Nodes whose outputs nobody reads (and that are not graph outputs) and unused initializers go away.
 int remove_dead_nodes(Graph& g);
 // Nodes with only initializer inputs whose result simple code can compute (Identity, Cast, Reshape,
