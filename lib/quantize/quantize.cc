@@ -10,11 +10,16 @@ namespace qtool::quantize {
 
 int64_t initializer_bytes(const onnx::ModelProto& model) {
   int64_t total = 0;
-  for (const auto& t : model.graph().initializer()) {
+  auto add = [&](const onnx::TensorProto& t) {
     const auto* info = dtype_info_or_null(t.data_type());
-    if (!info || info->cls == DTypeClass::String) continue;
-    total += static_cast<int64_t>(storage_bytes(info->dtype, onnxio::proto_numel(t)));
-  }
+    if (info && info->cls != DTypeClass::String && info->cls != DTypeClass::None)
+      total += static_cast<int64_t>(storage_bytes(info->dtype, onnxio::proto_numel(t)));
+  };
+  for (const auto& t : model.graph().initializer()) add(t);
+  for (const auto& n : model.graph().node())  // weights held by Constant nodes count too
+    if (n.op_type() == "Constant")
+      for (const auto& a : n.attribute())
+        if (a.name() == "value" && a.has_t()) add(a.t());
   return total;
 }
 

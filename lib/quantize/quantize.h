@@ -25,7 +25,7 @@ struct QuantizeSummary {
 // Rewrites `model` in place into its QDQ int8 (or as configured) form.
 QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, const ActivationRanges& ranges);
 
-// Bytes held by initializers (what the weights cost on disk).
+// Bytes held by initializers and Constant-node tensors (what the weights cost on disk).
 int64_t initializer_bytes(const onnx::ModelProto& model);
 
 }  // namespace qtool::quantize
