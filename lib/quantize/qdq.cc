@@ -99,6 +99,33 @@ class QdqBuilder {
     e.note = why;
   }
 
+  // Weight input k of node i -> integer initializer + DequantizeLinear; nullopt when it stays float.
+  std::optional<QParams> quantize_weight(int i, int k, const NodeQuant& q) {
+    const std::string name = g_.node(i).input(k);
+    std::optional<TensorSettings> wset = q.weight;
+    if (const SettingsSlot* o = cfg_.tensor_override(name); o && wset) {
+      if (o->is_null)
+        wset.reset();
+      else
+        apply_patch(*wset, o->patch);
+    }
+    if (!wset || !float_initializer(name)) return std::nullopt;
+    const Tensor w = g_.initializer_tensor(name);
+    TensorSettings ws = *wset;
+    int64_t axis = -1;
+    if (ws.granularity == Granularity::PerChannel) {
+      axis = ws.axis ? *ws.axis : weight_channel_axis(g_.node(i), w.rank());
+      if (axis < 0 && ws.axis) axis += w.rank();
+      if (axis < 0 || axis >= w.rank()) ws.granularity = Granularity::PerTensor, axis = -1;
+    }
+    const QParams p = weight_params(w, ws, axis);
+    const std::string dq = add_const_dq(name, quantize_tensor(w, p, axis, ws.rounding), p, axis, i);
+    g_.node(i).set_input(k, dq);
+    ++report_.weights_quantized;
+    report_.nodes[i].tensors.push_back(explain(name, "weight", p, axis));
+    return p;
+  }
+
   void plan_node(int i) {
     const onnx::NodeProto& node = g_.node(i);
     NodeExplain& e = report_.nodes[i];
@@ -107,8 +134,14 @@ class QdqBuilder {
     e.rules = nq_[i].applied;
     const NodeQuant& q = nq_[i];
     if (!q.quantized) return keep_float(i, "rule keeps it float");
-    if (!q.activation) return keep_float(i, "activation: null");
     const OpRole role = op_role(node, &g_);
+    if (!q.activation) {  // weight-only quantization (e.g. int4 / fp8 weights): no activation Q/DQ
+      if (role.weight_input < 0 || role.weight_input >= node.input_size() || !quantize_weight(i, role.weight_input, q))
+        return keep_float(i, "activation: null and no weight to quantize");
+      e.quantized = true;
+      e.note = "weight only";
+      return;
+    }
 
     if (role.kind == OpKind::Activation) {
       if (!fused_[i])
@@ -182,29 +215,8 @@ class QdqBuilder {
       }
     }
     for (auto& pl : plans) {
-      std::optional<TensorSettings> wset = q.weight;
-      if (const SettingsSlot* o = cfg_.tensor_override(pl.name); o && wset) {
-        if (o->is_null)
-          wset.reset();
-        else
-          apply_patch(*wset, o->patch);
-      }
-      if (pl.kind == Plan::Weight && wset) {
-        const Tensor w = g_.initializer_tensor(pl.name);
-        int64_t axis = -1;
-        TensorSettings ws = *wset;
-        if (ws.granularity == Granularity::PerChannel) {
-          axis = ws.axis ? *ws.axis : weight_channel_axis(node, w.rank());
-          if (axis < 0) ws.granularity = Granularity::PerTensor;
-          if (axis < 0 && ws.axis) axis += w.rank();
-        }
-        if (ws.granularity == Granularity::PerTensor) axis = -1;
-        const QParams p = weight_params(w, ws, axis);
-        weight_scales = p.scale;
-        const std::string dq = add_const_dq(pl.name, quantize_tensor(w, p, axis, ws.rounding), p, axis, i);
-        mnode.set_input(pl.index, dq);
-        ++report_.weights_quantized;
-        e.tensors.push_back(explain(pl.name, "weight", p, axis));
+      if (pl.kind == Plan::Weight) {
+        if (auto p = quantize_weight(i, pl.index, q)) weight_scales = p->scale;
       } else if (pl.kind == Plan::Const) {
         const Tensor c = g_.initializer_tensor(pl.name);
         const QParams p = weight_params(
