@@ -1,12 +1,218 @@
-// qtool inspect MODEL [--json]  (filled in by the foundation issue)
+// qtool inspect MODEL [--json]: formats the library's ModelSummary as an aligned report or one JSON object.
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
 #include "command.h"
-#include "core/error.h"
+#include "core/dtype.h"
+#include "inspect/inspect.h"
 
 namespace qtool::cli {
+namespace {
+
+using inspect::ModelSummary;
+using inspect::ValueInfo;
+using nlohmann::ordered_json;
+
+std::string dtype_label(const std::optional<DType>& dt) { return dt ? std::string(dtype_name(*dt)) : std::string("?"); }
+
+std::string shape_label(const ValueInfo& v) {
+  if (!v.shape) return "[?]";
+  std::string s = "[";
+  for (size_t i = 0; i < v.shape->size(); ++i) {
+    const auto& d = (*v.shape)[i];
+    if (i) s += ",";
+    s += d.value ? std::to_string(*d.value) : d.symbol.empty() ? "?" : d.symbol;
+  }
+  return s + "]";
+}
+
+// 1234567 -> "1,234,567"
+std::string grouped(int64_t n) {
+  std::string digits = std::to_string(n < 0 ? -n : n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return n < 0 ? "-" + out : out;
+}
+
+// 1 -> "1 tensor", 3 -> "3 tensors"
+std::string plural(int64_t n, const std::string& noun) { return grouped(n) + " " + noun + (n == 1 ? "" : "s"); }
+
+std::string human_bytes(int64_t b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(b);
+  int u = 0;
+  while (v >= 1024.0 && u < 4) v /= 1024.0, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
+ordered_json value_json(const ValueInfo& v) {
+  ordered_json j;
+  j["name"] = v.name;
+  j["type"] = v.type;
+  j["dtype"] = v.dtype ? ordered_json(std::string(dtype_name(*v.dtype))) : ordered_json(nullptr);
+  if (!v.shape) {
+    j["shape"] = nullptr;
+  } else {
+    ordered_json dims = ordered_json::array();
+    for (const auto& d : *v.shape)
+      dims.push_back(d.value            ? ordered_json(*d.value)
+                     : d.symbol.empty() ? ordered_json(nullptr)
+                                        : ordered_json(d.symbol));
+    j["shape"] = dims;
+  }
+  return j;
+}
+
+ordered_json to_json(const ModelSummary& s) {
+  ordered_json j;
+  j["model"] = s.path.string();
+  j["file_bytes"] = s.file_bytes;
+  j["ir_version"] = s.ir_version;
+  j["opset_imports"] = ordered_json::object();
+  for (const auto& [domain, version] : s.opset_imports) j["opset_imports"][domain] = version;
+  j["producer"] = {{"name", s.producer_name}, {"version", s.producer_version}};
+  j["inputs"] = ordered_json::array();
+  for (const auto& v : s.inputs) j["inputs"].push_back(value_json(v));
+  j["outputs"] = ordered_json::array();
+  for (const auto& v : s.outputs) j["outputs"].push_back(value_json(v));
+  j["nodes"] = s.node_count;
+  j["subgraphs"] = s.subgraph_count;
+  j["op_counts"] = ordered_json::object();
+  for (const auto& [op, n] : s.op_counts) j["op_counts"][op] = n;
+  auto& p = j["parameters"];
+  p["count"] = s.parameters.count;
+  p["bytes"] = s.parameters.bytes;
+  p["tensors"] = s.parameters.tensors;
+  p["external_bytes"] = s.parameters.external_bytes;
+  p["by_dtype"] = ordered_json::object();
+  for (const auto& [dt, t] : s.parameters.by_dtype)
+    p["by_dtype"][std::string(dtype_name(dt))] = {{"count", t.count}, {"bytes", t.bytes}, {"tensors", t.tensors}};
+  auto& q = j["quantization"];
+  q["quantized"] = s.quantization.quantized();
+  q["quantize_linear"] = s.quantization.quantize_linear;
+  q["dequantize_linear"] = s.quantization.dequantize_linear;
+  q["weights"] = ordered_json::array();
+  for (const auto& w : s.quantization.weights) {
+    ordered_json e = {{"dtype", std::string(dtype_name(w.dtype))},
+                      {"granularity", std::string(inspect::granularity_name(w.granularity))}};
+    if (w.axis) e["axis"] = *w.axis;
+    if (w.block_size > 0) e["block_size"] = w.block_size;
+    e["count"] = w.count;
+    q["weights"].push_back(e);
+  }
+  q["activations"] = ordered_json::object();
+  for (const auto& [dt, n] : s.quantization.activations) q["activations"][std::string(dtype_name(dt))] = n;
+  return j;
+}
+
+// A two-column table: rows of cells, each column padded to its widest cell.
+std::string table(const std::vector<std::vector<std::string>>& rows, const std::string& indent,
+                  const std::vector<bool>& right_align = {}) {
+  std::vector<size_t> width;
+  for (const auto& r : rows)
+    for (size_t c = 0; c < r.size(); ++c) {
+      if (width.size() <= c) width.push_back(0);
+      width[c] = std::max(width[c], r[c].size());
+    }
+  std::ostringstream os;
+  for (const auto& r : rows) {
+    std::string line = indent;
+    for (size_t c = 0; c < r.size(); ++c) {
+      const bool right = c < right_align.size() && right_align[c];
+      const std::string pad(width[c] - r[c].size(), ' ');
+      line += right ? pad + r[c] : r[c] + (c + 1 < r.size() ? pad : "");
+      if (c + 1 < r.size()) line += "  ";
+    }
+    os << line << "\n";
+  }
+  return os.str();
+}
+
+std::string to_text(const ModelSummary& s) {
+  std::ostringstream os;
+  std::string opsets;
+  for (const auto& [domain, version] : s.opset_imports)
+    opsets += (opsets.empty() ? "" : ", ") + domain + " " + std::to_string(version);
+  std::string producer = s.producer_name.empty() ? "(not recorded)" : s.producer_name;
+  if (!s.producer_version.empty()) producer += " " + s.producer_version;
+  os << table({{"model", s.path.string() + " (" + human_bytes(s.file_bytes) + ")"},
+               {"ir version", std::to_string(s.ir_version)},
+               {"opsets", opsets},
+               {"producer", producer}},
+              "");
+
+  std::vector<std::vector<std::string>> io;
+  for (const auto& v : s.inputs) io.push_back({"input", v.name, dtype_label(v.dtype), shape_label(v)});
+  for (const auto& v : s.outputs) io.push_back({"output", v.name, dtype_label(v.dtype), shape_label(v)});
+  os << "\n" << table(io, "");
+
+  os << "\noperators  " << grouped(s.node_count) << " nodes, " << s.op_counts.size() << " op types";
+  if (s.subgraph_count) os << ", " << s.subgraph_count << " subgraph" << (s.subgraph_count > 1 ? "s" : "");
+  os << "\n";
+  std::vector<std::pair<std::string, int64_t>> ops(s.op_counts.begin(), s.op_counts.end());
+  std::stable_sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::vector<std::vector<std::string>> op_rows;
+  for (const auto& [op, n] : ops) op_rows.push_back({op, grouped(n)});
+  os << table(op_rows, "  ", {false, true});
+
+  const auto& p = s.parameters;
+  os << "\nparameters  " << grouped(p.count) << " in " << plural(p.tensors, "tensor") << ", " << human_bytes(p.bytes);
+  if (p.external_bytes) os << " (" << human_bytes(p.external_bytes) << " in external data)";
+  os << "\n";
+  std::vector<std::vector<std::string>> prow;
+  for (const auto& [dt, t] : p.by_dtype)
+    prow.push_back({std::string(dtype_name(dt)), grouped(t.count), human_bytes(t.bytes), plural(t.tensors, "tensor")});
+  os << table(prow, "  ", {false, true, true, false});
+
+  const auto& q = s.quantization;
+  os << "\nquantization  ";
+  if (!q.quantized()) {
+    os << "none (float model)\n";
+    return os.str();
+  }
+  os << "QuantizeLinear " << grouped(q.quantize_linear) << ", DequantizeLinear " << grouped(q.dequantize_linear)
+     << "\n";
+  std::vector<std::vector<std::string>> qrows;
+  for (const auto& w : q.weights) {
+    std::string g(inspect::granularity_name(w.granularity));
+    if (w.axis) g += " (axis " + std::to_string(*w.axis);
+    if (w.block_size > 0) g += ", block " + std::to_string(w.block_size);
+    if (w.axis) g += ")";
+    qrows.push_back({"weights", std::string(dtype_name(w.dtype)), g, plural(w.count, "tensor")});
+  }
+  for (const auto& [dt, n] : q.activations)
+    qrows.push_back({"activations", std::string(dtype_name(dt)), "", grouped(n) + " QuantizeLinear"});
+  os << table(qrows, "  ");
+  return os.str();
+}
+
+}  // namespace
+
 Action add_inspect_command(CLI::App& app) {
   auto* sub = app.add_subcommand("inspect", "Summarise an ONNX model: inputs, outputs, ops, parameters, quantization");
   auto model = std::make_shared<std::string>();
+  auto json = std::make_shared<bool>(false);
   sub->add_option("MODEL", *model, "Path to an .onnx model")->required();
-  return [model]() -> int { throw UnsupportedError("inspect: not implemented yet"); };
+  sub->add_flag("--json", *json, "Print one JSON object instead of the text report");
+  return [model, json]() -> int {
+    spdlog::debug("inspecting {}", *model);
+    const ModelSummary s = inspect::inspect_model(*model);
+    spdlog::debug("{}: {} nodes, {} parameters", *model, s.node_count, s.parameters.count);
+    if (*json)
+      std::cout << to_json(s).dump(2) << "\n";
+    else
+      std::cout << to_text(s);
+    std::cout.flush();
+    return 0;
+  };
 }
+
 }  // namespace qtool::cli

@@ -12,6 +12,8 @@ using Action = std::function<int()>;  // returns the exit code
 
 // One function per subcommand, each in its own cmd_*.cc file, listed in main.cc.
 Action add_inspect_command(CLI::App& app);
+Action add_convert_command(CLI::App& app);
+Action add_run_command(CLI::App& app);
 Action add_quantize_command(CLI::App& app);
 
 }  // namespace qtool::cli

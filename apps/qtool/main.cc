@@ -19,7 +19,8 @@ constexpr const char* kFooter = R"(Exit codes:
   2  bad input (missing, truncated or malformed model, config or data; unsupported op or dtype)
   3  internal error (a bug in qtool: please report it)
 
-Run 'qtool COMMAND --help' for the options of a command.)";
+Run 'qtool COMMAND --help' for the options of a command.
+)";
 
 void setup_logging(int verbosity, bool quiet) {
   auto logger = spdlog::stderr_color_mt("qtool");
@@ -51,6 +52,8 @@ int main(int argc, char** argv) {
     commands.emplace_back(app.get_subcommands({}).at(before), std::move(action));
   };
   add(qtool::cli::add_inspect_command);
+  add(qtool::cli::add_convert_command);
+  add(qtool::cli::add_run_command);
   add(qtool::cli::add_quantize_command);
 
   try {

@@ -47,6 +47,13 @@ struct DTypeInfo {
   int64_t qmax;
   int elems_per_byte;          // 2 for 4-bit types (low nibble first, as ONNX packs them), else 1
   std::string_view numpy_descr;  // NumPy dtype.str, e.g. "<f4"; empty if NumPy has no such type
+  double float_max;              // float types: largest finite value (448 for E4M3FN, 57344 for E5M2); else 0
+  // Element conversions (nullptr for undefined/string). load: element i of a buffer as float (exact except
+  // for 32/64-bit integers beyond 2^24 and float64). store: v into element i; floats round to nearest even
+  // (`saturate` applies to FP8, see core/float_formats.h); integers round half to even, saturate to
+  // [qmin, qmax], NaN -> 0. 4-bit types address nibbles (low nibble = even element).
+  float (*load)(const std::byte* base, int64_t i);
+  void (*store)(std::byte* base, int64_t i, float v, bool saturate);
 };
 
 // The table, indexed by position; use dtype_info() to look up by DType.

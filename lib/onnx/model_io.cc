@@ -1,35 +1,335 @@
-// Minimal first version: inline models only. External data and atomic saving come with the
-// foundation issue's full implementation.
+// Model loading and saving. See model_io.h for the contract and external_data.h for the path rules.
 #include "onnx/model_io.h"
 
+#include <fcntl.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <onnx/onnx_pb.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <climits>
+#include <cstring>
 #include <fstream>
+#include <map>
+#include <system_error>
 
 #include "core/error.h"
+#include "onnx/external_data.h"
+#include "onnx/model_walk.h"
+#include "onnx/tensor_proto.h"
 
 namespace qtool::onnxio {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr int64_t kProtobufLimit = INT_MAX;  // protobuf cannot parse or serialize messages of 2 GiB or more
+constexpr int64_t kExternalAlign = 64;       // offsets of tensors in a written data file
+
+// Built with append: GCC 12 warns falsely (-Wrestrict, bug 105329) on "literal" + std::string&&.
+std::string quoted(const fs::path& p) {
+  std::string s(1, '\'');
+  s.append(p.string()).push_back('\'');
+  return s;
+}
+
+std::string errno_text() { return std::strerror(errno); }
+
+// Reads [offset, offset+length) of a file; the range was validated against the file's size.
+std::string read_range(const fs::path& file, int64_t offset, int64_t length, const std::string& what) {
+  std::ifstream in(file, std::ios::binary);
+  std::string bytes(static_cast<size_t>(length), '\0');
+  if (!in || !in.seekg(offset) || !in.read(bytes.data(), length))
+    throw BadInputError(what + ": cannot read " + std::to_string(length) + " bytes at offset " +
+                        std::to_string(offset) + " of external data file " + quoted(file));
+  return bytes;
+}
+
+// Resolves every external reference of `model` against `dir`: validates location and range and, when
+// `load` is set, replaces the reference by the bytes (raw_data). Returns the canonical files used.
+struct ExternalScan {
+  std::vector<fs::path> files;
+  int64_t bytes = 0;
+};
+
+ExternalScan resolve_external(onnx::ModelProto& model, const fs::path& dir, bool load, const std::string& prefix) {
+  ExternalScan scan;
+  for_each_tensor(model, [&](onnx::TensorProto& t, const TensorSite& site) {
+    if (t.data_location() != onnx::TensorProto::EXTERNAL) return;
+    const std::string what = prefix + site.label;
+    const int64_t expected = tensor_proto_bytes(t);
+    if (expected < 0)
+      throw UnsupportedError(what + ": external data for a " +
+                             (t.data_type() == onnx::TensorProto::STRING ? std::string("string")
+                                                                         : "type " + std::to_string(t.data_type())) +
+                             " tensor is not supported");
+    const ExternalRef ref = parse_external_ref(t, what);
+    const fs::path file = resolve_external_location(dir, ref.location, true, what);
+    const int64_t length = checked_external_length(file, ref, expected, what);
+    const fs::path canon = fs::canonical(file);
+    if (std::find(scan.files.begin(), scan.files.end(), canon) == scan.files.end()) scan.files.push_back(canon);
+    scan.bytes += length;
+    if (load) {
+      t.set_raw_data(read_range(file, ref.offset, length, what));
+      t.clear_external_data();
+      t.clear_data_location();
+    }
+  });
+  return scan;
+}
+
+// A temporary file in the target folder that is removed unless committed by renaming it into place.
+class TempFile {
+ public:
+  explicit TempFile(const fs::path& target) : target_(target) {
+    std::string name(1, '.');
+    name.append(target.filename().string()).append(".tmp-XXXXXX");
+    std::string tmpl = (target.parent_path() / name).string();
+    fd_ = ::mkstemp(tmpl.data());
+    if (fd_ < 0) throw BadInputError("cannot create a temporary file next to " + quoted(target) + ": " + errno_text());
+    path_ = tmpl;
+    const mode_t mask = ::umask(0);
+    ::umask(mask);
+    ::fchmod(fd_, 0666 & ~mask);
+  }
+  ~TempFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!path_.empty()) ::unlink(path_.c_str());
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+
+  int fd() const { return fd_; }
+
+  void write(const char* data, size_t n) {
+    while (n > 0) {
+      const ssize_t w = ::write(fd_, data, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) throw BadInputError("cannot write " + quoted(target_) + ": " + errno_text());
+      data += w;
+      n -= static_cast<size_t>(w);
+    }
+  }
+  // Flushes to disk and closes; the file still has its temporary name.
+  void finish() {
+    if (::fsync(fd_) != 0 || ::close(fd_) != 0) {
+      fd_ = -1;
+      throw BadInputError("cannot write " + quoted(target_) + ": " + errno_text());
+    }
+    fd_ = -1;
+  }
+  // Moves the finished file over the target.
+  void commit() {
+    if (::rename(path_.c_str(), target_.c_str()) != 0)
+      throw BadInputError("cannot write " + quoted(target_) + ": " + errno_text());
+    path_.clear();
+  }
+
+ private:
+  fs::path target_;
+  fs::path path_;
+  int fd_ = -1;
+};
+
+// Raw little-endian bytes of an inline tensor (raw_data, or the typed fields decoded).
+std::string inline_bytes(const onnx::TensorProto& t, const std::string& what) {
+  if (t.has_raw_data()) return t.raw_data();
+  const Tensor decoded = tensor_from_proto(t, what);
+  return std::string(reinterpret_cast<const char*>(decoded.raw()), decoded.nbytes());
+}
+
+void clear_typed_fields(onnx::TensorProto& t) {
+  t.clear_raw_data();
+  t.clear_float_data();
+  t.clear_int32_data();
+  t.clear_string_data();
+  t.clear_int64_data();
+  t.clear_double_data();
+  t.clear_uint64_data();
+}
+
+void refuse_overwrite(const fs::path& target, const std::vector<fs::path>& protect, const std::string& role) {
+  std::error_code ec;
+  if (!fs::exists(target, ec)) return;
+  for (const auto& p : protect) {
+    if (p.empty()) continue;
+    if (fs::equivalent(target, p, ec))
+      throw BadInputError("refusing to overwrite " + quoted(target) + ": it is the input " + role + " " + quoted(p) +
+                          "; choose another output path");
+  }
+}
+
+void fsync_dir(const fs::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+}  // namespace
 
 LoadedModel::LoadedModel() = default;
 LoadedModel::~LoadedModel() = default;
 LoadedModel::LoadedModel(LoadedModel&&) noexcept = default;
 LoadedModel& LoadedModel::operator=(LoadedModel&&) noexcept = default;
 
-LoadedModel load_model(const std::filesystem::path& path, const LoadOptions&) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw BadInputError("cannot open model '" + path.string() + "': check the path");
+LoadedModel load_model(const fs::path& path, const LoadOptions& options) {
+  const std::string name = quoted(path);
+  std::error_code ec;
+  const auto st = fs::status(path, ec);
+  if (ec || !fs::exists(st)) throw BadInputError("cannot open model " + name + ": no such file; check the path");
+  if (!fs::is_regular_file(st)) throw BadInputError("cannot open model " + name + ": not a regular file");
+  const auto size = static_cast<int64_t>(fs::file_size(path, ec));
+  if (ec) throw BadInputError("cannot read model " + name + ": " + ec.message());
+  if (size == 0) throw BadInputError("model " + name + " is an empty file, not an ONNX model");
+  if (size >= kProtobufLimit)
+    throw BadInputError("model " + name + " is " + std::to_string(size) +
+                        " bytes, over protobuf's 2 GB limit for one .onnx file; store the weights as external data");
+
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw BadInputError("cannot open model " + name + ": " + errno_text());
   LoadedModel m;
   m.proto = std::make_unique<onnx::ModelProto>();
-  if (!m.proto->ParseFromIstream(&in))
-    throw BadInputError("'" + path.string() + "' is not a valid ONNX model (protobuf parse failed)");
+  bool parsed = false;
+  {
+    google::protobuf::io::FileInputStream raw(fd);
+    raw.SetCloseOnDelete(true);
+    google::protobuf::io::CodedInputStream coded(&raw);
+    coded.SetTotalBytesLimit(INT_MAX);  // the default is lower in older protobuf releases
+    parsed = m.proto->ParseFromCodedStream(&coded) && coded.ConsumedEntireMessage();
+  }
+  if (!parsed)
+    throw BadInputError("model " + name +
+                        " is not a valid ONNX file (protobuf parse failed: truncated or not a model)");
+  if (m.proto->ir_version() <= 0 || !m.proto->has_graph())
+    throw BadInputError("model " + name + " is not an ONNX model (no " +
+                        std::string(m.proto->ir_version() <= 0 ? "ir_version" : "graph") + ")");
+
   m.path = path;
-  m.dir = path.parent_path();
+  m.dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+  const ExternalScan scan = resolve_external(*m.proto, m.dir, options.load_external_data, "model " + name + ": ");
+  m.external_files = scan.files;
+  m.external_bytes = scan.bytes;
   return m;
 }
 
-void save_model(const onnx::ModelProto& model, const std::filesystem::path& out, const SaveOptions&) {
-  std::ofstream os(out, std::ios::binary);
-  if (!os || !model.SerializeToOstream(&os)) throw BadInputError("cannot write '" + out.string() + "'");
+SaveOptions& SaveOptions::protect(const LoadedModel& input) {
+  protect_input = input.path;
+  protect_files.insert(protect_files.end(), input.external_files.begin(), input.external_files.end());
+  external_source_dir = input.dir;
+  return *this;
+}
+
+int64_t tensor_data_bytes(const onnx::ModelProto& model) {
+  int64_t total = 0;
+  for_each_tensor(model, [&](const onnx::TensorProto& t, const TensorSite&) {
+    if (t.has_raw_data()) {
+      total += static_cast<int64_t>(t.raw_data().size());
+    } else {
+      const int64_t n = tensor_proto_bytes(t);
+      if (n > 0) total += n;
+    }
+  });
+  return total;
+}
+
+void save_model(const onnx::ModelProto& model, const fs::path& out, const SaveOptions& options) {
+  const fs::path out_dir = out.parent_path().empty() ? fs::path(".") : out.parent_path();
+  std::error_code ec;
+  if (!fs::is_directory(out_dir, ec))
+    throw BadInputError("cannot write " + quoted(out) + ": folder " + quoted(out_dir) + " does not exist");
+  if (out.filename().empty()) throw BadInputError("cannot write " + quoted(out) + ": not a file name");
+
+  std::vector<fs::path> protect = options.protect_files;
+  protect.push_back(options.protect_input);
+  refuse_overwrite(out, protect, "model or its data");
+
+  onnx::ModelProto copy(model);
+  // Data the model still keeps external is read from its source folder (validated like a load); those
+  // files are inputs too.
+  if (!options.external_source_dir.empty()) {
+    const ExternalScan scan = resolve_external(copy, options.external_source_dir, true, "saving " + quoted(out) + ": ");
+    protect.insert(protect.end(), scan.files.begin(), scan.files.end());
+    refuse_overwrite(out, protect, "model or its data");
+  } else {
+    for_each_tensor(copy, [&](const onnx::TensorProto& t, const TensorSite& site) {
+      if (t.data_location() == onnx::TensorProto::EXTERNAL)
+        throw InternalError("saving " + quoted(out) + ": " + site.label +
+                            " still refers to external data and SaveOptions::external_source_dir is not set");
+    });
+  }
+
+  const int64_t total = tensor_data_bytes(copy);
+  bool external = options.external_data == SaveOptions::ExternalData::Always;
+  if (options.external_data == SaveOptions::ExternalData::Auto) external = total > kAutoExternalDataBytes;
+  if (!external && total > kAutoExternalDataBytes)
+    throw BadInputError("cannot write " + quoted(out) + " without external data: its tensors hold " +
+                        std::to_string(total) + " bytes, over protobuf's 2 GB limit; use external data");
+
+  std::unique_ptr<TempFile> data_tmp;
+  fs::path data_path;
+  if (external) {
+    const std::string location =
+        options.external_file.empty() ? out.filename().string() + ".data" : options.external_file;
+    const std::string what = "saving " + quoted(out);
+    data_path = resolve_external_location(out_dir, location, false, what);
+    refuse_overwrite(data_path, protect, "model or its data");
+    if (fs::equivalent(data_path, out, ec) ||
+        (out_dir / location).lexically_normal() == (out_dir / out.filename()).lexically_normal())
+      throw BadInputError(what + ": the external data file cannot be the model file itself");
+    data_tmp = std::make_unique<TempFile>(data_path);
+    int64_t offset = 0;
+    const std::string zeros(kExternalAlign, '\0');
+    for_each_tensor(copy, [&](onnx::TensorProto& t, const TensorSite& site) {
+      if (is_sparse(site.kind)) return;  // sparse tensors stay inline
+      const int64_t nbytes = tensor_proto_bytes(t);
+      if (nbytes < 0 || nbytes < options.external_min_bytes) return;
+      const std::string bytes = inline_bytes(t, what + ": " + site.label);
+      if (static_cast<int64_t>(bytes.size()) != nbytes)
+        throw BadInputError(what + ": " + site.label + " holds " + std::to_string(bytes.size()) +
+                            " bytes of data, its shape and dtype need " + std::to_string(nbytes) +
+                            "; the model is corrupt");
+      const int64_t pad = (kExternalAlign - offset % kExternalAlign) % kExternalAlign;
+      data_tmp->write(zeros.data(), static_cast<size_t>(pad));
+      offset += pad;
+      data_tmp->write(bytes.data(), bytes.size());
+      clear_typed_fields(t);
+      t.clear_external_data();
+      auto add = [&](const char* key, const std::string& value) {
+        auto* kv = t.add_external_data();
+        kv->set_key(key);
+        kv->set_value(value);
+      };
+      add("location", location);
+      add("offset", std::to_string(offset));
+      add("length", std::to_string(nbytes));
+      t.set_data_location(onnx::TensorProto::EXTERNAL);
+      offset += nbytes;
+    });
+    data_tmp->finish();
+  }
+
+  const size_t proto_bytes = copy.ByteSizeLong();
+  if (proto_bytes >= static_cast<size_t>(kProtobufLimit))
+    throw BadInputError("cannot write " + quoted(out) + ": the graph alone serializes to " +
+                        std::to_string(proto_bytes) + " bytes, over protobuf's 2 GB limit");
+  TempFile model_tmp(out);
+  {
+    google::protobuf::io::FileOutputStream raw(model_tmp.fd());
+    {
+      google::protobuf::io::CodedOutputStream coded(&raw);
+      coded.SetSerializationDeterministic(true);
+      copy.SerializeWithCachedSizes(&coded);
+      if (coded.HadError()) throw BadInputError("cannot write " + quoted(out) + ": " + errno_text());
+    }
+    if (!raw.Flush()) throw BadInputError("cannot write " + quoted(out) + ": " + std::strerror(raw.GetErrno()));
+  }
+  model_tmp.finish();
+  if (data_tmp) data_tmp->commit();
+  model_tmp.commit();
+  fsync_dir(out_dir);
 }
 
 }  // namespace qtool::onnxio

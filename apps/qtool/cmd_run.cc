@@ -1,0 +1,154 @@
+// qtool run MODEL --input NAME=FILE [...] [--output-dir DIR] [--threads N] [--repeat N] [--json]:
+// runs a model with qtool's interpreter on .npy/.npz/.pb inputs and writes each output as .npy.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "command.h"
+#include "core/error.h"
+#include "onnx/model_io.h"
+#include "runtime/session.h"
+#include "tensorio/tensorio.h"
+
+namespace qtool::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct RunArgs {
+  std::string model;
+  std::vector<std::string> inputs;
+  std::string output_dir;
+  int threads = 1;
+  int repeat = 0;
+  bool json = false;
+};
+
+// "NAME=FILE" binds one input; a bare .npz binds each member to the input of the same name.
+std::map<std::string, Tensor> read_inputs(const std::vector<std::string>& specs) {
+  std::map<std::string, Tensor> inputs;
+  auto put = [&](const std::string& name, Tensor t, const std::string& from) {
+    if (!inputs.emplace(name, std::move(t)).second)
+      throw UsageError("input '" + name + "' is given twice (again by " + from + ")");
+  };
+  for (const std::string& spec : specs) {
+    const auto eq = spec.find('=');
+    if (eq == std::string::npos) {
+      if (fs::path(spec).extension() != ".npz")
+        throw UsageError("--input '" + spec + "': expected NAME=FILE (or an .npz whose member names are input names)");
+      for (auto& [name, t] : tensorio::read_npz(spec)) put(name, std::move(t), spec);
+      continue;
+    }
+    const std::string name = spec.substr(0, eq), file = spec.substr(eq + 1);
+    if (name.empty() || file.empty()) throw UsageError("--input '" + spec + "': expected NAME=FILE");
+    put(name, tensorio::read_tensor_file(file), spec);
+  }
+  return inputs;
+}
+
+// Output file name: the output name with characters outside [A-Za-z0-9_.-] replaced by '_'.
+std::string file_stem(const std::string& name) {
+  std::string s = name;
+  for (char& c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-')) c = '_';
+  if (s.empty() || s == "." || s == "..") s = "_" + s;
+  return s;
+}
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int run_command(const RunArgs& a) {
+  const auto t_load = std::chrono::steady_clock::now();
+  runtime::Session session(onnxio::load_model(a.model), {.threads = a.threads});
+  const double prepare_ms = ms_since(t_load);
+  const std::map<std::string, Tensor> inputs = read_inputs(a.inputs);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  std::map<std::string, Tensor> outputs = session.run(inputs);
+  const double first_ms = ms_since(t0);
+  std::vector<double> times;
+  for (int i = 0; i < a.repeat; ++i) {
+    const auto t = std::chrono::steady_clock::now();
+    session.run(inputs);
+    times.push_back(ms_since(t));
+  }
+
+  nlohmann::ordered_json j;
+  j["model"] = a.model;
+  j["threads"] = session.threads();
+  j["prepare_ms"] = prepare_ms;
+  j["first_run_ms"] = first_ms;
+  j["outputs"] = nlohmann::ordered_json::array();
+  if (!a.output_dir.empty()) fs::create_directories(a.output_dir);
+  for (const auto& decl : session.outputs()) {
+    const Tensor& t = outputs.at(decl.name);
+    nlohmann::ordered_json o;
+    o["name"] = decl.name;
+    o["dtype"] = std::string(dtype_name(t.dtype()));
+    o["shape"] = t.shape();
+    if (!a.output_dir.empty()) {
+      // NumPy has no bfloat16/FP8/4-bit dtypes: those are written as TensorProto .pb.
+      const bool npy = !dtype_info(t.dtype()).numpy_descr.empty();
+      const fs::path file = fs::path(a.output_dir) / (file_stem(decl.name) + (npy ? ".npy" : ".pb"));
+      tensorio::write_tensor_file(file, t);
+      o["file"] = file.string();
+    }
+    j["outputs"].push_back(o);
+  }
+  if (!times.empty()) {
+    std::vector<double> s = times;
+    std::sort(s.begin(), s.end());
+    const size_t n = s.size();
+    j["repeat"] = n;
+    j["median_ms"] = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+    j["min_ms"] = s.front();
+    j["max_ms"] = s.back();
+  }
+
+  if (a.json) {
+    std::cout << j.dump() << "\n";
+  } else {
+    for (const auto& o : j["outputs"]) {
+      std::cout << o["name"].get<std::string>() << "  " << o["dtype"].get<std::string>() << " "
+                << shape_str(o["shape"].get<Shape>());
+      if (o.contains("file")) std::cout << "  -> " << o["file"].get<std::string>();
+      std::cout << "\n";
+    }
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "time: %.3f ms (first run, %d thread%s; model prepared in %.1f ms)\n", first_ms,
+                  session.threads(), session.threads() == 1 ? "" : "s", prepare_ms);
+    std::cout << buf;
+    if (!times.empty()) {
+      std::snprintf(buf, sizeof buf, "latency over %zu runs after warm-up: median %.3f ms, min %.3f ms, max %.3f ms\n",
+                    times.size(), j["median_ms"].get<double>(), j["min_ms"].get<double>(), j["max_ms"].get<double>());
+      std::cout << buf;
+    }
+  }
+  std::cout.flush();
+  return kExitOk;
+}
+
+}  // namespace
+
+Action add_run_command(CLI::App& app) {
+  auto* sub = app.add_subcommand("run", "Run a model with qtool's interpreter and write its outputs as .npy");
+  auto a = std::make_shared<RunArgs>();
+  sub->add_option("MODEL", a->model, "Path to an .onnx model")->required();
+  sub->add_option("-i,--input", a->inputs, "NAME=FILE (.npy, .npz with one array, .pb), or an .npz keyed by input name")
+      ->take_all();
+  sub->add_option("-o,--output-dir", a->output_dir, "Write each output to DIR/<output name>.npy");
+  sub->add_option("-t,--threads", a->threads, "Threads (0 = all cores)")->check(CLI::NonNegativeNumber);
+  sub->add_option("--repeat", a->repeat, "After a warm-up run, time N more runs (median, min, max)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_flag("--json", a->json, "Print one JSON object instead of the text report");
+  return [a]() -> int { return run_command(*a); };
+}
+
+}  // namespace qtool::cli

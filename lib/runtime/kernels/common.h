@@ -1,0 +1,139 @@
+// Helpers shared by the core kernels: dtype dispatch, axis handling, integer inputs, parallel loops.
+#pragma once
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "runtime/kernel.h"
+
+namespace qtool::runtime::kernels {
+
+// Below this many elements a kernel runs on one thread (OpenMP start-up costs more than it saves).
+constexpr int64_t kParallelGrain = 1 << 15;
+
+// Calls f.template operator()<T>() with the C++ element type of `t`, for the numeric types listed.
+// Anything else is an UnsupportedError naming the node.
+template <class F>
+void dispatch_numeric(DType t, const NodeInfo& node, F&& f) {
+  switch (t) {
+    case DType::Float32:
+      f.template operator()<float>();
+      return;
+    case DType::Float64:
+      f.template operator()<double>();
+      return;
+    case DType::Int8:
+      f.template operator()<int8_t>();
+      return;
+    case DType::UInt8:
+      f.template operator()<uint8_t>();
+      return;
+    case DType::Int16:
+      f.template operator()<int16_t>();
+      return;
+    case DType::UInt16:
+      f.template operator()<uint16_t>();
+      return;
+    case DType::Int32:
+      f.template operator()<int32_t>();
+      return;
+    case DType::UInt32:
+      f.template operator()<uint32_t>();
+      return;
+    case DType::Int64:
+      f.template operator()<int64_t>();
+      return;
+    case DType::UInt64:
+      f.template operator()<uint64_t>();
+      return;
+    default:
+      throw UnsupportedError(node.label() + ": dtype " + std::string(dtype_name(t)) + " is not supported by this op");
+  }
+}
+template <class F>
+void dispatch_float(DType t, const NodeInfo& node, F&& f) {
+  switch (t) {
+    case DType::Float32:
+      f.template operator()<float>();
+      return;
+    case DType::Float64:
+      f.template operator()<double>();
+      return;
+    default:
+      throw UnsupportedError(node.label() + ": dtype " + std::string(dtype_name(t)) +
+                             " is not supported by this op (float and double are)");
+  }
+}
+// Numeric types plus bool.
+template <class F>
+void dispatch_numeric_bool(DType t, const NodeInfo& node, F&& f) {
+  if (t == DType::Bool) {
+    f.template operator()<bool>();
+    return;
+  }
+  dispatch_numeric(t, node, std::forward<F>(f));
+}
+
+// Calls f.template operator()<U>() with an unsigned integer type of `bytes` size: kernels that only
+// move elements (shape ops) handle every dtype of 1, 2, 4 or 8 bytes this way.
+template <class F>
+void dispatch_bits(size_t bytes, const NodeInfo& node, F&& f) {
+  switch (bytes) {
+    case 1:
+      f.template operator()<uint8_t>();
+      return;
+    case 2:
+      f.template operator()<uint16_t>();
+      return;
+    case 4:
+      f.template operator()<uint32_t>();
+      return;
+    case 8:
+      f.template operator()<uint64_t>();
+      return;
+    default:
+      throw UnsupportedError(node.label() + ": unsupported element size " + std::to_string(bytes));
+  }
+}
+
+// out (shape `shape`, C order) = in[offset + sum(idx[d] * in_strides[d])]: the one gather loop behind
+// Transpose, Slice, Expand and DepthToSpace. Strides are in elements and may be 0 or negative.
+void strided_copy(Tensor& out, const Tensor& in, int64_t offset, const std::vector<int64_t>& in_strides,
+                  const NodeInfo& node, int threads);
+
+// Bytes per element for byte-moving kernels (shape ops); 4-bit packed types are unsupported there.
+size_t element_size(DType t, const NodeInfo& node);
+
+// Normalizes a possibly negative axis into [0, rank); BadInputError naming the node otherwise.
+int64_t normalize_axis(int64_t axis, int64_t rank, const NodeInfo& node);
+
+// Reads an int32/int64 tensor (a shape, axes, indices input) as int64 values.
+std::vector<int64_t> read_ints(const Tensor& t, const NodeInfo& node, const char* what);
+// Reads a scalar (or 1-element) numeric tensor as double.
+double read_scalar(const Tensor& t, const NodeInfo& node, const char* what);
+
+// Row-major strides in elements.
+std::vector<int64_t> strides_of(const Shape& shape);
+
+// Runs f(begin, end) over [0, n) split into one contiguous chunk per thread (serial when n is small
+// or threads == 1). Chunk boundaries depend only on n and threads.
+template <class F>
+void parallel_range(int64_t n, int threads, F&& f, int64_t grain = kParallelGrain) {
+  if (threads <= 1 || n < grain) {
+    if (n > 0) f(int64_t{0}, n);
+    return;
+  }
+  const int64_t chunks = std::min<int64_t>(threads, n);
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t b = n * c / chunks, e = n * (c + 1) / chunks;
+    if (b < e) f(b, e);
+  }
+}
+
+}  // namespace qtool::runtime::kernels

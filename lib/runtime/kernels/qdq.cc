@@ -1,0 +1,54 @@
+// QuantizeLinear / DequantizeLinear (opsets 10, 13, 19, 21): thin kernels over lib/quant, which holds
+// the contract (rounding, saturation, per-tensor / per-axis / blocked layouts) and its reference twin.
+#include "quant/qdq.h"
+
+#include "runtime/kernels/common.h"
+#include "runtime/kernels/kernels.h"
+
+namespace qtool::runtime::kernels {
+namespace {
+
+quant::QdqAttrs qdq_attrs(const NodeInfo& n) {
+  quant::QdqAttrs a;
+  a.axis = n.attrs.get_int("axis", 1);
+  a.block_size = n.attrs.get_int("block_size", 0);
+  a.saturate = n.attrs.get_int("saturate", 1) != 0;
+  const int64_t out = n.attrs.get_int("output_dtype", 0);
+  if (out != 0) {
+    const DTypeInfo* info = dtype_info_or_null(static_cast<int32_t>(out));
+    if (!info) throw BadInputError("attribute 'output_dtype' is not a known dtype (" + std::to_string(out) + ")");
+    a.output_dtype = info->dtype;
+  }
+  return a;
+}
+
+class QuantizeKernel final : public Kernel {
+ public:
+  explicit QuantizeKernel(const NodeInfo& n) : attrs_(qdq_attrs(n)) {}
+  void run(KernelContext& ctx) override {
+    const Tensor* zp = ctx.has_input(2) ? &ctx.input(2) : nullptr;
+    ctx.outputs[0] = quant::quantize_linear(ctx.input(0), ctx.input(1), zp, attrs_, ctx.threads);
+  }
+
+ private:
+  quant::QdqAttrs attrs_;
+};
+
+class DequantizeKernel final : public Kernel {
+ public:
+  explicit DequantizeKernel(const NodeInfo& n) : attrs_(qdq_attrs(n)) {}
+  void run(KernelContext& ctx) override {
+    const Tensor* zp = ctx.has_input(2) ? &ctx.input(2) : nullptr;
+    ctx.outputs[0] = quant::dequantize_linear(ctx.input(0), ctx.input(1), zp, attrs_, ctx.threads);
+  }
+
+ private:
+  quant::QdqAttrs attrs_;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_quantize_linear(const NodeInfo& n) { return std::make_unique<QuantizeKernel>(n); }
+std::unique_ptr<Kernel> make_dequantize_linear(const NodeInfo& n) { return std::make_unique<DequantizeKernel>(n); }
+
+}  // namespace qtool::runtime::kernels

@@ -1,0 +1,211 @@
+#include "runtime/session.h"
+
+#include <omp.h>
+
+#include "onnx/model_io.h"
+
+namespace qtool::runtime {
+namespace {
+
+// One activation of a graph: a slot per value id. Implements SubgraphRunner for the nodes it runs,
+// so a body sees this frame's values (and, through it, those of enclosing frames) by name.
+class Frame final : public SubgraphRunner {
+ public:
+  Frame(const Graph& g, const Frame* parent, int threads, const TapFn* tap)
+      : g_(g), parent_(parent), threads_(threads), tap_(tap), values_(g.value_names.size()), remaining_(g.use_counts) {
+    for (const auto& [id, t] : g.constants) values_[id] = t;
+    for (const auto& [id, name] : g.captured) {
+      const Tensor* v = parent_ ? parent_->lookup(name) : nullptr;
+      if (!v) throw InternalError("subgraph value '" + name + "' from the enclosing scope is not available");
+      values_[id] = *v;
+    }
+  }
+
+  void bind(int id, const Tensor& t) { values_[id] = t; }
+  const Tensor& value(int id) const { return values_[id]; }
+
+  const Tensor* lookup(const std::string& name) const {
+    const int id = g_.id_of(name);
+    if (id >= 0 && !values_[id].empty()) return &values_[id];
+    return parent_ ? parent_->lookup(name) : nullptr;
+  }
+
+  void report(int id) const {
+    if (tap_ && *tap_) (*tap_)(g_.value_names[id], values_[id]);
+  }
+
+  // Releases inputs nobody reads (after binding and tapping them).
+  void release_unused() {
+    for (int id = 0; id < static_cast<int>(values_.size()); ++id)
+      if (remaining_[id] == 0 && !g_.is_output[id]) values_[id] = Tensor();
+  }
+
+  void run_nodes() {
+    std::vector<const Tensor*> ins;
+    for (const GraphNode& n : g_.nodes) {
+      ins.assign(n.inputs.size(), nullptr);
+      for (size_t i = 0; i < n.inputs.size(); ++i) {
+        const int id = n.inputs[i];
+        if (id < 0) continue;
+        if (values_[id].empty())
+          throw InternalError(n.info.label() + ": input '" + g_.value_names[id] + "' has no value");
+        ins[i] = &values_[id];
+      }
+      std::vector<Tensor> outs(n.outputs.size());
+      KernelContext ctx{n.info, ins, outs, threads_, this};
+      try {
+        n.kernel->run(ctx);
+      } catch (const Error& e) {
+        const std::string label = n.info.label();
+        const std::string what = e.what();
+        if (what.rfind(label, 0) == 0) throw;
+        throw Error(e.kind(), label + ": " + what);
+      } catch (const std::bad_alloc&) {
+        throw;
+      } catch (const std::exception& e) {
+        throw InternalError(n.info.label() + ": " + e.what());
+      }
+      for (size_t o = 0; o < n.outputs.size(); ++o) {
+        const int id = n.outputs[o];
+        if (id < 0) continue;
+        if (outs[o].empty())
+          throw InternalError(n.info.label() + ": the kernel did not produce output " + std::to_string(o));
+        values_[id] = std::move(outs[o]);
+        report(id);
+      }
+      ins.clear();
+      auto done = [&](int id) {
+        if (id >= 0 && --remaining_[id] == 0 && !g_.is_output[id]) values_[id] = Tensor();
+      };
+      for (int id : n.inputs) done(id);
+      for (int id : n.implicit_inputs) done(id);
+      for (int id : n.outputs)
+        if (id >= 0 && remaining_[id] == 0 && !g_.is_output[id]) values_[id] = Tensor();
+    }
+  }
+
+  std::vector<Tensor> run(const Graph& body, std::span<const Tensor> inputs) override {
+    if (inputs.size() != body.inputs.size())
+      throw InternalError("subgraph '" + body.name + "' takes " + std::to_string(body.inputs.size()) + " inputs, got " +
+                          std::to_string(inputs.size()));
+    Frame sub(body, this, threads_, nullptr);
+    for (size_t i = 0; i < inputs.size(); ++i) sub.bind(body.inputs[i].id, inputs[i]);
+    sub.run_nodes();
+    std::vector<Tensor> outs;
+    outs.reserve(body.outputs.size());
+    for (const auto& o : body.outputs) {
+      const Tensor& v = sub.value(o.id);
+      if (v.empty()) throw InternalError("subgraph '" + body.name + "' output '" + o.name + "' has no value");
+      outs.push_back(v);
+    }
+    return outs;
+  }
+
+ private:
+  const Graph& g_;
+  const Frame* parent_;
+  int threads_;
+  const TapFn* tap_;
+  std::vector<Tensor> values_;
+  std::vector<int> remaining_;
+};
+
+void check_input(const ValueDecl& d, const Tensor& t, std::map<std::string, int64_t>& symbols) {
+  if (d.dtype != DType::Undefined && t.dtype() != d.dtype)
+    throw BadInputError("input '" + d.name + "' has dtype " + std::string(dtype_name(t.dtype())) +
+                        ", the model expects " + describe_decl(d));
+  if (!d.shape) return;
+  const auto& dims = *d.shape;
+  if (t.rank() != static_cast<int64_t>(dims.size()))
+    throw BadInputError("input '" + d.name + "' has shape " + shape_str(t.shape()) + " (rank " +
+                        std::to_string(t.rank()) + "), the model expects " + describe_decl(d));
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const int64_t got = t.shape()[i];
+    if (dims[i].value && *dims[i].value > 0 && *dims[i].value != got)
+      throw BadInputError("input '" + d.name + "' has shape " + shape_str(t.shape()) + ", the model expects " +
+                          describe_decl(d) + " (dimension " + std::to_string(i) + " must be " +
+                          std::to_string(*dims[i].value) + ")");
+    if (!dims[i].value && !dims[i].param.empty()) {
+      auto [it, inserted] = symbols.emplace(dims[i].param, got);
+      if (!inserted && it->second != got)
+        throw BadInputError("input '" + d.name + "' has shape " + shape_str(t.shape()) + ": dimension '" +
+                            dims[i].param + "' is " + std::to_string(got) + " here but " + std::to_string(it->second) +
+                            " in another input");
+    }
+  }
+}
+
+int resolve_threads(int requested) {
+  if (requested < 0)
+    throw UsageError("the thread count must be 0 (all cores) or positive, got " + std::to_string(requested));
+  return requested == 0 ? omp_get_max_threads() : requested;
+}
+
+}  // namespace
+
+std::string describe_decl(const ValueDecl& d) {
+  std::string s = d.dtype == DType::Undefined ? std::string("any") : std::string(dtype_name(d.dtype));
+  if (!d.shape) return s + " [any shape]";
+  s += " [";
+  for (size_t i = 0; i < d.shape->size(); ++i) {
+    const auto& dim = (*d.shape)[i];
+    if (i) s += ',';
+    s += dim.value ? std::to_string(*dim.value) : dim.param.empty() ? std::string("?") : dim.param;
+  }
+  return s + "]";
+}
+
+Session::Session(std::shared_ptr<const Graph> graph, SessionOptions options)
+    : graph_(std::move(graph)), threads_(resolve_threads(options.threads)) {}
+
+Session::Session(const onnx::ModelProto& model, SessionOptions options) : Session(Graph::from_model(model), options) {}
+
+Session::Session(const onnxio::LoadedModel& model, SessionOptions options) : Session(*model.proto, options) {}
+
+std::map<std::string, Tensor> Session::run(const std::map<std::string, Tensor>& inputs,
+                                           const RunOptions& options) const {
+  const Graph& g = *graph_;
+  auto known = [&](const std::string& n) -> const ValueDecl* {
+    for (const auto& d : g.inputs)
+      if (d.name == n) return &d;
+    for (const auto& d : g.optional_inputs)
+      if (d.name == n) return &d;
+    return nullptr;
+  };
+  for (const auto& [name, t] : inputs) {
+    if (!known(name)) {
+      std::string list;
+      for (const auto& d : g.inputs) list += (list.empty() ? "'" : ", '") + d.name + "'";
+      throw BadInputError("unknown input '" + name + "': the model's inputs are " + (list.empty() ? "(none)" : list));
+    }
+    if (t.empty()) throw BadInputError("input '" + name + "' is an empty (undefined) tensor");
+  }
+  for (const auto& d : g.inputs)
+    if (!inputs.count(d.name)) throw BadInputError("missing input '" + d.name + "' (" + describe_decl(d) + ")");
+  std::map<std::string, int64_t> symbols;
+  for (const auto& d : g.inputs) check_input(d, inputs.at(d.name), symbols);
+  for (const auto& d : g.optional_inputs)
+    if (inputs.count(d.name)) check_input(d, inputs.at(d.name), symbols);
+
+  Frame frame(g, nullptr, threads_, &options.tap);
+  for (const auto& d : g.inputs) {
+    frame.bind(d.id, inputs.at(d.name));
+    frame.report(d.id);
+  }
+  for (const auto& d : g.optional_inputs)
+    if (inputs.count(d.name)) {
+      frame.bind(d.id, inputs.at(d.name));
+      frame.report(d.id);
+    }
+  frame.release_unused();
+  frame.run_nodes();
+  std::map<std::string, Tensor> out;
+  for (const auto& o : g.outputs) {
+    const Tensor& v = frame.value(o.id);
+    if (v.empty()) throw InternalError("graph output '" + o.name + "' has no value");
+    out[o.name] = v;
+  }
+  return out;
+}
+
+}  // namespace qtool::runtime

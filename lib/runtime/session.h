@@ -1,0 +1,69 @@
+// The executor: runs a prepared Graph on named input tensors.
+//
+//   qtool::runtime::Session session(qtool::onnxio::load_model("model.onnx"), {.threads = 2});
+//   auto outputs = session.run({{"input", tensor}});             // name -> Tensor, every graph output
+//   session.run(inputs, {.tap = [](const std::string& name, const Tensor& value) { ... }});
+//
+// Inputs are checked by name, dtype, rank and fixed dimensions against the model's declared input
+// types (symbolic dimensions must agree across inputs); any mismatch is a BadInputError naming the
+// input. Shapes are otherwise resolved at run time. Each intermediate tensor is released after its
+// last consumer ran, so peak memory follows the live set. A session is immutable once built: run()
+// may be called repeatedly (not concurrently from several threads on one session).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "runtime/graph.h"
+
+namespace onnx {
+class ModelProto;
+}
+namespace qtool::onnxio {
+struct LoadedModel;
+}
+
+namespace qtool::runtime {
+
+struct SessionOptions {
+  int threads = 1;  // OpenMP threads kernels may use; 0 = all available (omp_get_max_threads)
+};
+
+// Sees every graph input (in declaration order, before any node runs), then every node output of
+// the main graph right after the node produced it, in execution (topological) order. Constants,
+// initializers and values inside If/Loop/Scan bodies are not reported. The reference is valid only
+// during the call: copy the Tensor (cheap, shares storage) to keep it.
+using TapFn = std::function<void(const std::string& name, const Tensor& value)>;
+
+struct RunOptions {
+  TapFn tap;  // optional
+};
+
+class Session {
+ public:
+  explicit Session(const onnxio::LoadedModel& model, SessionOptions options = {});
+  explicit Session(const onnx::ModelProto& model, SessionOptions options = {});
+  explicit Session(std::shared_ptr<const Graph> graph, SessionOptions options = {});
+
+  // Runs the graph and returns every graph output by name.
+  std::map<std::string, Tensor> run(const std::map<std::string, Tensor>& inputs, const RunOptions& options = {}) const;
+
+  const Graph& graph() const { return *graph_; }
+  // Inputs the caller must feed (initializers listed as inputs are in graph().optional_inputs).
+  const std::vector<ValueDecl>& inputs() const { return graph_->inputs; }
+  const std::vector<ValueDecl>& outputs() const { return graph_->outputs; }
+  int threads() const { return threads_; }
+
+ private:
+  std::shared_ptr<const Graph> graph_;
+  int threads_ = 1;
+};
+
+// "float [N,3,224,224]" for messages.
+std::string describe_decl(const ValueDecl& d);
+
+}  // namespace qtool::runtime

@@ -1,0 +1,57 @@
+// ONNX TensorProto files and extension dispatch.
+#include <onnx/onnx_pb.h>
+
+#include "onnx/tensor_proto.h"
+#include "tensorio/file_util.h"
+#include "tensorio/tensorio.h"
+
+namespace qtool::tensorio {
+
+Tensor read_pb(const std::filesystem::path& path, std::string* name) {
+  const std::string what = path.string();
+  const std::vector<std::byte> bytes = detail::read_file(path);
+  onnx::TensorProto proto;
+  if (!proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    throw BadInputError(what + ": not an ONNX TensorProto (protobuf parse failed; truncated or not a .pb tensor)");
+  if (!proto.has_data_type() || proto.data_type() == 0)
+    throw BadInputError(what + ": not an ONNX TensorProto (no data_type)");
+  if (name) *name = proto.name();
+  try {
+    return onnxio::tensor_from_proto(proto, "tensor '" + proto.name() + "'");
+  } catch (const BadInputError& e) {
+    throw BadInputError(what + ": " + e.what());
+  } catch (const UnsupportedError& e) {
+    throw UnsupportedError(what + ": " + e.what());
+  }
+}
+
+void write_pb(const std::filesystem::path& path, const Tensor& t, const std::string& name) {
+  onnx::TensorProto proto;
+  onnxio::tensor_to_proto(t, name, proto);
+  std::string s;
+  if (!proto.SerializeToString(&s)) throw InternalError(path.string() + ": TensorProto serialization failed");
+  detail::write_file_atomic(path, std::as_bytes(std::span(s.data(), s.size())));
+}
+
+Tensor read_tensor_file(const std::filesystem::path& path) {
+  const std::string ext = path.extension().string();
+  if (ext == ".npy") return read_npy(path);
+  if (ext == ".pb") return read_pb(path);
+  if (ext == ".npz") {
+    auto m = read_npz(path);
+    if (m.size() != 1)
+      throw BadInputError(path.string() + ": holds " + std::to_string(m.size()) +
+                          " arrays; a single-tensor input needs exactly one (or name the member)");
+    return m.begin()->second;
+  }
+  throw UsageError(path.string() + ": unknown tensor file extension '" + ext + "' (use .npy, .npz or .pb)");
+}
+
+void write_tensor_file(const std::filesystem::path& path, const Tensor& t) {
+  const std::string ext = path.extension().string();
+  if (ext == ".npy") return write_npy(path, t);
+  if (ext == ".pb") return write_pb(path, t, path.stem().string());
+  throw UsageError(path.string() + ": unknown tensor file extension '" + ext + "' (use .npy or .pb)");
+}
+
+}  // namespace qtool::tensorio
