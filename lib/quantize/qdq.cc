@@ -60,11 +60,7 @@ class QdqBuilder {
     auto s = tensor_settings(t, base);
     if (!s) return std::nullopt;
     if (s->scale) {
-      QParams p;
-      p.dtype = s->dtype;
-      p.scale = {static_cast<float>(*s->scale)};
-      p.zero_point = {*s->zero_point};
-      return p;
+      return fixed_params(*s->scale, *s->zero_point, s->dtype);
     }
     std::optional<std::pair<double, double>> r = s->range;
     if (!r) {
@@ -119,10 +115,10 @@ class QdqBuilder {
       if (axis < 0 || axis >= w.rank()) ws.granularity = Granularity::PerTensor, axis = -1;
     }
     const QParams p = weight_params(w, ws, axis);
-    const std::string dq = add_const_dq(name, quantize_tensor(w, p, axis, ws.rounding), p, axis, i);
+    const std::string dq = add_const_dq(name, quantize_tensor(w, p, ws.rounding), p, i);
     g_.node(i).set_input(k, dq);
     ++report_.weights_quantized;
-    report_.nodes[i].tensors.push_back(explain(name, "weight", p, axis));
+    report_.nodes[i].tensors.push_back(explain(name, "weight", p));
     return p;
   }
 
@@ -210,13 +206,13 @@ class QdqBuilder {
     for (auto& pl : plans) {
       if (pl.kind == Plan::Act) {
         add_act(pl.name, *pl.params, -2, "input");
-        if (pl.index == 0) input_scale = pl.params->scale[0];
-        e.tensors.push_back(explain(pl.name, "input", *pl.params, -1));
+        if (pl.index == 0) input_scale = pl.params->scales()[0];
+        e.tensors.push_back(explain(pl.name, "input", *pl.params));
       }
     }
     for (auto& pl : plans) {
       if (pl.kind == Plan::Weight) {
-        if (auto p = quantize_weight(i, pl.index, q)) weight_scales = p->scale;
+        if (auto p = quantize_weight(i, pl.index, q)) weight_scales = p->scales();
       } else if (pl.kind == Plan::Const) {
         const Tensor c = g_.initializer_tensor(pl.name);
         const QParams p = weight_params(
@@ -227,9 +223,9 @@ class QdqBuilder {
               return s;
             }(),
             -1);
-        const std::string dq = add_const_dq(pl.name, quantize_tensor(c, p, -1), p, -1, i);
+        const std::string dq = add_const_dq(pl.name, quantize_tensor(c, p), p, i);
         mnode.set_input(pl.index, dq);
-        e.tensors.push_back(explain(pl.name, "constant", p, -1));
+        e.tensors.push_back(explain(pl.name, "constant", p));
       }
     }
     // Bias: int32 with scale s_input * s_weight.
@@ -239,18 +235,11 @@ class QdqBuilder {
       const Tensor bt = g_.initializer_tensor(b);
       const bool per_col = bt.rank() == 1 && (weight_scales.size() == 1 || bt.numel() == (int64_t)weight_scales.size());
       if (per_col) {
-        std::vector<float> bscales;
-        const Tensor qb = quantize_bias(bt, *input_scale, weight_scales, bscales);
-        QParams bp;
-        bp.dtype = DType::Int32;
-        bp.scale = bscales;
-        bp.zero_point.assign(bscales.size(), 0);
-        const int64_t axis = bscales.size() > 1 ? 0 : -1;
-        if (bscales.size() == 1 && bt.numel() > 1) bp.scale = {bscales[0]}, bp.zero_point = {0};
-        const std::string dq = add_const_dq(b, qb, bp, axis, i);
+        const QParams bp = bias_params(*input_scale, weight_scales, bt.numel());
+        const std::string dq = add_const_dq(b, quantize_bias(bt, bp), bp, i);
         g_.node(i).set_input(role.bias_input, dq);
         ++report_.biases_quantized;
-        e.tensors.push_back(explain(b, "bias", bp, axis));
+        e.tensors.push_back(explain(b, "bias", bp));
       }
     }
     // Output.
@@ -263,7 +252,7 @@ class QdqBuilder {
       } else if (!g_.is_graph_output(out)) {
         if (auto p = act_params(out, *q.output)) {
           add_act(out, *p, i, "output");
-          e.tensors.push_back(explain(out, "output", *p, -1));
+          e.tensors.push_back(explain(out, "output", *p));
         }
       }
     }
@@ -280,8 +269,8 @@ class QdqBuilder {
     return true;
   }
 
-  static TensorExplain explain(const std::string& t, const std::string& role, const QParams& p, int64_t axis) {
-    return {t, role, p.dtype, p.scale, p.zero_point, axis};
+  static TensorExplain explain(const std::string& t, const std::string& role, const QParams& p) {
+    return {t, role, p.dtype(), p.scales(), p.zero_points(), p.axis};
   }
 
   void add_act(const std::string& t, const QParams& p, int producer_hint, const std::string&) {
@@ -293,14 +282,14 @@ class QdqBuilder {
   }
 
   // Integer initializer + scale + zero point + DequantizeLinear before node `before`; returns the DQ output.
-  std::string add_const_dq(const std::string& name, const Tensor& q, const QParams& p, int64_t axis, int before) {
+  std::string add_const_dq(const std::string& name, const Tensor& q, const QParams& p, int before) {
     const std::string qn = g_.unique_name(name + "_quantized");
     const std::string sn = g_.unique_name(name + "_scale");
     const std::string zn = g_.unique_name(name + "_zero_point");
     const std::string out = g_.unique_name(name + "_dq");
     g_.set_initializer(qn, q);
-    g_.set_initializer(sn, scale_tensor(p));
-    g_.set_initializer(zn, zero_point_tensor(p));
+    g_.set_initializer(sn, p.scale);
+    g_.set_initializer(zn, p.zero_point);
     onnx::NodeProto dq;
     dq.set_op_type("DequantizeLinear");
     dq.set_name(g_.unique_name(name + "_DequantizeLinear"));
@@ -308,7 +297,8 @@ class QdqBuilder {
     dq.add_input(sn);
     dq.add_input(zn);
     dq.add_output(out);
-    if (axis >= 0 && p.scale.size() > 1) set_attr_int(dq, "axis", axis);
+    if (p.axis >= 0 && p.scale.rank() > 0) set_attr_int(dq, "axis", p.axis);
+    if (p.block_size > 0) set_attr_int(dq, "block_size", p.block_size);
     g_.insert_before(before, std::move(dq));
     return out;
   }
@@ -320,8 +310,8 @@ class QdqBuilder {
       const std::string zn = g_.unique_name(t + "_zero_point");
       const std::string qo = g_.unique_name(t + "_q");
       const std::string dqo = g_.unique_name(t + "_dq");
-      g_.set_initializer(sn, scale_tensor(p));
-      g_.set_initializer(zn, zero_point_tensor(p));
+      g_.set_initializer(sn, p.scale);
+      g_.set_initializer(zn, p.zero_point);
       onnx::NodeProto qn, dqn;
       qn.set_op_type("QuantizeLinear");
       qn.set_name(g_.unique_name(t + "_QuantizeLinear"));
