@@ -3,6 +3,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "runtime/session.h"
 
 namespace qtool::quantize {
 
@@ -34,65 +35,69 @@ int remove_dead_nodes(Graph& g) {
   return removed;
 }
 
+namespace {
+
+// Ops never folded: randomness, quantization nodes (an existing QDQ model keeps its integer weights) and
+// control flow (subgraphs).
+bool foldable_op(const onnx::NodeProto& n) {
+  static const std::set<std::string> kSkip = {"QuantizeLinear",
+                                              "DequantizeLinear",
+                                              "DynamicQuantizeLinear",
+                                              "RandomNormal",
+                                              "RandomUniform",
+                                              "RandomNormalLike",
+                                              "RandomUniformLike",
+                                              "Multinomial",
+                                              "Bernoulli",
+                                              "If",
+                                              "Loop",
+                                              "Scan",
+                                              "Constant"};
+  return (n.domain().empty() || n.domain() == "ai.onnx") && !kSkip.count(n.op_type());
+}
+
+}  // namespace
+
 int fold_constants(Graph& g) {
-  // Shape-only ops on initializers: the data is unchanged, only the shape (or nothing) changes.
+  // Each node whose inputs are all initializers runs once in qtool's interpreter; its outputs become
+  // initializers. Graph order is topological, so chains fold in one sweep. Outputs much larger than the
+  // inputs (ConstantOfShape, Expand, Tile) stay computed at run time to keep the file small.
   int folded = 0;
   for (int i = 0; i < g.node_count(); ++i) {
-    const auto& n = g.node(i);
-    if (!n.domain().empty() || n.output_size() != 1 || g.is_graph_output(n.output(0))) continue;
-    const std::string& op = n.op_type();
-    if (op != "Identity" && op != "Reshape" && op != "Squeeze" && op != "Unsqueeze" && op != "Flatten") continue;
-    bool all_const = n.input_size() > 0;
-    for (const auto& in : n.input())
-      all_const = all_const && !in.empty() && g.is_initializer(in) && !g.is_graph_input(in);
-    if (!all_const) continue;
-    const Tensor x = g.initializer_tensor(n.input(0));
-    Shape shape = x.shape();
-    if (op == "Reshape") {
-      const Tensor s = g.initializer_tensor(n.input(1));
-      if (s.dtype() != DType::Int64 || attr_int(n, "allowzero", 0)) continue;
-      Shape out(s.span<int64_t>().begin(), s.span<int64_t>().end());
-      int64_t known = 1, infer = -1;
-      for (size_t d = 0; d < out.size(); ++d) {
-        if (out[d] == 0) out[d] = d < shape.size() ? shape[d] : 0;
-        if (out[d] == -1)
-          infer = static_cast<int64_t>(d);
-        else
-          known *= out[d];
-      }
-      if (infer >= 0) out[static_cast<size_t>(infer)] = known ? x.numel() / known : 0;
-      if (shape_numel(out) != x.numel()) continue;
-      shape = out;
-    } else if (op == "Flatten") {
-      int64_t axis = attr_int(n, "axis", 1);
-      if (axis < 0) axis += x.rank();
-      int64_t a = 1;
-      for (int64_t d = 0; d < axis; ++d) a *= shape[static_cast<size_t>(d)];
-      shape = {a, a ? x.numel() / a : 0};
-    } else if (op == "Squeeze" || op == "Unsqueeze") {
-      std::vector<int64_t> axes = attr_ints(n, "axes");
-      if (n.input_size() > 1) {
-        const Tensor a = g.initializer_tensor(n.input(1));
-        axes.assign(a.span<int64_t>().begin(), a.span<int64_t>().end());
-      }
-      if (op == "Squeeze") {
-        std::set<int64_t> drop;
-        for (auto a : axes) drop.insert(a < 0 ? a + x.rank() : a);
-        Shape out;
-        for (int64_t d = 0; d < x.rank(); ++d)
-          if (!(axes.empty() ? shape[d] == 1 : drop.count(d) > 0)) out.push_back(shape[d]);
-        shape = out;
-      } else {
-        const int64_t rank = x.rank() + static_cast<int64_t>(axes.size());
-        std::set<int64_t> add;
-        for (auto a : axes) add.insert(a < 0 ? a + rank : a);
-        Shape out;
-        size_t k = 0;
-        for (int64_t d = 0; d < rank; ++d) out.push_back(add.count(d) ? 1 : shape[k++]);
-        shape = out;
-      }
+    const onnx::NodeProto& n = g.node(i);
+    if (!foldable_op(n) || n.output_size() == 0) continue;
+    bool all_const = true;
+    int64_t in_bytes = 0;
+    for (const auto& in : n.input()) {
+      if (in.empty()) continue;
+      const auto* t = g.initializer(in);
+      all_const = all_const && t && !g.is_graph_input(in);
+      if (t)
+        in_bytes += static_cast<int64_t>(t->raw_data().size()) + 4 * t->float_data_size() + 8 * t->int64_data_size();
     }
-    g.set_initializer(n.output(0), x.reshaped(shape));
+    bool has_out = false;
+    for (const auto& o : n.output()) has_out = has_out || (!o.empty() && !g.is_graph_output(o));
+    if (!all_const || !has_out) continue;
+    onnx::ModelProto one;
+    one.set_ir_version(g.model().ir_version());
+    *one.mutable_opset_import() = g.model().opset_import();
+    auto* og = one.mutable_graph();
+    og->set_name("fold");
+    *og->add_node() = n;
+    for (const auto& in : n.input())
+      if (!in.empty()) *og->add_initializer() = *g.initializer(in);
+    for (const auto& o : n.output())
+      if (!o.empty()) og->add_output()->set_name(o);
+    std::map<std::string, Tensor> outs;
+    try {
+      outs = runtime::Session(one).run({});
+    } catch (const Error&) {
+      continue;  // not computable here (unsupported kernel, dtype...): leave it to the runtime
+    }
+    int64_t out_bytes = 0;
+    for (const auto& [name, t] : outs) out_bytes += static_cast<int64_t>(t.nbytes());
+    if (out_bytes > std::max<int64_t>(2 * in_bytes, 1 << 16)) continue;
+    for (const auto& [name, t] : outs) g.set_initializer(name, t);
     g.remove_node(i);
     ++folded;
   }

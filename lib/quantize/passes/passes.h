@@ -23,8 +23,7 @@ std::unique_ptr<NodePass> make_relu_min_to_clip_pass();
 std::unique_ptr<NodePass> make_drop_redundant_relu_pass();
 // Nodes whose outputs nobody reads (and that are not graph outputs) and unused initializers go away.
 int remove_dead_nodes(Graph& g);
-// Nodes with only initializer inputs whose result simple code can compute (Identity, Cast, Reshape,
-// Squeeze, Unsqueeze, Shape of a constant): evaluated and turned into initializers.
+// Nodes with only initializer inputs run once in qtool's interpreter (lib/runtime) and become initializers.
 int fold_constants(Graph& g);
 // Raises the default-domain opset to `target`, converting the ops whose semantics changed on the way
 // (Clip 11, Slice 10, Pad 11, Resize 11, Dropout 12, Squeeze/Unsqueeze/ReduceSum/Split/Softmax 13).
