@@ -83,3 +83,16 @@ int64_t weight_channel_axis(const onnx::NodeProto& node, int64_t weight_rank) {
 }
 
 }  // namespace qtool::quantize
+
+namespace qtool::quantize {
+
+int64_t weight_block_axis(const onnx::NodeProto& node, int64_t weight_rank) {
+  const std::string& op = node.op_type();
+  if (op == "Conv") return weight_rank >= 2 ? 1 : -1;
+  if (op == "ConvTranspose") return 0;
+  if (op == "Gemm") return attr_int(node, "transB", 0) ? 1 : 0;
+  if (op == "MatMul") return weight_rank >= 2 ? weight_rank - 2 : -1;
+  return -1;
+}
+
+}  // namespace qtool::quantize

@@ -28,5 +28,8 @@ class Graph;
 OpRole op_role(const onnx::NodeProto& node, const Graph* g = nullptr);
 // Output-channel axis of the weight for per-channel quantization; -1 when per-channel does not apply.
 int64_t weight_channel_axis(const onnx::NodeProto& node, int64_t weight_rank);
+// Axis along which per_block weights are blocked: the reduction (input-channel / K) axis, as ONNX Runtime's
+// MatMulNBits and TensorRT's int4 weight-only kernels expect.
+int64_t weight_block_axis(const onnx::NodeProto& node, int64_t weight_rank);
 
 }  // namespace qtool::quantize

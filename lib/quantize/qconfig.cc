@@ -296,7 +296,8 @@ QConfig QConfig::parse(const std::string& json_text, const std::string& source) 
     const json& tt = j["tensors"];
     if (!tt.is_object()) ctx.fail("$.tensors", "expected an object {tensor name: settings}, got " + tt.dump());
     for (auto it = tt.begin(); it != tt.end(); ++it) {
-      SettingsSlot s = parse_slot(ctx, it.value(), key_path("$.tensors", it.key()), SlotKind::Activation);
+      // A tensor override may name a weight or an activation: weight fields are accepted here.
+      SettingsSlot s = parse_slot(ctx, it.value(), key_path("$.tensors", it.key()), SlotKind::Weight);
       if (s.present && !s.is_null) c.required_opset_ = std::max(c.required_opset_, opset_for(s.patch));
       c.tensors_.emplace(it.key(), std::move(s));
     }

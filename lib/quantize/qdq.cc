@@ -109,8 +109,10 @@ class QdqBuilder {
     const Tensor w = g_.initializer_tensor(name);
     TensorSettings ws = *wset;
     int64_t axis = -1;
-    if (ws.granularity == Granularity::PerChannel) {
-      axis = ws.axis ? *ws.axis : weight_channel_axis(g_.node(i), w.rank());
+    if (ws.granularity != Granularity::PerTensor) {
+      axis = ws.axis                                     ? *ws.axis
+             : ws.granularity == Granularity::PerChannel ? weight_channel_axis(g_.node(i), w.rank())
+                                                         : weight_block_axis(g_.node(i), w.rank());
       if (axis < 0 && ws.axis) axis += w.rank();
       if (axis < 0 || axis >= w.rank()) ws.granularity = Granularity::PerTensor, axis = -1;
     }

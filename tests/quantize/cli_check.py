@@ -93,5 +93,26 @@ expect('trt: narrow-range weights', int(tinit['conv2.weight_quantized'].min()) >
 rc, out, err = run(['quantize', model, '-o', os.path.join(work, 'e.onnx'), '--calib', calib, '--explain'])
 expect('explain', rc == 0 and '$.global > $.op_types.Conv' in out and 'per-channel' in out, out[:400])
 
+# Weight-only int4 (blocked, opset 21) and FP8 (opset 19) on digits-vit: ONNX Runtime runs them accurately.
+import numpy as np  # noqa: E402
+digits = os.path.join(qtest.MODELS, 'digits-vit.onnx')
+dcal = os.path.join(work, 'digits.calib.json')
+qtest.calibrate_minmax(digits, [{'pixel_values': qtest.t('digits_calib_images.npy')}], dcal)
+labels = np.load(qtest.t('digits_test_labels.npy'))
+for cfg, dtype, opset in (('int4-weights', 22, 21), ('fp8-weights', 17, 19)):
+    out = os.path.join(work, cfg + '.onnx')
+    rc, _, err = run(['quantize', digits, '-o', out, '--calib', dcal, '--config',
+                      os.path.join(qtest.ROOT, 'configs', 'examples', cfg + '.json')])
+    expect(cfg + ' runs', rc == 0, err)
+    m = onnx.load(out)
+    expect(cfg + ' opset', [o.version for o in m.opset_import if o.domain in ('', 'ai.onnx')] == [opset])
+    expect(cfg + ' dtype', any(i.data_type == dtype for i in m.graph.initializer))
+    expect(cfg + ' no activation Q', not any(n.op_type == 'QuantizeLinear' for n in m.graph.node))
+    if cfg.startswith('int4'):
+        expect('int4 block_size', any(a.name == 'block_size' and a.i == 32 for n in m.graph.node for a in n.attribute))
+    o, _ = qtest.ort_run(out, {'pixel_values': qtest.t('digits_test_images.npy')}, os.path.join(work, cfg))
+    acc = float((o['logits'].argmax(1) == labels).mean())
+    expect(cfg + ' accuracy in ORT', acc >= 0.95, acc)
+
 print(json.dumps({'ok': not failures, 'failures': failures}))
 sys.exit(1 if failures else 0)

@@ -53,6 +53,18 @@ class AxesToInput final : public Converter {
   }
 };
 
+// The other Reduce* ops (18): axes attribute -> input 1.
+class ReduceAxesToInput final : public Converter {
+ public:
+  using Converter::Converter;
+  std::string_view name() const override { return "opset18_reduce_axes_to_input"; }
+  std::vector<std::string_view> op_types() const override {
+    return {"ReduceMean", "ReduceMax",    "ReduceMin",       "ReduceProd",     "ReduceL1",
+            "ReduceL2",   "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"};
+  }
+  void rewrite(Graph& g, int i) const override { attr_to_input(g, g.node(i), "axes", 1, "axes"); }
+};
+
 // Clip (11): min/max attributes -> inputs 1, 2 (float scalars; attribute Clip only took float types).
 class ClipToInputs final : public Converter {
  public:
@@ -233,6 +245,7 @@ void upgrade_opset(Graph& g, int64_t target) {
   converters.push_back(std::make_unique<ResizeV11>(11, from));
   converters.push_back(std::make_unique<DropoutToIdentity>(12, from));
   converters.push_back(std::make_unique<AxesToInput>(13, from));
+  converters.push_back(std::make_unique<ReduceAxesToInput>(18, from));
   if (from < 13 && target >= 13)
     converters.push_back(std::make_unique<SoftmaxAxis13>(13, from, infer_ranks(g.model())));
   for (const auto& c : converters)
