@@ -207,7 +207,7 @@ Action add_inspect_command(CLI::App& app) {
     const ModelSummary s = inspect::inspect_model(*model);
     spdlog::debug("{}: {} nodes, {} parameters", *model, s.node_count, s.parameters.count);
     if (*json)
-      std::cout << to_json(s).dump(2) << "\n";
+      std::cout << to_json(s).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     else
       std::cout << to_text(s);
     std::cout.flush();

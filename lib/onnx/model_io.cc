@@ -65,10 +65,9 @@ ExternalScan resolve_external(onnx::ModelProto& model, const fs::path& dir, bool
                                                                          : "type " + std::to_string(t.data_type())) +
                              " tensor is not supported");
     const ExternalRef ref = parse_external_ref(t, what);
-    const fs::path file = resolve_external_location(dir, ref.location, true, what);
+    const fs::path file = resolve_external_location(dir, ref.location, true, what);  // canonical
     const int64_t length = checked_external_length(file, ref, expected, what);
-    const fs::path canon = fs::canonical(file);
-    if (std::find(scan.files.begin(), scan.files.end(), canon) == scan.files.end()) scan.files.push_back(canon);
+    if (std::find(scan.files.begin(), scan.files.end(), file) == scan.files.end()) scan.files.push_back(file);
     scan.bytes += length;
     if (load) {
       t.set_raw_data(read_range(file, ref.offset, length, what));

@@ -8,6 +8,7 @@ The external-data escapes point at files that exist and hold the right bytes, so
 can reject them (a missing file would be rejected anyway).
 """
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -92,6 +93,17 @@ cases.append(external_variant(os.path.join(d, "symlink.onnx"), "link.data"))
 write(os.path.join(d, "ok.data"), data)
 cases.append(external_variant(os.path.join(d, "offset.onnx"), "ok.data", offset=len(data) + 4096))
 
+# A location with a newline (and a name with control bytes): the error must still be one line.
+m = onnx.ModelProto()
+m.CopyFrom(ext_model)
+m.graph.initializer[0].name = "w\nsecond line\x1b[31m"
+m.graph.node[0].input[1] = m.graph.initializer[0].name
+for kv in m.graph.initializer[0].external_data:
+    if kv.key == "location":
+        kv.value = "ok.data\n../../etc/passwd"
+write(os.path.join(d, "newline.onnx"), m.SerializeToString())
+cases.append(os.path.join(d, "newline.onnx"))
+
 # Sanity: the same construction with a valid location loads (so the cases above fail for their reason).
 valid = external_variant(os.path.join(d, "valid.onnx"), "ok.data")
 p = subprocess.run([qtool, "inspect", valid], capture_output=True, text=True)
@@ -114,6 +126,28 @@ check(["convert", valid, "-o", os.path.join(d, "new.onnx"), "--external-data", "
        "../escape.data"], "../escape.data")
 if os.path.exists(os.path.join(d, "new.onnx")) or os.path.exists(os.path.join(scratch, "m1", "escape.data")):
     failures.append("a refused convert left files behind")
+
+# Corrupted copies of the bundled models (random bytes overwritten, fixed seed): exit 0 or 2, never a
+# crash, and a failure is one line.
+rng = random.Random(1234)
+sources = [open(os.path.join(models, f), "rb").read() for f in sorted(os.listdir(models)) if f.endswith(".onnx")]
+shutil.copy(os.path.join(models, "tiny_external.data"), os.path.join(scratch, "tiny_external.data"))
+fuzz = os.path.join(scratch, "fuzzed.onnx")
+outcomes = {0: 0, 2: 0}
+for i in range(150):
+    b = bytearray(rng.choice(sources))
+    for _ in range(rng.randint(1, 6)):
+        b[rng.randrange(len(b))] = rng.randrange(256)
+    write(fuzz, bytes(b))
+    p = subprocess.run([qtool, "inspect", "--json", fuzz], capture_output=True, timeout=60)
+    err = p.stderr.decode("utf-8", "replace")
+    if p.returncode not in outcomes or (p.returncode == 2 and len(err.splitlines()) != 1):
+        kept = os.path.join(scratch, f"fuzzed-{i}.onnx")
+        shutil.copy(fuzz, kept)
+        failures.append(f"qtool inspect {kept}: exit code {p.returncode}, stderr {err.strip()!r}")
+    else:
+        outcomes[p.returncode] += 1
+print(f"corrupted models: {outcomes[0]} still valid, {outcomes[2]} rejected with one line, no crash")
 
 # Usage errors exit with 1.
 for args in (["inspect"], ["convert", valid], ["inspect", valid, "--no-such-flag"]):

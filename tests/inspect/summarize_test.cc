@@ -81,13 +81,20 @@ TEST_CASE("weight granularity comes from the DequantizeLinear scale shape, axis 
   Builder::attr_i(b.node("QuantizeLinear", {"x", "sa"}, {"x.q"}), "output_dtype", T::INT16);
   b.node("QuantizeLinear", {"y", "sa"}, {"y.q"});
   b.node("DequantizeLinear", {"x.q", "sa"}, {"x.dq"});
+  // a uint8 weight whose scale comes from a Constant's value_float: per-tensor
+  b.init("w5", T::UINT8, {2, 2});
+  auto* sc = b.node("Constant", {}, {"s5"})->add_attribute();
+  sc->set_name("value_float");
+  sc->set_type(onnx::AttributeProto::FLOAT);
+  sc->set_f(0.5f);
+  b.node("DequantizeLinear", {"w5", "s5"}, {"w5.dq"});
   // an op outside the default domain
   b.node("QGemm", {"a"}, {"b"})->set_domain("com.microsoft");
 
   const ModelSummary s = summarize(b.m);
   CHECK(s.quantization.quantize_linear == 3);
-  CHECK(s.quantization.dequantize_linear == 5);
-  REQUIRE(s.quantization.weights.size() == 4);
+  CHECK(s.quantization.dequantize_linear == 6);
+  REQUIRE(s.quantization.weights.size() == 5);
   auto find = [&](DType dt, Granularity g) -> const WeightGroup* {
     for (const auto& w : s.quantization.weights)
       if (w.dtype == dt && w.granularity == g) return &w;
@@ -107,6 +114,9 @@ TEST_CASE("weight granularity comes from the DequantizeLinear scale shape, axis 
   const WeightGroup* qw = find(DType::UInt8, Granularity::PerChannel);
   REQUIRE(qw);
   CHECK(qw->axis == 1);
+  const WeightGroup* u8 = find(DType::UInt8, Granularity::PerTensor);
+  REQUIRE(u8);
+  CHECK(u8->count == 1);
   CHECK(s.quantization.activations == std::map<DType, int64_t>{{DType::UInt8, 1}, {DType::Int16, 1}});
   CHECK(s.op_counts.at("com.microsoft.QGemm") == 1);
   CHECK(s.op_counts.at("QuantizeLinear") == 3);
