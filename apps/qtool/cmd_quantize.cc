@@ -20,28 +20,6 @@ struct QuantizeArgs {
   bool json = false, explain = false, prepare_only = false;
 };
 
-std::string params_str(const quantize::TensorExplain& t) {
-  std::string s = std::string(dtype_name(t.dtype)) + " scale=";
-  char buf[64];
-  if (t.scale.size() == 1) {
-    std::snprintf(buf, sizeof buf, "%.6g zp=%lld", t.scale[0], static_cast<long long>(t.zero_point[0]));
-    return s + buf;
-  }
-  std::snprintf(buf, sizeof buf, "[%zu per-channel, axis %lld]", t.scale.size(), static_cast<long long>(t.axis));
-  return s + buf;
-}
-
-void print_explain(const quantize::QdqReport& r) {
-  for (const auto& n : r.nodes) {
-    std::string rules;
-    for (const auto& p : n.rules) rules += (rules.empty() ? "" : " > ") + p;
-    std::printf("%-40s %-18s %-6s %s%s%s\n", n.node.c_str(), n.op_type.c_str(), n.quantized ? "int" : "float",
-                rules.c_str(), n.note.empty() ? "" : " : ", n.note.c_str());
-    for (const auto& t : n.tensors)
-      std::printf("    %-7s %s %s\n", t.role.c_str(), t.tensor.c_str(), params_str(t).c_str());
-  }
-}
-
 nlohmann::json summary_json(const quantize::QuantizeSummary& s, const QuantizeArgs& a) {
   nlohmann::json j;
   j["model"] = a.model;
@@ -101,7 +79,7 @@ Action add_quantize_command(CLI::App& app) {
     const quantize::ActivationRanges ranges = quantize::read_activation_ranges(a->calib);
     const auto s = quantize::quantize_model(*m.proto, cfg, ranges);
     onnxio::save_model(*m.proto, a->output, so);
-    if (a->explain) print_explain(s.qdq);
+    if (a->explain) std::fputs(quantize::explain_text(s.qdq).c_str(), stdout);
     if (a->json) {
       std::printf("%s\n", summary_json(s, *a).dump().c_str());
       return kExitOk;

@@ -127,7 +127,7 @@ class QdqBuilder {
   void plan_node(int i) {
     const onnx::NodeProto& node = g_.node(i);
     NodeExplain& e = report_.nodes[i];
-    e.node = node.name();
+    e.node = node.name().empty() && node.output_size() ? "(" + node.output(0) + ")" : node.name();
     e.op_type = node.op_type();
     e.rules = nq_[i].applied;
     const NodeQuant& q = nq_[i];

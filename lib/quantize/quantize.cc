@@ -3,6 +3,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "onnx/tensor_proto.h"
 
@@ -21,6 +22,30 @@ int64_t initializer_bytes(const onnx::ModelProto& model) {
       for (const auto& a : n.attribute())
         if (a.name() == "value" && a.has_t()) add(a.t());
   return total;
+}
+
+QdqReport explain_model(const onnx::ModelProto& model, const QConfig& config, const ActivationRanges& ranges) {
+  onnx::ModelProto copy = model;
+  return quantize_model(copy, config, ranges).qdq;
+}
+
+std::string explain_text(const QdqReport& report) {
+  std::string out;
+  char buf[512];
+  for (const auto& n : report.nodes) {
+    std::string rules;
+    for (const auto& p : n.rules) rules += (rules.empty() ? "" : " > ") + p;
+    std::snprintf(buf, sizeof buf, "%-40s %-18s %-6s ", n.node.c_str(), n.op_type.c_str(), n.quantized ? "int" : "float");
+    out += buf + rules + (n.note.empty() ? "" : " : " + n.note) + "\n";
+    for (const auto& t : n.tensors) {
+      if (t.scale.size() == 1)
+        std::snprintf(buf, sizeof buf, "scale=%.6g zp=%lld", t.scale[0], static_cast<long long>(t.zero_point[0]));
+      else
+        std::snprintf(buf, sizeof buf, "scale=[%zu values, axis %lld]", t.scale.size(), static_cast<long long>(t.axis));
+      out += "    " + t.role + " " + t.tensor + " " + std::string(dtype_name(t.dtype)) + " " + buf + "\n";
+    }
+  }
+  return out;
 }
 
 QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, const ActivationRanges& ranges) {

@@ -25,6 +25,11 @@ struct QuantizeSummary {
 // Rewrites `model` in place into its QDQ int8 (or as configured) form.
 QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, const ActivationRanges& ranges);
 
+// What quantize_model would do to each node, without keeping the result (`inspect --explain`).
+QdqReport explain_model(const onnx::ModelProto& model, const QConfig& config, const ActivationRanges& ranges);
+// One line per node (rules that applied, int/float, why), then one line per quantized tensor.
+std::string explain_text(const QdqReport& report);
+
 // Bytes held by initializers and Constant-node tensors (what the weights cost on disk).
 int64_t initializer_bytes(const onnx::ModelProto& model);
 

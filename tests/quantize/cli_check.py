@@ -91,7 +91,12 @@ expect('trt: narrow-range weights', int(tinit['conv2.weight_quantized'].min()) >
 
 # --explain names the rules per node.
 rc, out, err = run(['quantize', model, '-o', os.path.join(work, 'e.onnx'), '--calib', calib, '--explain'])
-expect('explain', rc == 0 and '$.global > $.op_types.Conv' in out and 'per-channel' in out, out[:400])
+expect('explain', rc == 0 and '$.global > $.op_types.Conv' in out and 'values, axis 0' in out, out[:400])
+
+# qtool inspect MODEL --config --calib --explain shows the same per-node decisions without writing a model.
+rc, out, err = run(['inspect', model, '--explain', '--calib', calib, '--config',
+                    os.path.join(qtest.ROOT, 'configs', 'int8-tensorrt.json')])
+expect('inspect --explain', rc == 0 and '$.global > $.op_types.*' in out and 'input int8 scale=' in out, out[:400])
 
 # Weight-only int4 (blocked, opset 21) and FP8 (opset 19) on digits-vit: ONNX Runtime runs them accurately.
 import numpy as np  # noqa: E402
