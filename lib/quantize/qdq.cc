@@ -305,9 +305,60 @@ class QdqBuilder {
     return out;
   }
 
+  // Min/Max against a constant between two tensors with the same parameters runs on the integers:
+  // Q(min(DQ(q), c)) = min(q, Q(c)) exactly (Q is monotone), so x -> Q -> Min(q, Q(c)) -> DQ replaces
+  // x -> Q -> DQ -> Min -> Q -> DQ, one Q and one DQ fewer and no float pass (ONNX Runtime runs uint8 Min).
+  std::map<std::string, int> integer_clamps() const {
+    std::map<std::string, int> out;
+    for (int i = 0; i < g_.node_count(); ++i) {
+      const auto& n = g_.node(i);
+      if ((n.op_type() != "Min" && n.op_type() != "Max") || !report_.nodes[i].quantized || n.input_size() != 2 ||
+          !float_initializer(n.input(1)) || n.output_size() != 1)
+        continue;
+      auto a = act_.find(n.input(0)), b = act_.find(n.output(0));
+      if (a == act_.end() || b == act_.end() || dtype_info(a->second.params.dtype()).bits != 8) continue;
+      if (a->second.params.scales() == b->second.params.scales() &&
+          a->second.params.zero_points() == b->second.params.zero_points() &&
+          a->second.params.dtype() == b->second.params.dtype())
+        out[n.output(0)] = i;
+    }
+    return out;
+  }
+
+  // The float tensor node i read before emit() redirected it to a DQ output.
+  std::string original_input(int i) const { return clamp_inputs_.at(i); }
+
   void emit() {
+    for (int i = 0; i < g_.node_count(); ++i)
+      if (g_.node(i).input_size() > 0) clamp_inputs_[i] = g_.node(i).input(0);
+    const std::map<std::string, int> clamps = integer_clamps();
+    std::map<std::string, std::string> q_of;  // tensor -> its QuantizeLinear output
     for (const std::string& t : act_order_) {
       const QParams& p = act_.at(t).params;
+      if (auto it = clamps.find(t); it != clamps.end()) {
+        auto& n = g_.node(it->second);
+        const std::string qo = g_.unique_name(t + "_q"), dqo = g_.unique_name(t + "_dq");
+        const std::string c = n.input(1), cq = g_.unique_name(c + "_quantized");
+        g_.set_initializer(cq, quantize_tensor(g_.initializer_tensor(c), p));
+        const std::string sn = g_.unique_name(t + "_scale"), zn = g_.unique_name(t + "_zero_point");
+        g_.set_initializer(sn, p.scale);
+        g_.set_initializer(zn, p.zero_point);
+        n.set_input(0, q_of.at(original_input(it->second)));
+        n.set_input(1, cq);
+        n.set_output(0, qo);
+        onnx::NodeProto dqn;
+        dqn.set_op_type("DequantizeLinear");
+        dqn.set_name(g_.unique_name(t + "_DequantizeLinear"));
+        dqn.add_input(qo), dqn.add_input(sn), dqn.add_input(zn), dqn.add_output(dqo);
+        for (int k : g_.consumers(t)) {
+          auto& cn = g_.node(k);
+          for (int j = 0; j < cn.input_size(); ++j)
+            if (cn.input(j) == t) cn.set_input(j, dqo);
+        }
+        g_.insert_before(it->second + 1, std::move(dqn));
+        q_of[t] = qo;
+        continue;
+      }
       const std::string sn = g_.unique_name(t + "_scale");
       const std::string zn = g_.unique_name(t + "_zero_point");
       const std::string qo = g_.unique_name(t + "_q");
@@ -326,6 +377,7 @@ class QdqBuilder {
         for (int k = 0; k < cn.input_size(); ++k)
           if (cn.input(k) == t) cn.set_input(k, dqo);
       }
+      q_of[t] = qo;
       const int prod = g_.producer(t);
       g_.insert_before(prod + 1, std::move(qn));
       g_.insert_before(prod + 1, std::move(dqn));
@@ -345,6 +397,7 @@ class QdqBuilder {
   std::vector<bool> fused_;
   std::map<std::string, ActQ> act_;
   std::vector<std::string> act_order_;
+  std::map<int, std::string> clamp_inputs_;
   QdqReport report_;
 };
 
