@@ -165,6 +165,13 @@ class QdqBuilder {
       return;
     }
 
+    // A weightless op whose output gets no Q (a graph output, or "output": null) has no integer form in ONNX
+    // Runtime (DQ -> op -> Q is what it fuses): quantizing its inputs would only add error.
+    const bool has_weight = role.weight_input >= 0 && role.weight_input < node.input_size() &&
+                            float_initializer(node.input(role.weight_input));
+    if (!has_weight && (!q.output || node.output_size() != 1 || g_.is_graph_output(node.output(0))))
+      return keep_float(i, "no weight and its output is not quantized: float is as fast and exact");
+
     // Compute ops: every data input must be quantizable.
     std::vector<int> data = role.data_inputs;
     if (data.empty())
