@@ -197,7 +197,7 @@ TEST_CASE("qdq: Conv -> Relu -> Reshape gets Q/DQ after the Relu, int32 bias, sh
   CHECK(g.initializer_tensor("bias_quantized").dtype() == DType::Int32);
   CHECK(g.initializer_tensor("w_quantized").dtype() == DType::Int8);
   CHECK(rep.quantized_ops.at("Conv") == 1);
-  CHECK(rep.quantized_ops.at("Sigmoid") == 1);  // input f has Q/DQ; its output is a graph output: no Q
+  CHECK(rep.float_ops.at("Sigmoid") == 1);  // its output is a graph output (no Q): no integer form, stays float
   // The QDQ model computes nearly the same thing.
   CHECK(max_diff(before, run1(m, x)) < 0.02);
 }
