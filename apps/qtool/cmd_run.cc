@@ -27,7 +27,42 @@ struct RunArgs {
   int threads = 1;
   int repeat = 0;
   bool json = false;
+  bool profile = false;
 };
+
+// Time per op type over one run, from the tap: a node's time is the time since the previous node's
+// output (or the inputs) was reported, so executor overhead is included.
+struct OpTime {
+  double ms = 0;
+  int nodes = 0;
+};
+std::vector<std::pair<std::string, OpTime>> profile_run(const runtime::Session& session,
+                                                        const std::map<std::string, Tensor>& inputs) {
+  std::map<std::string, const runtime::NodeInfo*> producer;  // first output -> node
+  for (const auto& n : session.graph().nodes)
+    for (const auto& o : n.info.outputs)
+      if (!o.empty()) {
+        producer.emplace(o, &n.info);
+        break;
+      }
+  std::map<std::string, OpTime> by_op;
+  auto last = std::chrono::steady_clock::now();
+  runtime::RunOptions ro;
+  ro.tap = [&](const std::string& name, const Tensor&) {
+    const auto now = std::chrono::steady_clock::now();
+    auto it = producer.find(name);
+    if (it != producer.end()) {
+      OpTime& t = by_op[it->second->op_type];
+      t.ms += std::chrono::duration<double, std::milli>(now - last).count();
+      ++t.nodes;
+    }
+    last = now;
+  };
+  session.run(inputs, ro);
+  std::vector<std::pair<std::string, OpTime>> rows(by_op.begin(), by_op.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
+  return rows;
+}
 
 // "NAME=FILE" binds one input; a bare .npz binds each member to the input of the same name.
 std::map<std::string, Tensor> read_inputs(const std::vector<std::string>& specs) {
@@ -112,6 +147,13 @@ int run_command(const RunArgs& a) {
     j["max_ms"] = s.back();
   }
 
+  std::vector<std::pair<std::string, OpTime>> prof;
+  if (a.profile) {
+    prof = profile_run(session, inputs);
+    j["profile"] = nlohmann::ordered_json::array();
+    for (const auto& [op, t] : prof) j["profile"].push_back({{"op", op}, {"ms", t.ms}, {"nodes", t.nodes}});
+  }
+
   if (a.json) {
     std::cout << j.dump() << "\n";
   } else {
@@ -129,6 +171,16 @@ int run_command(const RunArgs& a) {
       std::snprintf(buf, sizeof buf, "latency over %zu runs after warm-up: median %.3f ms, min %.3f ms, max %.3f ms\n",
                     times.size(), j["median_ms"].get<double>(), j["min_ms"].get<double>(), j["max_ms"].get<double>());
       std::cout << buf;
+    }
+    if (!prof.empty()) {
+      double total = 0;
+      for (const auto& [op, t] : prof) total += t.ms;
+      std::cout << "time per op type (one run):\n";
+      for (const auto& [op, t] : prof) {
+        std::snprintf(buf, sizeof buf, "  %-24s %10.3f ms %5.1f %%  %d node%s\n", op.c_str(), t.ms,
+                      total > 0 ? 100.0 * t.ms / total : 0.0, t.nodes, t.nodes == 1 ? "" : "s");
+        std::cout << buf;
+      }
     }
   }
   std::cout.flush();
@@ -148,6 +200,7 @@ Action add_run_command(CLI::App& app) {
   sub->add_option("--repeat", a->repeat, "After a warm-up run, time N more runs (median, min, max)")
       ->check(CLI::NonNegativeNumber);
   sub->add_flag("--json", a->json, "Print one JSON object instead of the text report");
+  sub->add_flag("--profile", a->profile, "After the runs, time one more run per op type");
   return [a]() -> int { return run_command(*a); };
 }
 

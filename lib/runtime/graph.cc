@@ -220,7 +220,9 @@ std::shared_ptr<Graph> Builder::build(const onnx::GraphProto& gp, const Scope* p
     }
     pending.push_back({&np, std::move(name)});
   }
+  // Initializers also listed as inputs may be fed at run time: kernels must not treat them as constant.
   for (auto& [id, t] : g->constants) scope.constants[g->value_names[id]] = &t;
+  for (const auto& d : g->optional_inputs) scope.constants.erase(d.name);
 
   // Decode nodes (subgraphs need the scope complete).
   struct Decoded {
@@ -342,7 +344,9 @@ std::shared_ptr<Graph> Builder::build(const onnx::GraphProto& gp, const Scope* p
     try {
       n.kernel = def->make(n.info);
     } catch (const Error& e) {
-      throw Error(e.kind(), n.info.label() + ": " + e.what());
+      const std::string what = e.what(), label = n.info.label();
+      if (what.rfind(label, 0) == 0) throw;
+      throw Error(e.kind(), label + ": " + what);
     }
   }
   if (captured_out)

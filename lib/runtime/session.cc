@@ -21,7 +21,11 @@ class Frame final : public SubgraphRunner {
     }
   }
 
-  void bind(int id, const Tensor& t) { values_[id] = t; }
+  void bind(int id, const Tensor& t) {
+    values_[id] = t;
+    account(id, true);
+  }
+  void set_stats(RunStats* stats) { stats_ = stats; }
   const Tensor& value(int id) const { return values_[id]; }
 
   const Tensor* lookup(const std::string& name) const {
@@ -37,7 +41,7 @@ class Frame final : public SubgraphRunner {
   // Releases inputs nobody reads (after binding and tapping them).
   void release_unused() {
     for (int id = 0; id < static_cast<int>(values_.size()); ++id)
-      if (remaining_[id] == 0 && !g_.is_output[id]) values_[id] = Tensor();
+      if (remaining_[id] == 0 && !g_.is_output[id]) release(id);
   }
 
   void run_nodes() {
@@ -71,16 +75,18 @@ class Frame final : public SubgraphRunner {
         if (outs[o].empty())
           throw InternalError(n.info.label() + ": the kernel did not produce output " + std::to_string(o));
         values_[id] = std::move(outs[o]);
+        account(id, true);
         report(id);
       }
       ins.clear();
       auto done = [&](int id) {
-        if (id >= 0 && --remaining_[id] == 0 && !g_.is_output[id]) values_[id] = Tensor();
+        if (id >= 0 && --remaining_[id] == 0 && !g_.is_output[id]) release(id);
       };
       for (int id : n.inputs) done(id);
       for (int id : n.implicit_inputs) done(id);
       for (int id : n.outputs)
-        if (id >= 0 && remaining_[id] == 0 && !g_.is_output[id]) values_[id] = Tensor();
+        if (id >= 0 && remaining_[id] == 0 && !g_.is_output[id]) release(id);
+      if (stats_) ++stats_->nodes_run;
     }
   }
 
@@ -102,8 +108,25 @@ class Frame final : public SubgraphRunner {
   }
 
  private:
+  void release(int id) {
+    account(id, false);
+    values_[id] = Tensor();
+  }
+  // Live-bytes bookkeeping for RunStats (constants are not counted).
+  void account(int id, bool add) {
+    if (!stats_ || g_.constants.count(id) || values_[id].empty()) return;
+    if (add) {
+      live_ += values_[id].nbytes();
+      stats_->peak_live_bytes = std::max(stats_->peak_live_bytes, live_);
+    } else {
+      live_ -= values_[id].nbytes();
+    }
+  }
+
   const Graph& g_;
   const Frame* parent_;
+  RunStats* stats_ = nullptr;
+  size_t live_ = 0;
   int threads_;
   const TapFn* tap_;
   std::vector<Tensor> values_;
@@ -188,6 +211,10 @@ std::map<std::string, Tensor> Session::run(const std::map<std::string, Tensor>& 
     if (inputs.count(d.name)) check_input(d, inputs.at(d.name), symbols);
 
   Frame frame(g, nullptr, threads_, &options.tap);
+  if (options.stats) {
+    *options.stats = RunStats{};
+    frame.set_stats(options.stats);
+  }
   for (const auto& d : g.inputs) {
     frame.bind(d.id, inputs.at(d.name));
     frame.report(d.id);

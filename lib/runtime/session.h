@@ -39,8 +39,17 @@ struct SessionOptions {
 // during the call: copy the Tensor (cheap, shares storage) to keep it.
 using TapFn = std::function<void(const std::string& name, const Tensor& value)>;
 
+// Filled by run() when RunOptions::stats is set.
+struct RunStats {
+  // Largest total size of the non-constant tensors the main graph held at once (graph inputs and node
+  // outputs; a view such as Reshape's output is counted as a tensor of its own).
+  size_t peak_live_bytes = 0;
+  size_t nodes_run = 0;  // main-graph nodes
+};
+
 struct RunOptions {
-  TapFn tap;  // optional
+  TapFn tap;                  // optional
+  RunStats* stats = nullptr;  // optional
 };
 
 class Session {

@@ -176,3 +176,39 @@ TEST_CASE("float16 and bfloat16 conversions are exact and round to nearest even"
   CHECK(dtype_info(DType::BFloat16).float_max == static_cast<double>(bfloat16_to_float(0x7F7F)));
   CHECK(dtype_info(DType::Float16).float_max == 65504.0);
 }
+
+TEST_CASE("dtype table load/store: integers round half to even and saturate, 4-bit nibbles, NaN -> 0") {
+  std::byte buf[16] = {};
+  const DTypeInfo& i8 = dtype_info(DType::Int8);
+  i8.store(buf, 0, 2.5f, false);
+  i8.store(buf, 1, -3.5f, false);
+  i8.store(buf, 2, 1e9f, false);
+  i8.store(buf, 3, NAN, false);
+  CHECK(i8.load(buf, 0) == 2.0f);
+  CHECK(i8.load(buf, 1) == -4.0f);
+  CHECK(i8.load(buf, 2) == 127.0f);
+  CHECK(i8.load(buf, 3) == 0.0f);
+  const DTypeInfo& u64 = dtype_info(DType::UInt64);
+  u64.store(buf, 0, 1e30f, false);  // saturates without undefined behaviour
+  CHECK(u64.load(buf, 0) > 1.8e19f);
+  u64.store(buf, 1, -5.0f, false);
+  CHECK(u64.load(buf, 1) == 0.0f);
+  std::byte nib[2] = {};
+  const DTypeInfo& i4 = dtype_info(DType::Int4);
+  i4.store(nib, 0, -1.0f, false);
+  i4.store(nib, 1, 9.0f, false);   // saturates to 7
+  i4.store(nib, 2, -8.5f, false);  // -8 (half to even), then saturated range holds it
+  CHECK(std::to_integer<int>(nib[0]) == 0x7F);
+  CHECK(i4.load(nib, 0) == -1.0f);
+  CHECK(i4.load(nib, 1) == 7.0f);
+  CHECK(i4.load(nib, 2) == -8.0f);
+  const DTypeInfo& u4 = dtype_info(DType::UInt4);
+  u4.store(nib, 3, 15.4f, false);
+  CHECK(u4.load(nib, 3) == 15.0f);
+  CHECK(i4.load(nib, 2) == -8.0f);  // the neighbouring nibble is untouched
+  const DTypeInfo& e4 = dtype_info(DType::Float8E4M3FN);
+  e4.store(buf, 0, 1000.0f, true);
+  e4.store(buf, 1, 1000.0f, false);
+  CHECK(e4.load(buf, 0) == 448.0f);
+  CHECK(std::isnan(e4.load(buf, 1)));
+}

@@ -115,4 +115,7 @@ TEST_CASE("qtool run --repeat prints latency statistics, --json one object") {
   CHECK(j["median_ms"].get<double>() <= j["max_ms"].get<double>());
   CHECK(j["outputs"][1]["name"] == "out/shape:0");
   CHECK(j["outputs"][1]["dtype"] == "int64");
+  r = qtool_run(model.string() + " --input x=" + (dir / "x.npy").string() + " --profile", dir);
+  REQUIRE(r.rc == 0);
+  CHECK_THAT(r.out, Catch::Contains("time per op type") && Catch::Contains("Sigmoid") && Catch::Contains("Shape"));
 }

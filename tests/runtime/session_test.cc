@@ -79,6 +79,30 @@ TEST_CASE("intermediate values are released after their last use") {
   CHECK(kept.data<float>()[0] == 2.0f);
 }
 
+TEST_CASE("peak live memory follows the live set, not the graph size") {
+  // A chain of 12 Relu/Neg nodes over a 1 MiB tensor: at most the input, one producer's input and its
+  // output are alive at once (~3 MiB), far below the 13 MiB all values would take.
+  ModelBuilder b(13);
+  b.input("x", DType::Float32, {256, 1024});
+  std::string prev = "x";
+  for (int i = 0; i < 12; ++i) {
+    std::string out = "y";
+    if (i < 11) out = std::string(1, static_cast<char>('a' + i));
+    b.node(i % 2 ? "Neg" : "Relu", {prev}, {out});
+    prev = out;
+  }
+  b.output("y");
+  Session s(b.model);
+  qtool::runtime::RunStats stats;
+  RunOptions ro;
+  ro.stats = &stats;
+  s.run({{"x", Tensor::zeros(DType::Float32, {256, 1024})}}, ro);
+  CHECK(stats.nodes_run == 12);
+  const size_t mib = size_t{1} << 20;
+  CHECK(stats.peak_live_bytes >= 2 * mib);
+  CHECK(stats.peak_live_bytes <= 2 * mib);  // x is freed after the first node: input + output only
+}
+
 TEST_CASE("inputs are validated by name, dtype and shape") {
   Session s(small_model().model);
   auto msg = [&](std::map<std::string, Tensor> in) {
@@ -139,6 +163,8 @@ TEST_CASE("initializers listed as inputs keep their value unless fed") {
   b.output("y");
   Session s(b.model);
   REQUIRE(s.inputs().size() == 1);
+  REQUIRE(s.graph().optional_inputs.size() == 1);
+  CHECK(s.graph().nodes[0].info.const_inputs[1] == nullptr);  // overridable: not a constant for kernels
   CHECK(s.run({{"x", f32({2}, {1, 2})}}).at("y").data<float>()[1] == 22.0f);
   CHECK(s.run({{"x", f32({2}, {1, 2})}, {"w", f32({2}, {0, 0})}}).at("y").data<float>()[1] == 2.0f);
 }

@@ -4,6 +4,27 @@
 
 namespace qtool::runtime::kernels::compute {
 
+QTOOL_HOT_LOOP
+void scale_shift(const float* x, float a, float b, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = a * x[i] + b;
+}
+
+QTOOL_HOT_LOOP
+void axpy(float a, const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+QTOOL_HOT_LOOP
+float sum_of(const float* x, int64_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; ++k) acc[k] += x[i + k];
+  float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (; i < n; ++i) s += x[i];
+  return s;
+}
+
 const Tensor& float_input(const KernelContext& ctx, size_t i) {
   const Tensor& t = ctx.input(i);
   if (t.dtype() != DType::Float32)

@@ -9,7 +9,24 @@
 
 #include "runtime/kernel.h"
 
+// Hot loops are compiled three times (baseline x86-64, x86-64-v3 = AVX2+FMA, x86-64-v4 = AVX-512) and the
+// running CPU picks one by its features when the program loads (GCC function multiversioning; "arch=haswell"
+// would test the CPU model and never match AMD parts); other compilers/architectures get the baseline.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(QTOOL_NO_CLONES)
+#define QTOOL_HOT_LOOP __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
+#else
+#define QTOOL_HOT_LOOP
+#endif
+
 namespace qtool::runtime::kernels::compute {
+
+// Vector loops shared by kernels (multiversioned, see QTOOL_HOT_LOOP).
+// y[i] = a * x[i] + b
+void scale_shift(const float* x, float a, float b, float* y, int64_t n);
+// y[i] += a * x[i]
+void axpy(float a, const float* x, float* y, int64_t n);
+// sum of x[0..n) with 8 partial sums (order fixed, independent of threads)
+float sum_of(const float* x, int64_t n);
 
 // Input i as float32; UnsupportedError naming the node, input and dtype otherwise.
 const Tensor& float_input(const KernelContext& ctx, size_t i);

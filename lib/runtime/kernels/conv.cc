@@ -32,6 +32,12 @@ float* scratch(size_t n) {
 }
 
 // One output plane of a 2-D depthwise conv: out[OH, OW] = bias + sum_k in[...] * w[k].
+// Border columns (some tap outside the input) take a checked scalar loop. Interior columns run in blocks
+// of kBlock outputs whose accumulators stay in registers across all taps; with stride 2 the input rows
+// are first split into even and odd columns so every tap reads contiguous memory.
+constexpr int64_t kBlock = 32;
+
+QTOOL_HOT_LOOP
 void depthwise_plane_2d(const float* in, const float* w, float bias, float* out, const ConvGeom& g) {
   const int64_t IH = g.in[0], IW = g.in[1], OH = g.out[0], OW = g.out[1];
   const int64_t KH = g.kernel[0], KW = g.kernel[1], sh = g.strides[0], sw = g.strides[1];
@@ -41,34 +47,74 @@ void depthwise_plane_2d(const float* in, const float* w, float bias, float* out,
   int64_t ow_hi = IW - 1 + pw - (KW - 1) * dw >= 0 ? (IW - 1 + pw - (KW - 1) * dw) / sw + 1 : 0;
   ow_lo = std::min(ow_lo, OW);
   ow_hi = std::clamp(ow_hi, ow_lo, OW);
+  const bool split = sw == 2 && dw == 1;
+  const int64_t half = (IW + 1) / 2 + 1;
+  std::vector<float> halves(split ? static_cast<size_t>(KH * 2 * half) : 0);
+  // Per tap: where the interior loop reads (column offset from the row start, and the row stride).
+  std::vector<const float*> tap_src(static_cast<size_t>(KH * KW));
+  std::vector<float> tap_w(static_cast<size_t>(KH * KW));
   for (int64_t oh = 0; oh < OH; ++oh) {
     float* o = out + oh * OW;
-    for (int64_t ow = 0; ow < OW; ++ow) o[ow] = bias;
+    int64_t ntaps = 0;
     for (int64_t kh = 0; kh < KH; ++kh) {
       const int64_t ih = oh * sh - ph + kh * dh;
       if (ih < 0 || ih >= IH) continue;
       const float* row = in + ih * IW;
+      float* even = split ? halves.data() + kh * 2 * half : nullptr;
+      float* odd = split ? even + half : nullptr;
+      if (split)
+        for (int64_t i = 0; 2 * i < IW; ++i) {
+          even[i] = row[2 * i];
+          if (2 * i + 1 < IW) odd[i] = row[2 * i + 1];
+        }
       for (int64_t kw = 0; kw < KW; ++kw) {
-        const float wv = w[kh * KW + kw];
         const int64_t off = kw * dw - pw;
-        for (int64_t ow = 0; ow < ow_lo; ++ow) {
-          const int64_t iw = ow * sw + off;
-          if (iw >= 0 && iw < IW) o[ow] += wv * row[iw];
-        }
-        if (sw == 1) {
-          const float* r = row + off;
-          for (int64_t ow = ow_lo; ow < ow_hi; ++ow) o[ow] += wv * r[ow];
-        } else if (sw == 2) {
-          const float* r = row + off;
-          for (int64_t ow = ow_lo; ow < ow_hi; ++ow) o[ow] += wv * r[2 * ow];
+        tap_w[ntaps] = w[kh * KW + kw];
+        if (split) {
+          // iw = 2*ow + off: even column (off even) or odd column (off odd) number ow + floor(off/2).
+          const int64_t q = off >= 0 ? off / 2 : -((-off + 1) / 2);
+          tap_src[ntaps] = ((off % 2) == 0 ? even : odd) + q;
         } else {
-          for (int64_t ow = ow_lo; ow < ow_hi; ++ow) o[ow] += wv * row[ow * sw + off];
+          tap_src[ntaps] = row + off;  // read at ow * sw
         }
-        for (int64_t ow = ow_hi; ow < OW; ++ow) {
-          const int64_t iw = ow * sw + off;
-          if (iw >= 0 && iw < IW) o[ow] += wv * row[iw];
+        ++ntaps;
+      }
+    }
+    // Border columns: checked loops.
+    auto border = [&](int64_t ow) {
+      float acc = bias;
+      for (int64_t kh = 0; kh < KH; ++kh) {
+        const int64_t ih = oh * sh - ph + kh * dh;
+        if (ih < 0 || ih >= IH) continue;
+        for (int64_t kw = 0; kw < KW; ++kw) {
+          const int64_t iw = ow * sw + kw * dw - pw;
+          if (iw >= 0 && iw < IW) acc += w[kh * KW + kw] * in[ih * IW + iw];
         }
       }
+      o[ow] = acc;
+    };
+    for (int64_t ow = 0; ow < ow_lo; ++ow) border(ow);
+    for (int64_t ow = ow_hi; ow < OW; ++ow) border(ow);
+    // Interior columns in register blocks.
+    const int64_t step = split ? 1 : sw;
+    for (int64_t ow0 = ow_lo; ow0 < ow_hi; ow0 += kBlock) {
+      const int64_t n = std::min(kBlock, ow_hi - ow0);
+      float acc[kBlock];
+      for (int64_t i = 0; i < kBlock; ++i) acc[i] = bias;
+      if (n == kBlock && step == 1) {
+        for (int64_t t = 0; t < ntaps; ++t) {
+          const float* src = tap_src[t] + ow0;
+          const float wv = tap_w[t];
+          for (int64_t i = 0; i < kBlock; ++i) acc[i] += wv * src[i];
+        }
+      } else {
+        for (int64_t t = 0; t < ntaps; ++t) {
+          const float* src = tap_src[t] + ow0 * step;
+          const float wv = tap_w[t];
+          for (int64_t i = 0; i < n; ++i) acc[i] += wv * src[i * step];
+        }
+      }
+      std::copy_n(acc, n, o + ow0);
     }
   }
 }

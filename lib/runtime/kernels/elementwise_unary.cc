@@ -182,12 +182,8 @@ class FloatUnaryKernel final : public Kernel {
       case FloatOp::Tanh:
         return map_unary<T, T>(x, y, th, [](T v) { return std::tanh(v); });
       case FloatOp::Sigmoid:
-        // Split by sign so exp never overflows.
-        return map_unary<T, T>(x, y, th, [=](T v) {
-          if (v >= zero) return one / (one + std::exp(-v));
-          const T e = std::exp(v);
-          return e / (one + e);
-        });
+        // exp(-v) overflowing to inf for very negative v gives 1/inf = 0, the right limit.
+        return map_unary<T, T>(x, y, th, [=](T v) { return one / (one + std::exp(-v)); });
       case FloatOp::Erf:
         return map_unary<T, T>(x, y, th, [](T v) { return std::erf(v); });
       case FloatOp::Reciprocal:
@@ -367,8 +363,31 @@ class ClipKernel final : public Kernel {
   float lo_attr_ = 0, hi_attr_ = 0;
 };
 
+// Shrink: y = x < -lambd ? x + bias : (x > lambd ? x - bias : 0), any numeric dtype.
+class ShrinkKernel final : public Kernel {
+ public:
+  explicit ShrinkKernel(const NodeInfo& n)
+      : lambd_(n.attrs.get_float("lambd", 0.5f)), bias_(n.attrs.get_float("bias", 0.0f)) {}
+  void run(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    Tensor y(x.dtype(), x.shape());
+    dispatch_numeric(x.dtype(), ctx.node, [&]<class T>() {
+      const double l = lambd_, b = bias_;
+      map_unary<T, T>(x, y, ctx.threads, [=](T v) {
+        const double d = static_cast<double>(v);
+        return static_cast<T>(d < -l ? d + b : d > l ? d - b : 0.0);
+      });
+    });
+    ctx.outputs[0] = std::move(y);
+  }
+
+ private:
+  float lambd_, bias_;
+};
+
 }  // namespace
 
+std::unique_ptr<Kernel> make_shrink(const NodeInfo& n) { return std::make_unique<ShrinkKernel>(n); }
 std::unique_ptr<Kernel> make_float_unary(const NodeInfo& n) { return std::make_unique<FloatUnaryKernel>(n); }
 std::unique_ptr<Kernel> make_numeric_unary(const NodeInfo& n) { return std::make_unique<NumericUnaryKernel>(n); }
 std::unique_ptr<Kernel> make_not(const NodeInfo& n) { return make_function_kernel<not_kernel>(n); }

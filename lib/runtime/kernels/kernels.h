@@ -15,6 +15,7 @@ std::unique_ptr<Kernel> make_not(const NodeInfo& n);
 std::unique_ptr<Kernel> make_isnan(const NodeInfo& n);
 std::unique_ptr<Kernel> make_isinf(const NodeInfo& n);
 std::unique_ptr<Kernel> make_clip(const NodeInfo& n);
+std::unique_ptr<Kernel> make_shrink(const NodeInfo& n);
 // elementwise_binary.cc
 std::unique_ptr<Kernel> make_arith(const NodeInfo& n);    // Add Sub Mul Div Pow Mod Max Min Sum Mean
 std::unique_ptr<Kernel> make_compare(const NodeInfo& n);  // Equal Less Greater LessOrEqual GreaterOrEqual
@@ -43,14 +44,17 @@ std::unique_ptr<Kernel> make_expand(const NodeInfo& n);
 std::unique_ptr<Kernel> make_tile(const NodeInfo& n);
 std::unique_ptr<Kernel> make_constant_of_shape(const NodeInfo& n);
 std::unique_ptr<Kernel> make_range(const NodeInfo& n);
+std::unique_ptr<Kernel> make_eyelike(const NodeInfo& n);
 // tensor_ops.cc
 std::unique_ptr<Kernel> make_transpose(const NodeInfo& n);
 std::unique_ptr<Kernel> make_concat(const NodeInfo& n);
 std::unique_ptr<Kernel> make_split(const NodeInfo& n);
 std::unique_ptr<Kernel> make_slice(const NodeInfo& n);
-std::unique_ptr<Kernel> make_pad(const NodeInfo& n);
 std::unique_ptr<Kernel> make_depth_space(const NodeInfo& n);  // DepthToSpace, SpaceToDepth
 std::unique_ptr<Kernel> make_trilu(const NodeInfo& n);
+std::unique_ptr<Kernel> make_reverse_sequence(const NodeInfo& n);
+// pad.cc
+std::unique_ptr<Kernel> make_pad(const NodeInfo& n);
 // gather_scatter.cc
 std::unique_ptr<Kernel> make_gather(const NodeInfo& n);
 std::unique_ptr<Kernel> make_gather_elements(const NodeInfo& n);
@@ -70,6 +74,7 @@ std::unique_ptr<Kernel> make_scan(const NodeInfo& n);
 // qdq.cc (over lib/quant)
 std::unique_ptr<Kernel> make_quantize_linear(const NodeInfo& n);
 std::unique_ptr<Kernel> make_dequantize_linear(const NodeInfo& n);
+std::unique_ptr<Kernel> make_dynamic_quantize_linear(const NodeInfo& n);
 
 // --- compute: GEMM/conv, pooling, normalization, reductions, resize, recurrent (runtime kernels) ---
 std::unique_ptr<Kernel> make_conv(const NodeInfo& node);            // conv.cc

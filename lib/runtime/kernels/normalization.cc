@@ -45,10 +45,8 @@ class BatchNormKernel final : public Kernel {
     Tensor Y(DType::Float32, X.shape());
     const float* x = X.data<float>();
     float* y = Y.data<float>();
-    parallel_for(N * C, threads_for(X.numel(), ctx.threads), [&](int64_t i) {
-      const float ai = a[i % C], bi = b[i % C];
-      for (int64_t j = 0; j < S; ++j) y[i * S + j] = ai * x[i * S + j] + bi;
-    });
+    parallel_for(N * C, threads_for(X.numel(), ctx.threads),
+                 [&](int64_t i) { scale_shift(x + i * S, a[i % C], b[i % C], y + i * S, S); });
     ctx.outputs[0] = std::move(Y);
   }
 
@@ -77,7 +75,7 @@ void instance_norm(KernelContext& ctx) {
     for (int64_t j = 0; j < S; ++j) sq += (xs[j] - mean) * (xs[j] - mean);
     const float inv = static_cast<float>(1.0 / std::sqrt(sq / S + eps));
     const float a = scale[i % C] * inv, b = bias[i % C] - static_cast<float>(mean) * a;
-    for (int64_t j = 0; j < S; ++j) y[i * S + j] = a * xs[j] + b;
+    scale_shift(xs, a, b, y + i * S, S);
   });
   ctx.outputs[0] = std::move(Y);
 }

@@ -181,9 +181,7 @@ void global_pool(KernelContext& ctx) {
     if constexpr (Max) {
       y[i] = n ? *std::max_element(s, s + n) : std::numeric_limits<float>::lowest();
     } else {
-      float acc = 0;
-      for (int64_t j = 0; j < n; ++j) acc += s[j];
-      y[i] = acc / static_cast<float>(n);
+      y[i] = sum_of(s, n) / static_cast<float>(n);
     }
   });
   ctx.outputs[0] = std::move(Y);

@@ -2,6 +2,9 @@
 // the contract (rounding, saturation, per-tensor / per-axis / blocked layouts) and its reference twin.
 #include "quant/qdq.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "runtime/kernels/common.h"
 #include "runtime/kernels/kernels.h"
 
@@ -46,8 +49,32 @@ class DequantizeKernel final : public Kernel {
   quant::QdqAttrs attrs_;
 };
 
+// DynamicQuantizeLinear (uint8): range = [min(0, min x), max(0, max x)], y_scale = range / 255,
+// y_zero_point = saturate(round_half_even(-min / y_scale)), y = QuantizeLinear(x, y_scale, y_zero_point).
+void dynamic_quantize_kernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  if (x.dtype() != DType::Float32) throw UnsupportedError(ctx.node.label() + ": x must be float32");
+  float lo = 0, hi = 0;
+  for (float v : x.span<float>()) {
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+  }
+  const float scale = (hi - lo) / 255.0f;
+  const float zp_f = scale == 0.0f ? 0.0f : std::nearbyint(std::clamp(0.0f - lo / scale, 0.0f, 255.0f));
+  Tensor s = Tensor::scalar<float>(scale);
+  Tensor zp = Tensor::scalar<uint8_t>(static_cast<uint8_t>(zp_f));
+  // A zero range (all-zero input) quantizes everything to the zero point; avoid dividing by zero.
+  const Tensor safe_scale = Tensor::scalar<float>(scale == 0.0f ? 1.0f : scale);
+  ctx.outputs[0] = quant::quantize_linear(x, safe_scale, &zp, quant::QdqAttrs{}, ctx.threads);
+  ctx.outputs[1] = s;
+  ctx.outputs[2] = zp;
+}
+
 }  // namespace
 
+std::unique_ptr<Kernel> make_dynamic_quantize_linear(const NodeInfo& n) {
+  return make_function_kernel<dynamic_quantize_kernel>(n);
+}
 std::unique_ptr<Kernel> make_quantize_linear(const NodeInfo& n) { return std::make_unique<QuantizeKernel>(n); }
 std::unique_ptr<Kernel> make_dequantize_linear(const NodeInfo& n) { return std::make_unique<DequantizeKernel>(n); }
 

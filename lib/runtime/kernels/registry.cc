@@ -53,6 +53,7 @@ const KernelDef kKernels[] = {
   {"", "IsNaN", 9, kMaxOpset, make_isnan},
   {"", "IsInf", 10, kMaxOpset, make_isinf},
   {"", "Clip", 1, kMaxOpset, make_clip},
+  {"", "Shrink", 9, kMaxOpset, make_shrink},
   {"", "Add", 1, kMaxOpset, make_arith},
   {"", "Sub", 1, kMaxOpset, make_arith},
   {"", "Mul", 1, kMaxOpset, make_arith},
@@ -88,6 +89,7 @@ const KernelDef kKernels[] = {
   {"", "Tile", 6, kMaxOpset, make_tile},
   {"", "ConstantOfShape", 9, kMaxOpset, make_constant_of_shape},
   {"", "Range", 11, kMaxOpset, make_range},
+  {"", "EyeLike", 9, kMaxOpset, make_eyelike},
   {"", "Transpose", 1, kMaxOpset, make_transpose},
   {"", "Concat", 4, kMaxOpset, make_concat},
   {"", "Split", 2, kMaxOpset, make_split},
@@ -96,6 +98,7 @@ const KernelDef kKernels[] = {
   {"", "DepthToSpace", 1, kMaxOpset, make_depth_space},
   {"", "SpaceToDepth", 1, kMaxOpset, make_depth_space},
   {"", "Trilu", 14, kMaxOpset, make_trilu},
+  {"", "ReverseSequence", 10, kMaxOpset, make_reverse_sequence},
   {"", "Gather", 1, kMaxOpset, make_gather},
   {"", "GatherElements", 11, kMaxOpset, make_gather_elements},
   {"", "GatherND", 11, kMaxOpset, make_gather_nd},
@@ -112,6 +115,7 @@ const KernelDef kKernels[] = {
   {"", "Scan", 9, kMaxOpset, make_scan},
   {"", "QuantizeLinear", 10, kMaxOpset, make_quantize_linear},
   {"", "DequantizeLinear", 10, kMaxOpset, make_dequantize_linear},
+  {"", "DynamicQuantizeLinear", 11, kMaxOpset, make_dynamic_quantize_linear},
 
   // --- compute: GEMM/conv, pooling, normalization, reductions, resize, recurrent ---
   {"", "Conv", 1, kMaxOpset, make_conv},

@@ -12,8 +12,8 @@
 // Opset 18: `axes` restricts scales/sizes/roi to some axes; keep_aspect_ratio_policy not_larger /
 // not_smaller scales every listed axis by one factor. antialias = 1 is not supported.
 //
-// Linear and cubic kernels are tensor products, so the kernel resamples one axis at a time (identity
-// axes are skipped); the result equals the direct N-D formula.
+// Nearest is one gather pass. Linear and cubic kernels are tensor products, so the kernel resamples one
+// axis at a time (identity axes are skipped); the result equals the direct N-D formula.
 #include <algorithm>
 #include <cmath>
 
@@ -160,15 +160,47 @@ Tensor resample_axis(const Tensor& src, size_t axis, const AxisTaps& taps, float
       *out = acc;
       return;
     }
-    const float* p0 = base + idx[0] * inner;
-    for (int64_t i = 0; i < inner; ++i) out[i] = w[0] * p0[i];
-    for (int k = 1; k < taps.ntaps; ++k) {
-      const float* pk = base + idx[k] * inner;
-      const float wk = w[k];
-      for (int64_t i = 0; i < inner; ++i) out[i] += wk * pk[i];
+    if (taps.ntaps == 1 && w[0] == 1.f) {
+      std::copy_n(base + idx[0] * inner, inner, out);
+      return;
     }
+    scale_shift(base + idx[0] * inner, w[0], 0.f, out, inner);
+    for (int k = 1; k < taps.ntaps; ++k) axpy(w[k], base + idx[k] * inner, out, inner);
   });
   return dst;
+}
+
+// Nearest in one pass: every output row (all axes but the last) copies from one input row through the
+// last axis' index table; samples outside the roi box take the extrapolation value.
+Tensor nearest_direct(const Tensor& X, const std::vector<AxisTaps>& taps, float extrapolation, int threads) {
+  const size_t rank = taps.size();
+  Shape ys(rank);
+  for (size_t a = 0; a < rank; ++a) ys[a] = taps[a].out;
+  Tensor Y(DType::Float32, ys);
+  if (Y.numel() == 0) return Y;
+  const auto in_strides = strides_of(X.shape());
+  const int64_t OW = ys[rank - 1], rows = Y.numel() / OW;
+  const AxisTaps& last = taps[rank - 1];
+  const float* x = X.data<float>();
+  float* y = Y.data<float>();
+  parallel_for(rows, threads_for(Y.numel(), threads), [&](int64_t r) {
+    int64_t rem = r, off = 0;
+    bool outside = false;
+    for (size_t a = rank - 1; a-- > 0;) {
+      const int64_t j = rem % ys[a];
+      rem /= ys[a];
+      outside = outside || taps[a].outside[j];
+      off += taps[a].idx[j] * in_strides[a];
+    }
+    float* out = y + r * OW;
+    if (outside) {
+      std::fill_n(out, OW, extrapolation);
+      return;
+    }
+    const float* src = x + off;
+    for (int64_t i = 0; i < OW; ++i) out[i] = last.outside[i] ? extrapolation : src[last.idx[i]];
+  });
+  return Y;
 }
 
 ResizeAttrs parse_attrs(const NodeInfo& node, bool legacy) {
@@ -299,6 +331,13 @@ class ResizeKernel final : public Kernel {
     for (size_t k = 0; k < roi.size() / 2; ++k) {
       roi_start[axes[k]] = roi[k];
       roi_end[axes[k]] = roi[k + na];
+    }
+    if (attrs_.mode == Mode::Nearest && rank > 0 && X.numel() > 0) {
+      std::vector<AxisTaps> taps;
+      for (int64_t ax = 0; ax < rank; ++ax)
+        taps.push_back(make_taps(attrs_, X.dim(ax), out_dims[ax], axis_scale[ax], roi_start[ax], roi_end[ax]));
+      ctx.outputs[0] = nearest_direct(X, taps, attrs_.extrapolation, ctx.threads);
+      return;
     }
     Tensor cur = X;
     for (int64_t ax = rank; ax-- > 0;) {

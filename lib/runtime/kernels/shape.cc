@@ -229,8 +229,38 @@ void range_kernel(KernelContext& ctx) {
   });
 }
 
+// EyeLike: a 2-D tensor shaped like the input with ones on diagonal k, of dtype `dtype` (default: the input's).
+class EyeLikeKernel final : public Kernel {
+ public:
+  explicit EyeLikeKernel(const NodeInfo& n) : k_(n.attrs.get_int("k", 0)) {
+    if (n.attrs.has("dtype")) {
+      const DTypeInfo* info = dtype_info_or_null(static_cast<int32_t>(n.attrs.get_int("dtype", 1)));
+      if (!info) throw BadInputError("attribute 'dtype' is not a known dtype");
+      dtype_ = info->dtype;
+    }
+  }
+  void run(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    if (x.rank() != 2) throw BadInputError(ctx.node.label() + ": input must be 2-D");
+    const DType dt = dtype_ == DType::Undefined ? x.dtype() : dtype_;
+    Tensor y = Tensor::zeros(dt, x.shape());
+    dispatch_numeric_bool(dt, ctx.node, [&]<class T>() {
+      T* p = y.data<T>();
+      const int64_t rows = x.dim(0), cols = x.dim(1);
+      for (int64_t i = 0; i < rows; ++i)
+        if (i + k_ >= 0 && i + k_ < cols) p[i * cols + i + k_] = T(1);
+    });
+    ctx.outputs[0] = std::move(y);
+  }
+
+ private:
+  int64_t k_;
+  DType dtype_ = DType::Undefined;
+};
+
 }  // namespace
 
+std::unique_ptr<Kernel> make_eyelike(const NodeInfo& n) { return std::make_unique<EyeLikeKernel>(n); }
 std::unique_ptr<Kernel> make_shape(const NodeInfo& n) { return std::make_unique<ShapeKernel>(n); }
 std::unique_ptr<Kernel> make_size(const NodeInfo& n) { return make_function_kernel<size_kernel>(n); }
 std::unique_ptr<Kernel> make_reshape(const NodeInfo& n) { return std::make_unique<ReshapeKernel>(n); }

@@ -1,4 +1,4 @@
-// Data-movement kernels: Transpose, Concat, Split, Slice, Pad, DepthToSpace, SpaceToDepth, Trilu.
+// Data-movement kernels: Transpose, Concat, Split, Slice, DepthToSpace, SpaceToDepth, Trilu.
 // They move elements by size (any dtype of 1/2/4/8 bytes), so results are exact.
 #include <cstring>
 
@@ -200,134 +200,6 @@ class SliceKernel final : public Kernel {
   std::vector<int64_t> starts_, ends_, axes_;
 };
 
-enum class PadMode { Constant, Reflect, Edge, Wrap };
-
-// Pad: pads [x1_begin, x2_begin, ..., x1_end, ...] from the attribute (opset < 11) or input 1; the
-// constant from the 'value' attribute or input 2; axes (input 3, opset 18) restrict which dims.
-class PadKernel final : public Kernel {
- public:
-  explicit PadKernel(const NodeInfo& n) : opset_(n.opset) {
-    const std::string mode = n.attrs.get_string("mode", "constant");
-    if (mode == "constant")
-      mode_ = PadMode::Constant;
-    else if (mode == "reflect")
-      mode_ = PadMode::Reflect;
-    else if (mode == "edge")
-      mode_ = PadMode::Edge;
-    else if (mode == "wrap")
-      mode_ = PadMode::Wrap;
-    else
-      throw BadInputError("unknown pad mode '" + mode + "'");
-    if (opset_ < 11) {
-      pads_attr_ = n.attrs.get_ints("pads");
-      value_attr_ = n.attrs.get_float("value", 0.0f);
-    }
-  }
-  void run(KernelContext& ctx) override {
-    const Tensor& x = ctx.input(0);
-    const int64_t rank = x.rank();
-    std::vector<int64_t> pads = opset_ < 11 ? pads_attr_ : read_ints(ctx.input(1), ctx.node, "pads");
-    std::vector<int64_t> axes;
-    if (opset_ >= 18 && ctx.has_input(3)) {
-      for (int64_t a : read_ints(ctx.input(3), ctx.node, "axes")) axes.push_back(normalize_axis(a, rank, ctx.node));
-    } else {
-      for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
-    }
-    const size_t na = axes.size();
-    if (pads.size() != 2 * na)
-      throw BadInputError(ctx.node.label() + ": pads has " + std::to_string(pads.size()) + " values, expected " +
-                          std::to_string(2 * na));
-    std::vector<int64_t> before(rank, 0), after(rank, 0);
-    for (size_t i = 0; i < na; ++i) {
-      before[axes[i]] = pads[i];
-      after[axes[i]] = pads[i + na];
-    }
-    Shape out_shape(rank);
-    for (int64_t d = 0; d < rank; ++d) {
-      out_shape[d] = x.shape()[d] + before[d] + after[d];
-      if (out_shape[d] < 0) throw BadInputError(ctx.node.label() + ": pads remove more than the whole dim");
-      if (mode_ != PadMode::Constant && x.shape()[d] == 0 && out_shape[d] > 0)
-        throw BadInputError(ctx.node.label() + ": cannot pad an empty dim in this mode");
-    }
-    Tensor y(x.dtype(), out_shape);
-    const size_t es = element_size(x.dtype(), ctx.node);
-    // The fill value in the input's dtype.
-    std::vector<std::byte> fill(es, std::byte{0});
-    if (mode_ == PadMode::Constant) {
-      Tensor v;
-      if (opset_ < 11) {
-        v = Tensor::scalar<float>(value_attr_);
-      } else if (ctx.has_input(2) && ctx.input(2).numel() > 0) {
-        v = ctx.input(2);
-      }
-      if (!v.empty()) {
-        if (v.dtype() != x.dtype()) {
-          const double d = read_scalar(v, ctx.node, "constant_value");
-          dispatch_numeric(x.dtype(), ctx.node, [&]<class T>() {
-            const T t = static_cast<T>(d);
-            std::memcpy(fill.data(), &t, es);
-          });
-        } else {
-          std::memcpy(fill.data(), v.raw(), es);
-        }
-      }
-    }
-    const auto xs = strides_of(x.shape());
-    const int64_t n = y.numel();
-    const PadMode mode = mode_;
-    auto source = [&](int64_t d, int64_t o) -> int64_t {  // input index along d, or -1 for the constant
-      const int64_t dim = x.shape()[d];
-      int64_t i = o - before[d];
-      if (i >= 0 && i < dim) return i;
-      switch (mode) {
-        case PadMode::Constant:
-          return -1;
-        case PadMode::Edge:
-          return i < 0 ? 0 : dim - 1;
-        case PadMode::Wrap:
-          return ((i % dim) + dim) % dim;
-        case PadMode::Reflect: {
-          if (dim == 1) return 0;
-          const int64_t period = 2 * (dim - 1);
-          i = ((i % period) + period) % period;
-          return i < dim ? i : period - i;
-        }
-      }
-      return -1;
-    };
-    dispatch_bits(es, ctx.node, [&]<class U>() {
-      const U* src = reinterpret_cast<const U*>(x.raw());
-      U* dst = reinterpret_cast<U*>(y.raw());
-      U fv;
-      std::memcpy(&fv, fill.data(), es);
-      parallel_range(n, ctx.threads, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) {
-          int64_t rem = i, off = 0;
-          bool constant = false;
-          for (int64_t d = rank - 1; d >= 0; --d) {
-            const int64_t o = rem % out_shape[d];
-            rem /= out_shape[d];
-            const int64_t s = source(d, o);
-            if (s < 0) {
-              constant = true;
-              break;
-            }
-            off += s * xs[d];
-          }
-          dst[i] = constant ? fv : src[off];
-        }
-      });
-    });
-    ctx.outputs[0] = std::move(y);
-  }
-
- private:
-  int opset_;
-  PadMode mode_ = PadMode::Constant;
-  std::vector<int64_t> pads_attr_;
-  float value_attr_ = 0;
-};
-
 // DepthToSpace (DCR or CRD) and SpaceToDepth as reshape + transpose of an NCHW tensor.
 class DepthToSpaceKernel final : public Kernel {
  public:
@@ -393,13 +265,48 @@ class TriluKernel final : public Kernel {
   bool upper_;
 };
 
+// ReverseSequence: for each batch entry b, reverse the first sequence_lens[b] elements along time_axis.
+class ReverseSequenceKernel final : public Kernel {
+ public:
+  explicit ReverseSequenceKernel(const NodeInfo& n)
+      : batch_axis_(n.attrs.get_int("batch_axis", 1)), time_axis_(n.attrs.get_int("time_axis", 0)) {}
+  void run(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const std::vector<int64_t> lens = read_ints(ctx.input(1), ctx.node, "sequence_lens");
+    const int64_t ba = normalize_axis(batch_axis_, x.rank(), ctx.node),
+                  ta = normalize_axis(time_axis_, x.rank(), ctx.node);
+    if (static_cast<int64_t>(lens.size()) != x.shape()[ba])
+      throw BadInputError(ctx.node.label() + ": sequence_lens must have one entry per batch element");
+    Tensor y = x.clone();
+    const auto xs = strides_of(x.shape());
+    const size_t es = element_size(x.dtype(), ctx.node);
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      int64_t rem = i, b = 0, t = 0;
+      for (int64_t d = x.rank() - 1; d >= 0; --d) {
+        const int64_t c = rem % x.shape()[d];
+        rem /= x.shape()[d];
+        if (d == ba) b = c;
+        if (d == ta) t = c;
+      }
+      const int64_t len = std::clamp<int64_t>(lens[b], 0, x.shape()[ta]);
+      if (t >= len) continue;
+      const int64_t src = i + (len - 1 - 2 * t) * xs[ta];
+      std::memcpy(y.raw() + i * es, x.raw() + src * es, es);
+    }
+    ctx.outputs[0] = std::move(y);
+  }
+
+ private:
+  int64_t batch_axis_, time_axis_;
+};
+
 }  // namespace
 
+std::unique_ptr<Kernel> make_reverse_sequence(const NodeInfo& n) { return std::make_unique<ReverseSequenceKernel>(n); }
 std::unique_ptr<Kernel> make_transpose(const NodeInfo& n) { return std::make_unique<TransposeKernel>(n); }
 std::unique_ptr<Kernel> make_concat(const NodeInfo& n) { return std::make_unique<ConcatKernel>(n); }
 std::unique_ptr<Kernel> make_split(const NodeInfo& n) { return std::make_unique<SplitKernel>(n); }
 std::unique_ptr<Kernel> make_slice(const NodeInfo& n) { return std::make_unique<SliceKernel>(n); }
-std::unique_ptr<Kernel> make_pad(const NodeInfo& n) { return std::make_unique<PadKernel>(n); }
 std::unique_ptr<Kernel> make_depth_space(const NodeInfo& n) { return std::make_unique<DepthToSpaceKernel>(n); }
 std::unique_ptr<Kernel> make_trilu(const NodeInfo& n) { return std::make_unique<TriluKernel>(n); }
 
