@@ -62,7 +62,7 @@ def main():
         calib_samples, bench_in = MODELS[name]
         src = os.path.join(qtest.MODELS, name + '.onnx')
         calib = os.path.join(work, name + '.calib.json')
-        qtest.calibrate_minmax(src, calib_samples, calib)
+        qtest.calibrate(src, calib_samples, calib)
         q = os.path.join(work, name + '.int8.onnx')
         qtest.quantize(src, q, calib)
         _, rf = qtest.ort_run(src, bench_in, os.path.join(work, 'f'), threads=a.threads, repeat=a.repeat)

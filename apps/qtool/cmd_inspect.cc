@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "calib/calibration_table.h"
 #include "command.h"
 #include "core/dtype.h"
 #include "inspect/inspect.h"
@@ -207,13 +208,15 @@ Action add_inspect_command(CLI::App& app) {
   // Quantization preview (lib/quantize): which QConfig rule applies to each node and what it would become.
   auto qconfig = std::make_shared<std::string>(), calib = std::make_shared<std::string>();
   auto explain = std::make_shared<bool>(false);
-  sub->add_option("--config", *qconfig, "QConfig JSON for --explain (default: built-in int8)")->check(CLI::ExistingFile);
-  sub->add_option("--calib", *calib, "Calibration file for --explain (scales of activations)")->check(CLI::ExistingFile);
+  sub->add_option("--config", *qconfig, "QConfig JSON for --explain (default: built-in int8)")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--calib", *calib, "Calibration file for --explain (scales of activations)")
+      ->check(CLI::ExistingFile);
   sub->add_flag("--explain", *explain, "Per node: the QConfig rules that apply, int/float, dtype, scale, zero point");
   return [model, json, qconfig, calib, explain]() -> int {
     if (*explain) {
       const auto cfg = qconfig->empty() ? quantize::QConfig::builtin_default() : quantize::QConfig::load(*qconfig);
-      const auto ranges = calib->empty() ? quantize::ActivationRanges{} : quantize::read_activation_ranges(*calib);
+      const auto ranges = calib->empty() ? calib::CalibrationTable{} : calib::read_calibration(*calib);
       std::cout << quantize::explain_text(quantize::explain_model(*onnxio::load_model(*model).proto, cfg, ranges));
       return 0;
     }

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "calib/calibrate.h"
+#include "calib/calibration_table.h"
 #include "command.h"
 #include "core/error.h"
 #include "onnx/model_io.h"
@@ -15,8 +17,10 @@ namespace {
 
 struct QuantizeArgs {
   std::string model, output, config, calib;
-  std::vector<std::string> data;
-  int random = 0;
+  std::vector<std::string> data, shapes;
+  int64_t random = 0;
+  uint64_t seed = 0;
+  int threads = 0;
   bool json = false, explain = false, prepare_only = false;
 };
 
@@ -47,8 +51,12 @@ Action add_quantize_command(CLI::App& app) {
       ->check(CLI::ExistingFile);
   auto* calib =
       sub->add_option("--calib", a->calib, "Calibration file from 'qtool calibrate'")->check(CLI::ExistingFile);
-  auto* data = sub->add_option("--data", a->data, "Calibrate first on these inputs (NAME=FILE.npy ...)");
-  auto* random = sub->add_option("--random", a->random, "Calibrate first on N random inputs");
+  auto* data =
+      sub->add_option("--data", a->data, "Calibrate first on these inputs (NAME=FILE.npy|.npz ..., or a folder)");
+  auto* random = sub->add_option("--random", a->random, "Calibrate first on N random standard-normal inputs");
+  sub->add_option("--seed", a->seed, "Seed for --random (default 0)");
+  sub->add_option("--shape", a->shapes, "NAME=d0,d1,... input shape for --random where the model leaves dims open");
+  sub->add_option("--threads", a->threads, "Threads for calibration (default 0 = all cores)");
   calib->excludes(data)->excludes(random);
   data->excludes(random);
   sub->add_flag("--explain", a->explain, "Print, per node, the rules that applied and the resulting parameters");
@@ -72,11 +80,22 @@ Action add_quantize_command(CLI::App& app) {
       std::printf("%s\n", j.dump().c_str());
       return kExitOk;
     }
-    if (a->calib.empty())
+    calib::CalibrationTable ranges;
+    if (!a->calib.empty()) {
+      ranges = calib::read_calibration(a->calib);
+    } else if (!a->data.empty() || a->random > 0) {  // calibrate first, as `qtool calibrate` would
+      calib::CalibrateOptions o;
+      calibrate_data_options(a->data, a->random, a->seed, a->shapes, o);
+      o.threads = a->threads;
+      if (!a->config.empty()) o.target = calib::target_from_qconfig(a->config);
+      calib::CalibrateResult r = calib::calibrate_model(a->model, o);
+      for (const std::string& note : r.notes) spdlog::warn("{}", note);
+      spdlog::info("calibrated on {} ({} runs, {:.1f} s)", r.data, r.runs, r.seconds);
+      ranges = std::move(r.table);
+    } else {
       throw UsageError(
-          "quantize: --data/--random calibrate through lib/calib, which is not part of this build yet; run "
-          "'qtool calibrate' and pass --calib CALIB.json");
-    const quantize::ActivationRanges ranges = quantize::read_activation_ranges(a->calib);
+          "quantize: give activation ranges with --calib CALIB.json, or --data / --random to calibrate first");
+    }
     const auto s = quantize::quantize_model(*m.proto, cfg, ranges);
     onnxio::save_model(*m.proto, a->output, so);
     if (a->explain) std::fputs(quantize::explain_text(s.qdq).c_str(), stdout);

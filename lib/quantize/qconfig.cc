@@ -20,8 +20,6 @@ struct Names {
   int value;
 };
 constexpr std::array kGranularityNames = {Names{"per_tensor", 0}, Names{"per_channel", 1}, Names{"per_block", 2}};
-constexpr std::array kMethodNames = {Names{"minmax", 0}, Names{"percentile", 1}, Names{"entropy", 2}, Names{"mse", 3},
-                                     Names{"torch_histogram", 4}};
 constexpr std::array kRoundingNames = {Names{"nearest", 0}, Names{"kernel_sum", 1}};
 
 // Parsing context: the source file and JSON path, for error messages.
@@ -132,7 +130,12 @@ TensorSettingsPatch parse_patch(const Ctx& ctx, const json& j, const std::string
     } else if (k == "reduce_range") {
       p.reduce_range = ctx.boolean(v, kp);
     } else if (k == "method") {
-      p.method = static_cast<RangeMethod>(ctx.choice(v, kp, kMethodNames));
+      std::string list;
+      for (RangeMethod m : calib::kRangeMethods)
+        list += (list.empty() ? "" : ", ") + std::string(calib::range_method_name(m));
+      const auto m = v.is_string() ? calib::range_method_from_name(v.get<std::string>()) : std::nullopt;
+      if (!m) ctx.fail(kp, "expected one of " + list + ", got " + v.dump());
+      p.method = *m;
     } else if (k == "rounding") {
       p.rounding = static_cast<Rounding>(ctx.choice(v, kp, kRoundingNames));
       if (kind != SlotKind::Weight) ctx.fail(kp, "rounding applies to weights only");
@@ -209,7 +212,6 @@ int64_t opset_for(const Rule& r) {
 }  // namespace
 
 std::string_view granularity_name(Granularity g) { return kGranularityNames.at(static_cast<size_t>(g)).name; }
-std::string_view range_method_name(RangeMethod m) { return kMethodNames.at(static_cast<size_t>(m)).name; }
 std::string_view rounding_name(Rounding r) { return kRoundingNames.at(static_cast<size_t>(r)).name; }
 
 void apply_patch(TensorSettings& s, const TensorSettingsPatch& p) {

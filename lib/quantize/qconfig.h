@@ -17,18 +17,19 @@
 #include <string>
 #include <vector>
 
+#include "calib/range_select.h"
 #include "core/dtype.h"
 
 namespace qtool::quantize {
 
 enum class Granularity { PerTensor, PerChannel, PerBlock };
-enum class RangeMethod { MinMax, Percentile, Entropy, Mse, TorchHistogram };
+// Range-selection methods are calibration's (the calibration file records one range per method).
+using RangeMethod = calib::RangeMethod;
 // Weight rounding: to nearest, or per kernel so that the rounding errors of one (output, input) channel's
 // taps sum to at most half a step (see qparams.h).
 enum class Rounding { Nearest, KernelSum };
 
 std::string_view granularity_name(Granularity g);
-std::string_view range_method_name(RangeMethod m);
 std::string_view rounding_name(Rounding r);
 
 // Settings for one kind of tensor; every field optional so levels can be merged field by field.

@@ -20,7 +20,7 @@ struct ActQ {
 
 class QdqBuilder {
  public:
-  QdqBuilder(onnx::ModelProto& model, const QConfig& cfg, const ActivationRanges& ranges)
+  QdqBuilder(onnx::ModelProto& model, const QConfig& cfg, const calib::CalibrationTable& ranges)
       : g_(model), cfg_(cfg), ranges_(ranges) {}
 
   QdqReport run() {
@@ -64,16 +64,25 @@ class QdqBuilder {
     }
     std::optional<std::pair<double, double>> r = s->range;
     if (!r) {
-      r = ranges_.get(t, s->method);
+      r = range_of(t, s->method);
       if (!r) return std::nullopt;
       // A tensor read only by a clamp (Min/Clip with constant bounds) needs no more range than the clamp's
       // output: quantizing with that range clips nothing the clamp would not, and resolves values finer.
       const auto& cons = g_.consumers(t);
       if (cons.size() == 1 && !g_.is_graph_output(t) && is_const_clamp(cons[0]))
-        if (auto out = ranges_.get(g_.node(cons[0]).output(0), s->method))
+        if (auto out = range_of(g_.node(cons[0]).output(0), s->method))
           r = std::make_pair(std::max(r->first, out->first), std::min(r->second, out->second));
     }
     return params_from_range(r->first, r->second, *s);
+  }
+
+  // The calibrated range of `t` for `method` (min/max when the file lacks that method); nullopt if none.
+  std::optional<std::pair<double, double>> range_of(const std::string& t, RangeMethod method) const {
+    const calib::TensorCalibration* c = ranges_.find(t);
+    if (!c) return std::nullopt;
+    if (auto it = c->ranges.find(method); it != c->ranges.end()) return std::make_pair(it->second.lo, it->second.hi);
+    if (c->minmax) return std::make_pair(c->minmax->lo, c->minmax->hi);
+    return std::nullopt;
   }
 
   bool is_const_clamp(int c) const {
@@ -399,7 +408,7 @@ class QdqBuilder {
 
   Graph g_;
   const QConfig& cfg_;
-  const ActivationRanges& ranges_;
+  const calib::CalibrationTable& ranges_;
   std::vector<NodeQuant> nq_;
   std::vector<bool> fused_;
   std::map<std::string, ActQ> act_;
@@ -410,7 +419,7 @@ class QdqBuilder {
 
 }  // namespace
 
-QdqReport insert_qdq(onnx::ModelProto& model, const QConfig& config, const ActivationRanges& ranges) {
+QdqReport insert_qdq(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges) {
   return QdqBuilder(model, config, ranges).run();
 }
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "quantize/calib_ranges.h"
+#include "calib/calibration_table.h"
 #include "quantize/qconfig.h"
 
 namespace onnx {
@@ -38,7 +38,8 @@ struct QdqReport {
   std::vector<NodeExplain> nodes;
 };
 
-// Rewrites `model` in place. Config names that match nothing are BadInputErrors.
-QdqReport insert_qdq(onnx::ModelProto& model, const QConfig& config, const ActivationRanges& ranges);
+// Rewrites `model` in place; activation ranges come from the calibration table (`qtool calibrate`). Config names that
+// match nothing are BadInputErrors.
+QdqReport insert_qdq(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges);
 
 }  // namespace qtool::quantize

@@ -24,7 +24,7 @@ int64_t initializer_bytes(const onnx::ModelProto& model) {
   return total;
 }
 
-QdqReport explain_model(const onnx::ModelProto& model, const QConfig& config, const ActivationRanges& ranges) {
+QdqReport explain_model(const onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges) {
   onnx::ModelProto copy = model;
   return quantize_model(copy, config, ranges).qdq;
 }
@@ -35,7 +35,8 @@ std::string explain_text(const QdqReport& report) {
   for (const auto& n : report.nodes) {
     std::string rules;
     for (const auto& p : n.rules) rules += (rules.empty() ? "" : " > ") + p;
-    std::snprintf(buf, sizeof buf, "%-40s %-18s %-6s ", n.node.c_str(), n.op_type.c_str(), n.quantized ? "int" : "float");
+    std::snprintf(buf, sizeof buf, "%-40s %-18s %-6s ", n.node.c_str(), n.op_type.c_str(),
+                  n.quantized ? "int" : "float");
     out += buf + rules + (n.note.empty() ? "" : " : " + n.note) + "\n";
     for (const auto& t : n.tensors) {
       if (t.scale.size() == 1)
@@ -48,7 +49,7 @@ std::string explain_text(const QdqReport& report) {
   return out;
 }
 
-QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, const ActivationRanges& ranges) {
+QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges) {
   QuantizeSummary s;
   s.weight_bytes_before = initializer_bytes(model);
   // Opset 13 at least: per-channel DequantizeLinear, and ONNX Runtime's QDQ fusions expect it.

@@ -4,7 +4,7 @@
 #include <map>
 #include <string>
 
-#include "quantize/calib_ranges.h"
+#include "calib/calibration_table.h"
 #include "quantize/passes/passes.h"
 #include "quantize/qconfig.h"
 #include "quantize/qdq.h"
@@ -23,10 +23,10 @@ struct QuantizeSummary {
 };
 
 // Rewrites `model` in place into its QDQ int8 (or as configured) form.
-QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, const ActivationRanges& ranges);
+QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges);
 
 // What quantize_model would do to each node, without keeping the result (`inspect --explain`).
-QdqReport explain_model(const onnx::ModelProto& model, const QConfig& config, const ActivationRanges& ranges);
+QdqReport explain_model(const onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges);
 // One line per node (rules that applied, int/float, why), then one line per quantized tensor.
 std::string explain_text(const QdqReport& report);
 

@@ -1,9 +1,6 @@
 #!/usr/bin/env node
 // ONNX Runtime helpers for qtool's quantization tests (reads/writes .npy through ort_run.mjs).
 //
-//   minmax MODEL --input NAME=FILE.npy ... [--input ...] --out STATS.json
-//       Runs MODEL once per group of inputs (repeat --input NAME=... per sample; a new sample starts when a
-//       name repeats) and writes {output name: [min, max, count, nan_count]} over all float outputs.
 //   vad-stream MODEL WAVE.npy --out PROBS.npy [--save-batch DIR]
 //       Streams a Silero VAD model over a waveform: 512-sample hops with 64 samples of context, state carried.
 //       Writes the speech probability per chunk; --save-batch writes the [B,576] inputs and [2,B,128] states
@@ -16,40 +13,6 @@ import { readNpy, writeNpy } from './ort_run.mjs';
 async function session(model) {
   return ort.InferenceSession.create(model, { logSeverityLevel: 3, intraOpNumThreads: 2, interOpNumThreads: 1,
                                               executionMode: 'sequential' });
-}
-
-async function minmax(args) {
-  const model = args[0];
-  const samples = [{}];
-  let out = null;
-  for (let i = 1; i < args.length; i++) {
-    if (args[i] === '--out') { out = args[++i]; continue; }
-    if (args[i] !== '--input') throw new Error(`unexpected ${args[i]}`);
-    const v = args[++i];
-    const eq = v.indexOf('=');
-    const name = v.slice(0, eq);
-    if (name in samples[samples.length - 1]) samples.push({});
-    samples[samples.length - 1][name] = v.slice(eq + 1);
-  }
-  const s = await session(model);
-  const stats = {};
-  for (const sample of samples) {
-    const feeds = {};
-    for (const [k, f] of Object.entries(sample)) feeds[k] = readNpy(f);
-    const res = await s.run(feeds);
-    for (const name of s.outputNames) {
-      const t = res[name];
-      if (t.type !== 'float32') continue;
-      const st = stats[name] ?? (stats[name] = [Infinity, -Infinity, 0, 0]);
-      for (const v of t.data) {
-        if (Number.isNaN(v)) { st[3]++; continue; }
-        if (v < st[0]) st[0] = v;
-        if (v > st[1]) st[1] = v;
-      }
-      st[2] += t.data.length;
-    }
-  }
-  fs.writeFileSync(out, JSON.stringify(stats));
 }
 
 async function vadStream(args) {
@@ -89,6 +52,6 @@ async function vadStream(args) {
 }
 
 const [cmd, ...rest] = process.argv.slice(2);
-const fn = { minmax, 'vad-stream': vadStream }[cmd];
-if (!fn) { console.error('usage: quantize_tools.mjs minmax|vad-stream ...'); process.exit(1); }
+const fn = { 'vad-stream': vadStream }[cmd];
+if (!fn) { console.error('usage: quantize_tools.mjs vad-stream ...'); process.exit(1); }
 fn(rest).catch(e => { console.error(`quantize_tools: ${e.message}`); process.exit(2); });

@@ -4,7 +4,7 @@
 usage: acceptance.py MODEL_KEY [--workdir DIR] [--config QCONFIG.json]
 MODEL_KEY: mobilenetv2 | ocr | cls | vad | superres | digits
 
-Each check calibrates on the real inputs of ../shared/data (temporary ORT min/max calibration, see qtest.py),
+Each check calibrates on the real inputs of ../shared/data with `qtool calibrate`,
 quantizes with qtool (default config unless --config), runs float and int8 models in ONNX Runtime 1.30 and
 compares the task-level result. Prints one JSON line of measured figures; exit 1 when a check fails.
 """
@@ -32,7 +32,7 @@ def check(name, ok, value):
 
 def quantize(key, model, samples, work, config):
     calib = os.path.join(work, key + '.calib.json')
-    qtest.calibrate_minmax(model, samples, calib)
+    qtest.calibrate(model, samples, calib)
     out = os.path.join(work, key + '.int8.onnx')
     summary = qtest.quantize(model, out, calib, config=config)
     figures.setdefault('quantize', {})[os.path.basename(model)] = {
@@ -153,8 +153,15 @@ def vad(work, config):
     wave = t('vad_espeak_speech_16k_full.npy')
     pf_file, batch = os.path.join(work, 'vad_f.npy'), os.path.join(work, 'vad_batch')
     qtest.sh(['node', qtest.ORT_TOOLS, 'vad-stream', m, wave, '--out', pf_file, '--save-batch', batch])
-    q = quantize('silero-vad', m, [{'input': os.path.join(batch, 'input.npy'),
-                                    'state': os.path.join(batch, 'state.npy')}], work, config)
+    # One sample per streamed chunk: input [1,576] and the float model's state [2,1,128] at that chunk.
+    xs, st = np.load(os.path.join(batch, 'input.npy')), np.load(os.path.join(batch, 'state.npy'))
+    samples = []
+    for k in range(xs.shape[0]):
+        fi, fs = os.path.join(batch, f'in_{k}.npy'), os.path.join(batch, f'st_{k}.npy')
+        np.save(fi, xs[k:k + 1])
+        np.save(fs, np.ascontiguousarray(st[:, k:k + 1]))
+        samples.append({'input': fi, 'state': fs})
+    q = quantize('silero-vad', m, samples, work, config)
     pq_file = os.path.join(work, 'vad_q.npy')
     qtest.sh(['node', qtest.ORT_TOOLS, 'vad-stream', q, wave, '--out', pq_file])
     pf, pq = np.load(pf_file), np.load(pq_file)

@@ -32,7 +32,7 @@ qtool = qtest.qtool()
 work = tempfile.mkdtemp(prefix='qtool-cli-')
 model = os.path.join(qtest.MODELS, 'superres-espcn-3x.onnx')
 calib = os.path.join(work, 'sr.calib.json')
-qtest.calibrate_minmax(model, [{'input': qtest.t('superres_bus_lr_y.npy')}], calib)
+qtest.calibrate(model, [{'input': qtest.t('superres_bus_lr_y.npy')}], calib)
 
 # Config errors: exit code 2, one line naming the file and the JSON path.
 bad = os.path.join(work, 'bad.json')
@@ -54,6 +54,10 @@ rc, out, err = run(['quantize', model, '-o', os.path.join(work, 'x.onnx'), '--ca
 expect('--calib and --random exclude each other', rc == 1, (rc, err))
 rc, out, err = run(['quantize', model, '-o', os.path.join(work, 'x.onnx'), '--calib', model])
 expect('calibration file that is not JSON', rc == 2 and 'not valid JSON' in err, (rc, err))
+
+# With no calibration file, --random N calibrates first (`qtool quantize MODEL -o OUT --random 32` just works).
+rc, out, err = run(['quantize', model, '-o', os.path.join(work, 'r.onnx'), '--random', '2', '--threads', '2'])
+expect('--random calibrates first', rc == 0 and 'quantized: Conv 4' in out, (rc, out, err))
 
 # Deterministic: the same bytes twice.
 a, b = os.path.join(work, 'a.onnx'), os.path.join(work, 'b.onnx')
@@ -102,7 +106,7 @@ expect('inspect --explain', rc == 0 and '$.global > $.op_types.*' in out and 'in
 import numpy as np  # noqa: E402
 digits = os.path.join(qtest.MODELS, 'digits-vit.onnx')
 dcal = os.path.join(work, 'digits.calib.json')
-qtest.calibrate_minmax(digits, [{'pixel_values': qtest.t('digits_calib_images.npy')}], dcal)
+qtest.calibrate(digits, [{'pixel_values': qtest.t('digits_calib_images.npy')}], dcal)
 labels = np.load(qtest.t('digits_test_labels.npy'))
 for cfg, dtype, opset in (('int4-weights', 22, 21), ('fp8-weights', 17, 19)):
     out = os.path.join(work, cfg + '.onnx')

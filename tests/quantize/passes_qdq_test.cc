@@ -169,12 +169,12 @@ TEST_CASE("qdq: Conv -> Relu -> Reshape gets Q/DQ after the Relu, int32 bias, sh
   b.node("Reshape", {"r", "shape"}, {"f"}, "flat");
   b.node("Sigmoid", {"f"}, {"y"}, "sig");
   b.output("y");
-  ActivationRanges ranges;
-  for (const auto& [name, lo, hi] : std::vector<std::tuple<std::string, double, double>>{
-           {"x", -1, 1}, {"c", -3, 4}, {"r", 0, 4}, {"f", 0, 4}, {"y", 0.5, 1}}) {
-    TensorRanges tr;
-    tr.min = lo, tr.max = hi;
-    ranges.tensors[name] = tr;
+  calib::CalibrationTable ranges;
+  for (const auto& [name, lo, hi] : std::vector<std::tuple<std::string, float, float>>{
+           {"x", -1, 1}, {"c", -3, 4}, {"r", 0, 4}, {"f", 0, 4}, {"y", 0.5f, 1}}) {
+    calib::TensorCalibration tc;
+    tc.minmax = calib::Range{lo, hi};
+    ranges.tensors[name] = tc;
   }
   const Tensor x = random_tensor({1, 2, 6, 6}, 23);
   const Tensor before = run1(b.m, x);

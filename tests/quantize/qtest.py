@@ -1,8 +1,6 @@
 """Shared helpers for qtool's quantization acceptance tests (run with Debian's /usr/bin/python3).
 
-ONNX Runtime 1.30 runs through scripts/ort/*.mjs (node). Calibration here is a TEMPORARY stand-in for
-`qtool calibrate` (lib/calib, another helper's work): it exposes every float tensor of the model as an
-output, runs ONNX Runtime on the real inputs and writes min/max in the qtool-calibration JSON format.
+ONNX Runtime 1.30 runs through scripts/ort/*.mjs (node); calibration is `qtool calibrate` (lib/calib).
 """
 import json
 import os
@@ -45,48 +43,19 @@ def ort_run(model, inputs, outdir, threads=2, repeat=0, optimized=None):
     return outs, res
 
 
-def calibrate_minmax(model, samples, out_json):
-    """samples: list of {input name: npy path}. Writes a qtool-calibration v1 file with min/max ranges."""
-    m = onnx.load(model)
-    have = {o.name for o in m.graph.output}
-    inits = {i.name for i in m.graph.initializer}
-    for n in m.graph.node:
-        for o in n.output:
-            if o and o not in have and o not in inits:
-                m.graph.output.append(onnx.ValueInfoProto(name=o))
-                have.add(o)
-    for i in m.graph.input:  # graph inputs' ranges too
-        pass
-    with tempfile.TemporaryDirectory() as d:
-        tmp = os.path.join(d, 'all_outputs.onnx')
-        onnx.save(m, tmp)
-        stats_file = os.path.join(d, 'stats.json')
-        cmd = ['node', ORT_TOOLS, 'minmax', tmp, '--out', stats_file]
-        for s in samples:
-            for k, v in s.items():
-                cmd += ['--input', f'{k}={v}']
+def calibrate(model, samples, out_json, threads=2):
+    """Runs `qtool calibrate` on samples: a list of {input name: .npy path}. One dict: its files are passed as
+    --data NAME=FILE (first axis = samples); several: written as a folder of one .npz per sample."""
+    cmd = [qtool(), 'calibrate', model, '-o', out_json, '--threads', str(threads)]
+    if len(samples) == 1:
+        for k, v in samples[0].items():
+            cmd += ['--data', f'{k}={v}']
         sh(cmd)
-        stats = json.load(open(stats_file))
-    # Graph inputs: from the .npy data.
-    for s in samples:
-        for k, v in s.items():
-            a = np.load(v)
-            if a.dtype != np.float32:
-                continue
-            st = stats.setdefault(k, [float('inf'), float('-inf'), 0, 0])
-            st[0] = min(st[0], float(a.min()))
-            st[1] = max(st[1], float(a.max()))
-            st[2] += int(a.size)
-    tensors = {}
-    for name, (lo, hi, count, nans) in sorted(stats.items()):
-        if count == 0:
-            continue
-        tensors[name] = {'dtype': 'float', 'count': count, 'nan_count': nans, 'inf_count': 0, 'min': lo, 'max': hi,
-                         'ranges': {'minmax': [lo, hi]}}
-    doc = {'format': 'qtool-calibration', 'version': 1, 'model': os.path.basename(model), 'model_sha256': '',
-           'samples': len(samples), 'batch_size': 1, 'settings': {'target_dtype': 'uint8'}, 'tensors': tensors}
-    with open(out_json, 'w') as f:
-        json.dump(doc, f)
+        return
+    with tempfile.TemporaryDirectory() as d:
+        for i, smp in enumerate(samples):
+            np.savez(os.path.join(d, f'sample_{i:04d}.npz'), **{k: np.load(v) for k, v in smp.items()})
+        sh(cmd + ['--data', d])
 
 
 def qtool():
