@@ -344,6 +344,34 @@ class QdqBuilder {
   // The float tensor node i read before emit() redirected it to a DQ output.
   std::string original_input(int i) const { return clamp_inputs_.at(i); }
 
+  // Names of an activation's Q/DQ pair, with its scale and zero point stored as initializers.
+  struct Names {
+    std::string scale, zero_point, q, dq;
+  };
+  Names names_for(const std::string& t, const QParams& p) {
+    Names n{g_.unique_name(t + "_scale"), g_.unique_name(t + "_zero_point"), g_.unique_name(t + "_q"),
+            g_.unique_name(t + "_dq")};
+    g_.set_initializer(n.scale, p.scale);
+    g_.set_initializer(n.zero_point, p.zero_point);
+    return n;
+  }
+  onnx::NodeProto make_qdq_node(const std::string& op, const std::string& in, const Names& nm, const std::string& out,
+                                const std::string& base) {
+    onnx::NodeProto n;
+    n.set_op_type(op);
+    n.set_name(g_.unique_name(base + "_" + op));
+    n.add_input(in), n.add_input(nm.scale), n.add_input(nm.zero_point), n.add_output(out);
+    return n;
+  }
+  // Every reader of `t` reads `to` instead.
+  void redirect_consumers(const std::string& t, const std::string& to) {
+    for (int c : g_.consumers(t)) {
+      auto& cn = g_.node(c);
+      for (int k = 0; k < cn.input_size(); ++k)
+        if (cn.input(k) == t) cn.set_input(k, to);
+    }
+  }
+
   void emit() {
     for (int i = 0; i < g_.node_count(); ++i)
       if (g_.node(i).input_size() > 0) clamp_inputs_[i] = g_.node(i).input(0);
@@ -353,47 +381,22 @@ class QdqBuilder {
       const QParams& p = act_.at(t).params;
       if (auto it = clamps.find(t); it != clamps.end()) {
         auto& n = g_.node(it->second);
-        const std::string qo = g_.unique_name(t + "_q"), dqo = g_.unique_name(t + "_dq");
+        const Names nm = names_for(t, p);
         const std::string c = n.input(1), cq = g_.unique_name(c + "_quantized");
         g_.set_initializer(cq, quantize_tensor(g_.initializer_tensor(c), p));
-        const std::string sn = g_.unique_name(t + "_scale"), zn = g_.unique_name(t + "_zero_point");
-        g_.set_initializer(sn, p.scale);
-        g_.set_initializer(zn, p.zero_point);
         n.set_input(0, q_of.at(original_input(it->second)));
         n.set_input(1, cq);
-        n.set_output(0, qo);
-        onnx::NodeProto dqn;
-        dqn.set_op_type("DequantizeLinear");
-        dqn.set_name(g_.unique_name(t + "_DequantizeLinear"));
-        dqn.add_input(qo), dqn.add_input(sn), dqn.add_input(zn), dqn.add_output(dqo);
-        for (int k : g_.consumers(t)) {
-          auto& cn = g_.node(k);
-          for (int j = 0; j < cn.input_size(); ++j)
-            if (cn.input(j) == t) cn.set_input(j, dqo);
-        }
-        g_.insert_before(it->second + 1, std::move(dqn));
-        q_of[t] = qo;
+        n.set_output(0, nm.q);
+        redirect_consumers(t, nm.dq);
+        g_.insert_before(it->second + 1, make_qdq_node("DequantizeLinear", nm.q, nm, nm.dq, t));
+        q_of[t] = nm.q;
         continue;
       }
-      const std::string sn = g_.unique_name(t + "_scale");
-      const std::string zn = g_.unique_name(t + "_zero_point");
-      const std::string qo = g_.unique_name(t + "_q");
-      const std::string dqo = g_.unique_name(t + "_dq");
-      g_.set_initializer(sn, p.scale);
-      g_.set_initializer(zn, p.zero_point);
-      onnx::NodeProto qn, dqn;
-      qn.set_op_type("QuantizeLinear");
-      qn.set_name(g_.unique_name(t + "_QuantizeLinear"));
-      qn.add_input(t), qn.add_input(sn), qn.add_input(zn), qn.add_output(qo);
-      dqn.set_op_type("DequantizeLinear");
-      dqn.set_name(g_.unique_name(t + "_DequantizeLinear"));
-      dqn.add_input(qo), dqn.add_input(sn), dqn.add_input(zn), dqn.add_output(dqo);
-      for (int c : g_.consumers(t)) {
-        auto& cn = g_.node(c);
-        for (int k = 0; k < cn.input_size(); ++k)
-          if (cn.input(k) == t) cn.set_input(k, dqo);
-      }
-      q_of[t] = qo;
+      const Names nm = names_for(t, p);
+      redirect_consumers(t, nm.dq);
+      q_of[t] = nm.q;
+      onnx::NodeProto qn = make_qdq_node("QuantizeLinear", t, nm, nm.q, t);
+      onnx::NodeProto dqn = make_qdq_node("DequantizeLinear", nm.q, nm, nm.dq, t);
       const int prod = g_.producer(t);
       g_.insert_before(prod + 1, std::move(qn));
       g_.insert_before(prod + 1, std::move(dqn));
