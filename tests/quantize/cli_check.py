@@ -59,6 +59,13 @@ expect('calibration file that is not JSON', rc == 2 and 'not valid JSON' in err,
 rc, out, err = run(['quantize', model, '-o', os.path.join(work, 'r.onnx'), '--random', '2', '--threads', '2'])
 expect('--random calibrates first', rc == 0 and 'quantized: Conv 4' in out, (rc, out, err))
 
+# Calibrating inside quantize gives the same bytes with 1 and 2 threads.
+t1, t2 = os.path.join(work, 't1.onnx'), os.path.join(work, 't2.onnx')
+for p, n in ((t1, '1'), (t2, '2')):
+    rc, out, err = run(['quantize', model, '-o', p, '--data', 'input=' + qtest.t('superres_bus_lr_y.npy'), '--threads', n])
+    expect('--data calibrates first', rc == 0, err)
+expect('byte-identical across thread counts', filecmp.cmp(t1, t2, shallow=False))
+
 # Deterministic: the same bytes twice.
 a, b = os.path.join(work, 'a.onnx'), os.path.join(work, 'b.onnx')
 for p in (a, b):
