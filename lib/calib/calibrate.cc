@@ -15,9 +15,6 @@ namespace qtool::calib {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-// The model's inputs as the sample sources see them, with each input's batch axis (see calibration_data.h).
 std::vector<InputSpec> input_specs(const runtime::Session& session) {
   std::set<std::string> batch_symbols;
   for (const runtime::ValueDecl& d : session.inputs())
@@ -43,8 +40,6 @@ std::vector<InputSpec> input_specs(const runtime::Session& session) {
   }
   return specs;
 }
-
-}  // namespace
 
 QuantTarget target_from_qconfig(const fs::path& config) {
   std::ifstream f(config, std::ios::binary);

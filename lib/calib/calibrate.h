@@ -11,7 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "calib/calibration_data.h"
 #include "calib/calibrator.h"
+
+namespace qtool::runtime {
+class Session;
+}
 
 namespace qtool::calib {
 
@@ -43,6 +48,9 @@ struct CalibrateResult {
 };
 
 CalibrateResult calibrate_model(const std::filesystem::path& model, const CalibrateOptions& options);
+
+// The model's inputs as the sample sources see them, each with its batch axis (see calib/calibration_data.h).
+std::vector<InputSpec> input_specs(const runtime::Session& session);
 
 // The target dtype for the mse/entropy ranges from a QConfig JSON: global.activation.dtype and
 // global.activation.symmetric when present, else uint8 asymmetric. BadInputError naming the file and the

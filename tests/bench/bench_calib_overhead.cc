@@ -8,7 +8,7 @@
 #include <cstring>
 #include <string>
 
-#include "calib/calibration_data.h"
+#include "calib/calibrate.h"
 #include "calib/calibrator.h"
 #include "onnx/model_io.h"
 #include "runtime/session.h"
@@ -44,18 +44,7 @@ int main(int argc, char** argv) {
   try {
     const onnxio::LoadedModel model = onnxio::load_model(model_path);
     const runtime::Session session(model, {.threads = threads});
-    std::vector<calib::InputSpec> inputs;
-    for (const runtime::ValueDecl& d : session.inputs()) {
-      calib::InputSpec in;
-      in.name = d.name;
-      in.dtype = d.dtype;
-      in.declared = runtime::describe_decl(d);
-      if (d.shape) {
-        in.dims.emplace();
-        for (const auto& dim : *d.shape) in.dims->push_back(dim.value);
-      }
-      inputs.push_back(in);
-    }
+    const std::vector<calib::InputSpec> inputs = calib::input_specs(session);
     auto source = calib::open_random(inputs, samples, 0, shapes);
     calib::CalibratorOptions copt;
     copt.exec.threads = session.threads();

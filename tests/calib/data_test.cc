@@ -135,3 +135,21 @@ TEST_CASE("random samples: seeded per sample, independent of batching") {
   auto other = open_random(det, 4, 8, {{"x", {1, 3, 32, 64}}});
   CHECK(!other->batch(0, 1).at("x").same_as(slice_axis(a, 0, 0, 1)));
 }
+
+#include "calib/calibrate.h"
+
+TEST_CASE("the target dtype comes from the QConfig's global.activation, loosely") {
+  const auto dir = test::scratch_dir("calib_qconfig");
+  std::ofstream(dir / "a.json")
+      << R"({"format": "qtool-qconfig", "global": {"activation": {"dtype": "int8", "symmetric": true}}})";
+  const QuantTarget t = target_from_qconfig(dir / "a.json");
+  CHECK(t.dtype == DType::Int8);
+  CHECK(t.symmetric);
+  std::ofstream(dir / "b.json") << R"({"op_types": {}})";
+  CHECK(target_from_qconfig(dir / "b.json").dtype == DType::UInt8);
+  std::ofstream(dir / "c.json") << R"({"global": {"activation": {"dtype": "int9"}}})";
+  expect_bad_input([&] { target_from_qconfig(dir / "c.json"); }, "global.activation.dtype");
+  // The repository's default config, if present, parses.
+  if (fs::exists(test::source_dir() / "configs/int8.json"))
+    CHECK(target_from_qconfig(test::source_dir() / "configs/int8.json").dtype == DType::UInt8);
+}
