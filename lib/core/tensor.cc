@@ -40,6 +40,8 @@ Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape
   if (dtype == DType::String || dtype == DType::Undefined)
     throw UnsupportedError("tensors of dtype " + std::string(dtype_name(dtype)) + " are not supported");
   numel_ = shape_numel(shape_);
+  if (static_cast<uint64_t>(numel_) > std::numeric_limits<size_t>::max() / 8)
+    throw BadInputError("shape " + shape_str(shape_) + " is too large to allocate");
   nbytes_ = storage_bytes(dtype_, numel_);
   storage_ = allocate(nbytes_);
   data_ = storage_.get();
@@ -52,10 +54,12 @@ Tensor Tensor::zeros(DType dtype, Shape shape) {
 }
 
 Tensor Tensor::from_bytes(DType dtype, Shape shape, std::span<const std::byte> bytes) {
+  // Check the size before allocating: a corrupt header may declare an absurd shape.
+  const size_t need = storage_bytes(dtype, shape_numel(shape));
+  if (bytes.size() != need)
+    throw BadInputError("tensor of dtype " + std::string(dtype_name(dtype)) + " and shape " + shape_str(shape) +
+                        " needs " + std::to_string(need) + " bytes, got " + std::to_string(bytes.size()));
   Tensor t(dtype, std::move(shape));
-  if (bytes.size() != t.nbytes_)
-    throw BadInputError("tensor of dtype " + std::string(dtype_name(dtype)) + " and shape " + shape_str(t.shape_) +
-                        " needs " + std::to_string(t.nbytes_) + " bytes, got " + std::to_string(bytes.size()));
   if (!bytes.empty()) std::memcpy(t.data_, bytes.data(), bytes.size());
   return t;
 }

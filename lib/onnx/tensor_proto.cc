@@ -28,6 +28,18 @@ void copy_int32_bits(const onnx::TensorProto& p, Tensor& t, const std::string& w
   copy_field<Dst>(p.int32_data(), t, what);
 }
 
+// Number of values in the repeated field the ONNX spec assigns to dtype `dt`.
+int64_t typed_field_size(const onnx::TensorProto& p, DType dt) {
+  switch (dt) {
+    case DType::Float32: return p.float_data_size();
+    case DType::Float64: return p.double_data_size();
+    case DType::Int64: return p.int64_data_size();
+    case DType::UInt32:
+    case DType::UInt64: return p.uint64_data_size();
+    default: return p.int32_data_size();
+  }
+}
+
 }  // namespace
 
 int64_t proto_numel(const onnx::TensorProto& p) {
@@ -51,6 +63,11 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& what_in)
     const std::string& raw = p.raw_data();
     return Tensor::from_bytes(dt, shape, std::as_bytes(std::span(raw.data(), raw.size())));
   }
+  // The typed field must hold every element before anything is allocated for them.
+  const int64_t want = info->elems_per_byte == 2 ? (shape_numel(shape) + 1) / 2 : shape_numel(shape);
+  if (typed_field_size(p, dt) != want)
+    throw BadInputError(what + ": holds " + std::to_string(typed_field_size(p, dt)) + " values, shape " +
+                        shape_str(shape) + " needs " + std::to_string(want) + "; the file is corrupt");
   Tensor t(dt, shape);
   switch (dt) {
     case DType::Float32: copy_field<float>(p.float_data(), t, what); break;

@@ -38,3 +38,11 @@ TEST_CASE("tensor storage, views and deep copies") {
   CHECK_THROWS_AS(Tensor(DType::Float32, {-1, 2}), BadInputError);
   CHECK(Tensor::scalar<int64_t>(7).numel() == 1);
 }
+
+TEST_CASE("a declared shape is checked against the data before anything is allocated") {
+  const std::vector<std::byte> four(4);
+  // 2^40 float32 elements would need 4 TiB: must be a BadInputError, not bad_alloc.
+  CHECK_THROWS_AS(Tensor::from_bytes(DType::Float32, {1 << 20, 1 << 20}, four), BadInputError);
+  CHECK_THROWS_AS(Tensor(DType::Float32, {int64_t{1} << 62, 4}), BadInputError);
+  CHECK(Tensor::from_bytes(DType::Float32, {1}, four).numel() == 1);
+}
