@@ -3,8 +3,6 @@
 // and on write, the write is atomic and the input is never overwritten.
 #include <spdlog/spdlog.h>
 
-#include <map>
-
 #include "command.h"
 #include "onnx/model_io.h"
 
@@ -14,22 +12,17 @@ Action add_convert_command(CLI::App& app) {
   auto* sub = app.add_subcommand(
       "convert", "Re-save an ONNX model with its weights inline or in an external data file (checked, atomic)");
   struct Opts {
-    std::string model, out, external_file;
-    onnxio::SaveOptions::ExternalData mode = onnxio::SaveOptions::ExternalData::Auto;
+    std::string model, out, external_file, mode = "auto";
     int64_t min_bytes = 1024;
   };
   auto o = std::make_shared<Opts>();
   sub->add_option("MODEL", o->model, "Path to an .onnx model (external data is read from its folder)")->required();
   sub->add_option("-o,--output", o->out, "Output .onnx path (must differ from MODEL)")->required();
-  const std::map<std::string, onnxio::SaveOptions::ExternalData> modes = {
-      {"auto", onnxio::SaveOptions::ExternalData::Auto},
-      {"always", onnxio::SaveOptions::ExternalData::Always},
-      {"never", onnxio::SaveOptions::ExternalData::Never}};
   sub->add_option("--external-data", o->mode,
-                  "auto: only when the weights exceed protobuf's 2 GB limit; always: tensors of at least "
-                  "--external-min-bytes go to OUTPUT.data; never: everything inline")
-      ->transform(CLI::CheckedTransformer(modes, CLI::ignore_case))
-      ->default_str("auto");
+                  "auto (default): only when the weights exceed protobuf's 2 GB limit; always: tensors of at "
+                  "least --external-min-bytes go to the external data file; never: everything inline")
+      ->check(CLI::IsMember({"auto", "always", "never"}))
+      ->option_text("auto|always|never");
   sub->add_option("--external-file", o->external_file,
                   "Name of the external data file, relative to OUT's folder (default: <OUT file name>.data)");
   sub->add_option("--external-min-bytes", o->min_bytes, "Smaller tensors stay inline (default 1024)")
@@ -38,7 +31,8 @@ Action add_convert_command(CLI::App& app) {
     const onnxio::LoadedModel in = onnxio::load_model(o->model);
     spdlog::debug("loaded {} ({} bytes of external data)", o->model, in.external_bytes);
     onnxio::SaveOptions save;
-    save.external_data = o->mode;
+    using Mode = onnxio::SaveOptions::ExternalData;
+    save.external_data = o->mode == "always" ? Mode::Always : o->mode == "never" ? Mode::Never : Mode::Auto;
     save.external_file = o->external_file;
     save.external_min_bytes = o->min_bytes;
     save.protect(in);

@@ -40,6 +40,9 @@ std::string grouped(int64_t n) {
   return n < 0 ? "-" + out : out;
 }
 
+// 1 -> "1 tensor", 3 -> "3 tensors"
+std::string plural(int64_t n, const std::string& noun) { return grouped(n) + " " + noun + (n == 1 ? "" : "s"); }
+
 std::string human_bytes(int64_t b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double v = static_cast<double>(b);
@@ -161,14 +164,13 @@ std::string to_text(const ModelSummary& s) {
   os << table(op_rows, "  ", {false, true});
 
   const auto& p = s.parameters;
-  os << "\nparameters  " << grouped(p.count) << " in " << grouped(p.tensors) << " tensors, " << human_bytes(p.bytes);
+  os << "\nparameters  " << grouped(p.count) << " in " << plural(p.tensors, "tensor") << ", " << human_bytes(p.bytes);
   if (p.external_bytes) os << " (" << human_bytes(p.external_bytes) << " in external data)";
   os << "\n";
   std::vector<std::vector<std::string>> prow;
   for (const auto& [dt, t] : p.by_dtype)
-    prow.push_back(
-        {std::string(dtype_name(dt)), grouped(t.count), human_bytes(t.bytes), grouped(t.tensors) + " tensors"});
-  os << table(prow, "  ", {false, true, true, true});
+    prow.push_back({std::string(dtype_name(dt)), grouped(t.count), human_bytes(t.bytes), plural(t.tensors, "tensor")});
+  os << table(prow, "  ", {false, true, true, false});
 
   const auto& q = s.quantization;
   os << "\nquantization  ";
@@ -184,7 +186,7 @@ std::string to_text(const ModelSummary& s) {
     if (w.axis) g += " (axis " + std::to_string(*w.axis);
     if (w.block_size > 0) g += ", block " + std::to_string(w.block_size);
     if (w.axis) g += ")";
-    qrows.push_back({"weights", std::string(dtype_name(w.dtype)), g, grouped(w.count) + " tensors"});
+    qrows.push_back({"weights", std::string(dtype_name(w.dtype)), g, plural(w.count, "tensor")});
   }
   for (const auto& [dt, n] : q.activations)
     qrows.push_back({"activations", std::string(dtype_name(dt)), "", grouped(n) + " QuantizeLinear"});
@@ -205,7 +207,7 @@ Action add_inspect_command(CLI::App& app) {
     const ModelSummary s = inspect::inspect_model(*model);
     spdlog::debug("{}: {} nodes, {} parameters", *model, s.node_count, s.parameters.count);
     if (*json)
-      std::cout << to_json(s).dump(2) << "\n";
+      std::cout << to_json(s).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     else
       std::cout << to_text(s);
     std::cout.flush();

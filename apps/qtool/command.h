@@ -14,5 +14,6 @@ using Action = std::function<int()>;  // returns the exit code
 Action add_inspect_command(CLI::App& app);
 Action add_convert_command(CLI::App& app);
 Action add_run_command(CLI::App& app);
+Action add_calibrate_command(CLI::App& app);
 
 }  // namespace qtool::cli

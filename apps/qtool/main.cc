@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <string>
 #include <vector>
 
 #include "command.h"
@@ -19,7 +20,8 @@ constexpr const char* kFooter = R"(Exit codes:
   2  bad input (missing, truncated or malformed model, config or data; unsupported op or dtype)
   3  internal error (a bug in qtool: please report it)
 
-Run 'qtool COMMAND --help' for the options of a command.)";
+Run 'qtool COMMAND --help' for the options of a command.
+)";
 
 void setup_logging(int verbosity, bool quiet) {
   auto logger = spdlog::stderr_color_mt("qtool");
@@ -29,6 +31,22 @@ void setup_logging(int verbosity, bool quiet) {
                           : verbosity >= 2 ? spdlog::level::trace
                           : verbosity == 1 ? spdlog::level::debug
                                            : spdlog::level::info);
+}
+
+// Errors are one line: names taken from a (possibly corrupt) model may hold newlines or control bytes.
+std::string one_line(const char* message) {
+  std::string out;
+  for (const char* c = message; *c; ++c) {
+    const auto u = static_cast<unsigned char>(*c);
+    if (u < 0x20 || u == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      out += buf;
+    } else {
+      out += *c;
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -53,6 +71,7 @@ int main(int argc, char** argv) {
   add(qtool::cli::add_inspect_command);
   add(qtool::cli::add_convert_command);
   add(qtool::cli::add_run_command);
+  add(qtool::cli::add_calibrate_command);
 
   try {
     app.parse(argc, argv);
@@ -67,13 +86,13 @@ int main(int argc, char** argv) {
       if (sub->parsed()) return action();
     return qtool::kExitUsage;
   } catch (const qtool::Error& e) {
-    spdlog::error("{}", e.what());
+    spdlog::error("{}", one_line(e.what()));
     return qtool::exit_code_for(e.kind());
   } catch (const std::bad_alloc&) {
     spdlog::error("out of memory");
     return qtool::kExitInternal;
   } catch (const std::exception& e) {
-    spdlog::error("internal error: {}", e.what());
+    spdlog::error("internal error: {}", one_line(e.what()));
     return qtool::kExitInternal;
   }
 }

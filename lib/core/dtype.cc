@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #include "core/error.h"
 #include "core/float_formats.h"
@@ -30,7 +31,10 @@ void store_float_plain(std::byte* b, int64_t i, float v, bool) {
 template <class T>
 void store_int(std::byte* b, int64_t i, float v, bool) {
   double d = std::isnan(v) ? 0.0 : std::nearbyint(static_cast<double>(v));
-  d = std::clamp(d, static_cast<double>(std::numeric_limits<T>::min()), static_cast<double>(std::numeric_limits<T>::max()));
+  // 64-bit maxima are not doubles; clamp to the largest double below them so the cast is defined.
+  constexpr double hi = sizeof(T) < 8 ? static_cast<double>(std::numeric_limits<T>::max())
+                                      : (std::is_signed_v<T> ? 9223372036854774784.0 : 18446744073709549568.0);
+  d = std::clamp(d, static_cast<double>(std::numeric_limits<T>::min()), hi);
   const T t = static_cast<T>(d);
   std::memcpy(b + i * static_cast<int64_t>(sizeof(T)), &t, sizeof(T));
 }
@@ -48,7 +52,9 @@ void store_bits16(std::byte* b, int64_t i, float v, bool) {
   std::memcpy(b + i * static_cast<int64_t>(sizeof(Bits)), &t, sizeof(Bits));
 }
 template <uint8_t (*Enc)(float, bool)>
-void store_fp8(std::byte* b, int64_t i, float v, bool saturate) { b[i] = std::byte{Enc(v, saturate)}; }
+void store_fp8(std::byte* b, int64_t i, float v, bool saturate) {
+  b[i] = std::byte{Enc(v, saturate)};
+}
 template <bool Signed>
 float load_4bit(const std::byte* b, int64_t i) {
   const int nib = (std::to_integer<int>(b[i >> 1]) >> ((i & 1) * 4)) & 0xF;

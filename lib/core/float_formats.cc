@@ -1,6 +1,5 @@
 #include "core/float_formats.h"
 
-#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -55,39 +54,37 @@ float decode(const Format& f, uint32_t code) {
   return static_cast<float>(sign ? -v : v);
 }
 
-// Round-to-nearest-even encode of x into format f (see the contract in float_formats.h).
-uint32_t encode(const Format& f, float x, bool saturate) {
+// Round-to-nearest-even encode of x into format f (see the contract in float_formats.h), on the float32 bits:
+// normal results round the mantissa at bit 23 - mbits and rebias the exponent (a carry moves into the exponent);
+// subnormal results are |x| in units of the smallest subnormal, rounded (an exact power-of-two scaling).
+inline uint32_t encode(const Format& f, float x, bool saturate) {
   const int nbits = total_bits(f);
-  const uint32_t sign_bit = 1u << (nbits - 1);
-  const uint32_t sign = std::signbit(x) ? sign_bit : 0u;
+  const uint32_t bits = std::bit_cast<uint32_t>(x);
+  const uint32_t sign = (bits >> 31) << (nbits - 1);
+  const uint32_t a = bits & 0x7FFFFFFFu;
   auto overflow = [&]() -> uint32_t {
     if (saturate) return sign | f.max_code;
     if (f.fnuz) return 0x80u;
     return sign | (f.has_inf ? f.inf_code : f.nan_code);
   };
-  if (std::isnan(x)) return f.fnuz ? 0x80u : (sign | f.nan_code);
-  if (std::isinf(x)) return overflow();
-  const double a = std::fabs(static_cast<double>(x));
-  if (a == 0.0) return f.fnuz ? 0u : sign;
-  int exp2;
-  std::frexp(a, &exp2);  // a = frac * 2^exp2, frac in [0.5, 1): unbiased exponent is exp2 - 1
-  const int emin = 1 - f.bias;
-  const int e = std::max(exp2 - 1, emin);
-  const double quantum = std::ldexp(1.0, e - f.mbits);
-  const double r = std::nearbyint(a / quantum) * quantum;  // exact: scaling by a power of two
-  if (r > f.max_finite) return overflow();
-  if (r == 0.0) return f.fnuz ? 0u : sign;
-  int rexp;
-  std::frexp(r, &rexp);
-  const int re = rexp - 1;
-  uint32_t mag;
-  if (re < emin) {  // subnormal
-    mag = static_cast<uint32_t>(std::ldexp(r, f.mbits - emin));
+  if (a > 0x7F800000u) return f.fnuz ? 0x80u : (sign | f.nan_code);  // NaN
+  if (a == 0x7F800000u) return overflow();                            // inf
+  const uint32_t min_normal_bits = static_cast<uint32_t>(127 + 1 - f.bias) << 23;
+  uint32_t code;
+  if (a >= min_normal_bits) {
+    const int shift = 23 - f.mbits;
+    const uint32_t rounded = a + ((1u << (shift - 1)) - 1u) + ((a >> shift) & 1u);
+    code = (rounded >> shift) - (static_cast<uint32_t>(127 - f.bias) << f.mbits);
+    if (code > f.max_code) return overflow();
   } else {
-    const uint32_t m = static_cast<uint32_t>(std::ldexp(r, f.mbits - re)) - (1u << f.mbits);
-    mag = (static_cast<uint32_t>(re + f.bias) << f.mbits) | m;
+    // |x| / 2^(1 - bias - mbits) < 2^mbits: exact, and the magic constant rounds it half to even.
+    constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
+    const float unit_inv = std::bit_cast<float>(static_cast<uint32_t>(127 + f.bias - 1 + f.mbits) << 23);
+    const float units = std::bit_cast<float>(a) * unit_inv;
+    code = static_cast<uint32_t>((units + kMagic) - kMagic);
   }
-  return sign | mag;
+  if (code == 0) return f.fnuz ? 0u : sign;
+  return sign | code;
 }
 
 }  // namespace

@@ -107,28 +107,32 @@ void add_tensor_param(Parameters& p, const onnx::TensorProto& t) {
   add_param(p, t.data_type(), count, std::max<int64_t>(bytes, 0), t.data_location() == onnx::TensorProto::EXTERNAL);
 }
 
-// Constant's scalar/list attributes (value_float(s), value_int(s), value_string(s)) as parameters.
-void add_constant_attr_param(Parameters& p, const onnx::AttributeProto& a, ConstInfo& info) {
+// A Constant's value given as a scalar or list attribute (value_float(s), value_int(s), value_string(s)).
+struct ListConstant {
+  int32_t elem_type;
+  std::vector<int64_t> dims;
+  int64_t bytes;
+};
+
+std::optional<ListConstant> list_constant(const onnx::AttributeProto& a) {
+  using T = onnx::TensorProto;
   const std::string& n = a.name();
-  if (n == "value_float")
-    add_param(p, onnx::TensorProto::FLOAT, 1, 4, false), info = {onnx::TensorProto::FLOAT, {}};
-  else if (n == "value_int")
-    add_param(p, onnx::TensorProto::INT64, 1, 8, false), info = {onnx::TensorProto::INT64, {}};
-  else if (n == "value_floats") {
-    add_param(p, onnx::TensorProto::FLOAT, a.floats_size(), 4LL * a.floats_size(), false);
-    info = {onnx::TensorProto::FLOAT, {a.floats_size()}};
-  } else if (n == "value_ints") {
-    add_param(p, onnx::TensorProto::INT64, a.ints_size(), 8LL * a.ints_size(), false);
-    info = {onnx::TensorProto::INT64, {a.ints_size()}};
-  } else if (n == "value_string") {
-    add_param(p, onnx::TensorProto::STRING, 1, static_cast<int64_t>(a.s().size()), false);
-    info = {onnx::TensorProto::STRING, {}};
-  } else if (n == "value_strings") {
+  if (n == "value_float") return ListConstant{T::FLOAT, {}, 4};
+  if (n == "value_int") return ListConstant{T::INT64, {}, 8};
+  if (n == "value_floats") return ListConstant{T::FLOAT, {a.floats_size()}, 4LL * a.floats_size()};
+  if (n == "value_ints") return ListConstant{T::INT64, {a.ints_size()}, 8LL * a.ints_size()};
+  if (n == "value_string") return ListConstant{T::STRING, {}, static_cast<int64_t>(a.s().size())};
+  if (n == "value_strings") {
     int64_t bytes = 0;
-    for (const auto& s : a.strings()) bytes += static_cast<int64_t>(s.size());
-    add_param(p, onnx::TensorProto::STRING, a.strings_size(), bytes, false);
-    info = {onnx::TensorProto::STRING, {a.strings_size()}};
+    for (const auto& str : a.strings()) bytes += static_cast<int64_t>(str.size());
+    return ListConstant{T::STRING, {a.strings_size()}, bytes};
   }
+  return std::nullopt;
+}
+
+DType dtype_or_undefined(int32_t elem_type) {
+  const DTypeInfo* info = dtype_info_or_null(elem_type);
+  return info ? info->dtype : DType::Undefined;
 }
 
 int64_t int_attr(const onnx::NodeProto& n, std::string_view name, int64_t fallback) {
@@ -185,9 +189,12 @@ Quantization analyze_quantization(const onnx::ModelProto& model) {
     for (const auto& n : g.node()) {
       for (const auto& o : n.output()) producer[o] = &n;
       if (n.op_type() != "Constant" || n.output_size() != 1) continue;
-      for (const auto& a : n.attribute())
+      for (const auto& a : n.attribute()) {
         if (a.name() == "value" && a.has_t())
           consts[n.output(0)] = {a.t().data_type(), std::vector<int64_t>(a.t().dims().begin(), a.t().dims().end())};
+        else if (auto lc = list_constant(a))
+          consts[n.output(0)] = {lc->elem_type, lc->dims};
+      }
     }
   });
   auto find_const = [&](const onnx::NodeProto& n, int i) -> const ConstInfo* {
@@ -200,10 +207,8 @@ Quantization analyze_quantization(const onnx::ModelProto& model) {
     if (is_op(n, "QuantizeLinear")) {
       ++q.quantize_linear;
       const ConstInfo* x = find_const(n, 0);
-      if (!x ||
-          !is_float(dtype_info_or_null(x->elem_type) ? dtype_info_or_null(x->elem_type)->dtype : DType::Undefined)) {
+      if (!x || !is_float(dtype_or_undefined(x->elem_type)))  // not a float weight: an activation
         if (auto dt = q_output_dtype(n, consts)) ++q.activations[*dt];
-      }
       return;
     }
     if (!is_op(n, "DequantizeLinear")) return;
@@ -271,8 +276,8 @@ ModelSummary summarize(const onnx::ModelProto& model) {
     ++s.op_counts[op_key(n)];
     ++s.node_count;
     if (n.op_type() != "Constant" || !is_default_domain(n.domain())) return;
-    ConstInfo unused;
-    for (const auto& a : n.attribute()) add_constant_attr_param(s.parameters, a, unused);
+    for (const auto& a : n.attribute())
+      if (auto lc = list_constant(a)) add_param(s.parameters, lc->elem_type, numel(lc->dims), lc->bytes, false);
   });
   onnxio::for_each_tensor(model, [&](const onnx::TensorProto& t, const TensorSite& site) {
     // Initializers and Constant values (dense or sparse); other attribute tensors (e.g. ConstantOfShape's

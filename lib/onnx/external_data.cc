@@ -101,7 +101,8 @@ fs::path resolve_external_location(const fs::path& dir, const std::string& locat
     if (!fs::is_regular_file(st))
       throw BadInputError(what + ": external data '" + full.string() + "' is not a regular file");
   }
-  return full;
+  // Reads use the canonical path that was checked, so a later symlink swap on the way cannot redirect them.
+  return must_exist ? canon : full;
 }
 
 int64_t checked_external_length(const fs::path& file, const ExternalRef& ref, int64_t expected_bytes,

@@ -31,7 +31,8 @@ ExternalRef parse_external_ref(const onnx::TensorProto& tensor, const std::strin
 
 // Checks `location` lexically (relative, no escaping `..`) and returns dir/location. When the target or
 // any folder on its way exists, it must also resolve inside canonical(dir) after following symlinks.
-// With must_exist, a missing file or one that is not a regular file is an error.
+// With must_exist, a missing file or one that is not a regular file is an error, and the canonical path
+// (the one checked) is returned; otherwise dir/location.
 std::filesystem::path resolve_external_location(const std::filesystem::path& dir, const std::string& location,
                                                 bool must_exist, const std::string& what);
 

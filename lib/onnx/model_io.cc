@@ -65,10 +65,9 @@ ExternalScan resolve_external(onnx::ModelProto& model, const fs::path& dir, bool
                                                                          : "type " + std::to_string(t.data_type())) +
                              " tensor is not supported");
     const ExternalRef ref = parse_external_ref(t, what);
-    const fs::path file = resolve_external_location(dir, ref.location, true, what);
+    const fs::path file = resolve_external_location(dir, ref.location, true, what);  // canonical
     const int64_t length = checked_external_length(file, ref, expected, what);
-    const fs::path canon = fs::canonical(file);
-    if (std::find(scan.files.begin(), scan.files.end(), canon) == scan.files.end()) scan.files.push_back(canon);
+    if (std::find(scan.files.begin(), scan.files.end(), file) == scan.files.end()) scan.files.push_back(file);
     scan.bytes += length;
     if (load) {
       t.set_raw_data(read_range(file, ref.offset, length, what));
@@ -247,10 +246,12 @@ void save_model(const onnx::ModelProto& model, const fs::path& out, const SaveOp
   refuse_overwrite(out, protect, "model or its data");
 
   onnx::ModelProto copy(model);
-  // Data the model still keeps external is read from its source folder (validated like a load).
+  // Data the model still keeps external is read from its source folder (validated like a load); those
+  // files are inputs too.
   if (!options.external_source_dir.empty()) {
     const ExternalScan scan = resolve_external(copy, options.external_source_dir, true, "saving " + quoted(out) + ": ");
     protect.insert(protect.end(), scan.files.begin(), scan.files.end());
+    refuse_overwrite(out, protect, "model or its data");
   } else {
     for_each_tensor(copy, [&](const onnx::TensorProto& t, const TensorSite& site) {
       if (t.data_location() == onnx::TensorProto::EXTERNAL)
@@ -274,7 +275,8 @@ void save_model(const onnx::ModelProto& model, const fs::path& out, const SaveOp
     const std::string what = "saving " + quoted(out);
     data_path = resolve_external_location(out_dir, location, false, what);
     refuse_overwrite(data_path, protect, "model or its data");
-    if (fs::equivalent(data_path, out, ec) || fs::path(location) == out.filename())
+    if (fs::equivalent(data_path, out, ec) ||
+        (out_dir / location).lexically_normal() == (out_dir / out.filename()).lexically_normal())
       throw BadInputError(what + ": the external data file cannot be the model file itself");
     data_tmp = std::make_unique<TempFile>(data_path);
     int64_t offset = 0;

@@ -262,6 +262,16 @@ inline int32_t load_int(const std::byte* x, int64_t i, bool is_signed) {
   }
 }
 
+// The hot loops of per-tensor and per-axis runs (one scale per run), written so the compiler vectorizes them.
+template <bool Recip, class In, class Out>
+void quantize_run(const In* __restrict x, Out* __restrict y, int64_t len, float s, int32_t z, float lo, float hi) {
+  for (int64_t j = 0; j < len; ++j) y[j] = static_cast<Out>(quantize_int<Recip>(load_as_float(x, j), s, z, lo, hi));
+}
+template <class In>
+void dequantize_run(const In* __restrict x, float* __restrict y, int64_t len, float s, int32_t z) {
+  for (int64_t j = 0; j < len; ++j) y[j] = dequantize_int(static_cast<int32_t>(x[j]), s, z);
+}
+
 struct Prepared {
   QdqLayout layout;
   std::vector<float> scale;
@@ -338,7 +348,12 @@ void quantize_fast(const Tensor& x, const Prepared& p, DType out, bool saturate,
             const float s = sc[s0];
             const int32_t z = zi[s0];
             const float lo = static_cast<float>(qmin - z), hi = static_cast<float>(qmax - z);
-            for (int64_t j = 0; j < len; ++j) put(i + j, quantize_int<Recip>(load_as_float(xin, i + j), s, z, lo, hi));
+            if constexpr (std::is_same_v<Out, Nibbles>) {
+              for (int64_t j = 0; j < len; ++j)
+                put(i + j, quantize_int<Recip>(load_as_float(xin, i + j), s, z, lo, hi));
+            } else {
+              quantize_run<Recip>(xin + i, reinterpret_cast<Out*>(y.raw()) + i, len, s, z, lo, hi);
+            }
           } else {
             for (int64_t j = 0; j < len; ++j) {
               const int64_t si = s0 + j * ss;
@@ -470,7 +485,11 @@ Tensor dequantize_linear(const Tensor& x, const Tensor& scale, const Tensor* zp,
         if (ss == 0) {
           const float s = sc[s0];
           const int32_t z = zi[s0];
-          for (int64_t j = 0; j < len; ++j) store_float_as(yo, i + j, dequantize_int(get(i + j), s, z));
+          if constexpr (!std::is_same_v<In, Nibbles> && std::is_same_v<Out, float>) {
+            dequantize_run(reinterpret_cast<const In*>(x.raw()) + i, yo + i, len, s, z);
+          } else {
+            for (int64_t j = 0; j < len; ++j) store_float_as(yo, i + j, dequantize_int(get(i + j), s, z));
+          }
         } else {
           for (int64_t j = 0; j < len; ++j) {
             const int64_t si = s0 + j * ss;
@@ -532,11 +551,16 @@ Tensor dequantize_linear_ref(const Tensor& x, const Tensor& scale, const Tensor*
   const DTypeInfo& si = dtype_info(scale.dtype());
   for (int64_t i = 0; i < x.numel(); ++i) {
     const int64_t s_idx = scale_index(L, i);
-    const float q = xi.load(x.raw(), i);
     const float s = si.load(scale.raw(), s_idx);
-    const float z = zp ? xi.load(zp->raw(), s_idx) : 0.0f;
-    const float v = is_fp8(x.dtype()) ? dequantize_fp8(q, s, z)
-                                      : dequantize_int(static_cast<int32_t>(q), s, static_cast<int32_t>(z));
+    float v;
+    if (is_fp8(x.dtype())) {
+      v = dequantize_fp8(xi.load(x.raw(), i), s, zp ? xi.load(zp->raw(), s_idx) : 0.0f);
+    } else {  // integers: exact int32 values (a float load would round int32 beyond 2^24)
+      auto int_at = [&](const Tensor& t, int64_t j) {
+        return t.dtype() == DType::Int32 ? t.data<int32_t>()[j] : static_cast<int32_t>(xi.load(t.raw(), j));
+      };
+      v = dequantize_int(int_at(x, i), s, zp ? int_at(*zp, s_idx) : 0);
+    }
     si.store(y.raw(), i, v, false);
   }
   return y;

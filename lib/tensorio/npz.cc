@@ -87,8 +87,7 @@ std::map<std::string, Tensor> read_npz(const std::filesystem::path& path) {
   if (eocd == std::string::npos)
     throw BadInputError(what + ": truncated zip archive (no end-of-central-directory record)");
   uint64_t count = r.u(eocd + 10, 2), cd_size = r.u(eocd + 12, 4), cd_off = r.u(eocd + 16, 4);
-  if ((count == 0xFFFF || cd_size == k32Max || cd_off == k32Max) && eocd >= 20 &&
-      r.u(eocd - 20, 4) == kEocd64LocatorSig) {  // zip64
+  if (eocd >= 20 && r.u(eocd - 20, 4) == kEocd64LocatorSig) {  // zip64: its record holds the 64-bit values
     const uint64_t rec = r.u(eocd - 20 + 8, 8);
     if (r.u(rec, 4) != kEocd64Sig) throw BadInputError(what + ": corrupt zip64 end-of-central-directory record");
     count = r.u(rec + 32, 8);

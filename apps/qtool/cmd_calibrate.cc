@@ -1,0 +1,151 @@
+// qtool calibrate MODEL --data ... -o CALIB.json [--config QCONFIG.json] [--batch-size B] [--threads N]
+// A thin shell over calib::calibrate_model: parses options, shows progress, writes the file, prints a summary.
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "calib/calibrate.h"
+#include "command.h"
+#include "core/error.h"
+
+namespace qtool::cli {
+
+namespace {
+
+struct CalibrateArgs {
+  std::string model, output, config;
+  std::vector<std::string> data, shapes;
+  int64_t random = 0, batch_size = 1, bins = calib::kDefaultHistogramBins;
+  uint64_t seed = 0;
+  int threads = 0;
+  double percentile = calib::kDefaultPercentile;
+  bool json = false;
+};
+
+Shape parse_dims(const std::string& text, const std::string& what) {
+  Shape s;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const size_t comma = std::min(text.find(',', pos), text.size());
+    const std::string item = text.substr(pos, comma - pos);
+    char* end = nullptr;
+    const long long v = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v < 1) throw UsageError(what + ": '" + item + "' is not a positive dimension");
+    s.push_back(v);
+    pos = comma + 1;
+  }
+  return s;
+}
+
+// Progress on a terminal: samples done, rate and time left, redrawn in place.
+class Progress {
+ public:
+  explicit Progress(bool enabled) : enabled_(enabled), start_(std::chrono::steady_clock::now()) {}
+  void operator()(int64_t done, int64_t total) {
+    if (!enabled_) return;
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const double rate = s > 0 ? double(done) / s : 0;
+    const double left = rate > 0 ? double(total - done) / rate : 0;
+    std::fprintf(stderr, "\rcalibrate: %lld/%lld samples, %.2f samples/s, %.0f s left   ", static_cast<long long>(done),
+                 static_cast<long long>(total), rate, left);
+    if (done == total) std::fputc('\n', stderr);
+    std::fflush(stderr);
+  }
+
+ private:
+  bool enabled_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+int run_calibrate(const CalibrateArgs& a) {
+  calib::CalibrateOptions o;
+  for (const std::string& d : a.data) {
+    const size_t eq = d.find('=');
+    if (eq == std::string::npos) {
+      if (!std::filesystem::is_directory(d)) {
+        if (!std::filesystem::exists(d)) throw BadInputError("--data " + d + ": no such file or folder");
+        o.data_files[""] = d;  // a single-input model may omit the name
+      } else {
+        if (o.data_dir) throw UsageError("--data DIR may be given once");
+        o.data_dir = d;
+      }
+    } else {
+      const std::string name = d.substr(0, eq);
+      if (name.empty() || eq + 1 == d.size()) throw UsageError("--data " + d + ": expected NAME=FILE");
+      if (!o.data_files.emplace(name, d.substr(eq + 1)).second)
+        throw UsageError("--data names input '" + name + "' twice");
+    }
+  }
+  if (a.random > 0) o.random_samples = a.random;
+  o.seed = a.seed;
+  for (const std::string& s : a.shapes) {
+    const size_t eq = s.find('=');
+    if (eq == std::string::npos || eq == 0) throw UsageError("--shape " + s + ": expected NAME=d0,d1,...");
+    o.shapes[s.substr(0, eq)] = parse_dims(s.substr(eq + 1), "--shape " + s);
+  }
+  o.batch_size = a.batch_size;
+  o.threads = a.threads;
+  o.histogram_bins = a.bins;
+  o.percentile = a.percentile;
+  if (!a.config.empty()) o.target = calib::target_from_qconfig(a.config);
+  Progress progress(isatty(STDERR_FILENO) && spdlog::default_logger()->should_log(spdlog::level::info));
+  o.progress = [&](int64_t done, int64_t total) { progress(done, total); };
+
+  const calib::CalibrateResult r = calib::calibrate_model(a.model, o);
+  calib::write_calibration(r.table, a.output);
+
+  for (const std::string& note : r.notes) spdlog::warn("{}", note);
+  for (const calib::NonFiniteReport& nf : r.non_finite)
+    spdlog::warn("tensor '{}': {} NaN and {} inf values excluded from calibration", nf.tensor, nf.nan_count,
+                 nf.inf_count);
+  const double rate = r.seconds > 0 ? double(r.table.samples) / r.seconds : 0;
+  spdlog::info("calibrated {} tensors on {} ({} runs of batch {}) in {:.2f} s, {:.2f} samples/s; wrote {}",
+               r.table.tensors.size(), r.data, r.runs, r.table.batch_size, r.seconds, rate, a.output);
+  if (a.json) {
+    nlohmann::json j = {{"output", a.output},
+                        {"model", r.table.model},
+                        {"samples", r.table.samples},
+                        {"batch_size", r.table.batch_size},
+                        {"runs", r.runs},
+                        {"tensors", r.table.tensors.size()},
+                        {"seconds", r.seconds},
+                        {"samples_per_second", rate},
+                        {"target_dtype", std::string(dtype_name(r.table.settings.target_dtype))}};
+    nlohmann::json nf = nlohmann::json::object();
+    for (const calib::NonFiniteReport& n : r.non_finite) nf[n.tensor] = {{"nan", n.nan_count}, {"inf", n.inf_count}};
+    j["non_finite"] = nf;
+    std::printf("%s\n", j.dump().c_str());
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Action add_calibrate_command(CLI::App& app) {
+  auto* sub = app.add_subcommand("calibrate", "Run a model on sample inputs and record activation ranges (CALIB.json)");
+  auto a = std::make_shared<CalibrateArgs>();
+  sub->add_option("MODEL", a->model, "Path to an .onnx model")->required();
+  sub->add_option("--data", a->data,
+                  "NAME=FILE.npy|.npz|.pb per input (first axis = samples), or a folder of test_data_set_* "
+                  "folders or one .npz per sample");
+  sub->add_option("-o,--output", a->output, "Calibration file to write (JSON)")->required();
+  sub->add_option("--config", a->config, "QConfig JSON: global.activation.dtype/symmetric pick the mse/entropy target");
+  sub->add_option("--batch-size", a->batch_size, "Samples per interpreter run (default 1)")->check(CLI::PositiveNumber);
+  sub->add_option("--threads", a->threads, "Threads for the interpreter and observers (default 0 = all cores)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--random", a->random, "Calibrate on N random standard-normal samples instead of --data")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--seed", a->seed, "Seed for --random (default 0)");
+  sub->add_option("--shape", a->shapes, "NAME=d0,d1,... input shape for --random where the model leaves dims open");
+  sub->add_option("--histogram-bins", a->bins, "Histogram window in bins (default 8192: >= 2048 bins over any range)")
+      ->check(CLI::Range(int64_t{16}, int64_t{1} << 20));
+  sub->add_option("--percentile", a->percentile, "Percentile for the 'percentile' range (default 99.999)")
+      ->check(CLI::Range(0.0, 100.0));
+  sub->add_flag("--json", a->json, "Print a JSON summary line on stdout");
+  return [a]() -> int { return run_calibrate(*a); };
+}
+
+}  // namespace qtool::cli

@@ -1,0 +1,144 @@
+#include "calib/calibrate.h"
+
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "calib/calibration_data.h"
+#include "calib/sha256.h"
+#include "core/error.h"
+#include "onnx/model_io.h"
+#include "runtime/session.h"
+
+namespace qtool::calib {
+
+namespace fs = std::filesystem;
+
+std::vector<InputSpec> input_specs(const runtime::Session& session) {
+  std::set<std::string> batch_symbols;
+  for (const runtime::ValueDecl& d : session.inputs())
+    if (d.shape && !d.shape->empty() && !(*d.shape)[0].value && !(*d.shape)[0].param.empty())
+      batch_symbols.insert((*d.shape)[0].param);
+  std::vector<InputSpec> specs;
+  for (const runtime::ValueDecl& d : session.inputs()) {
+    InputSpec in;
+    in.name = d.name;
+    in.dtype = d.dtype;
+    in.declared = runtime::describe_decl(d);
+    if (d.shape) {
+      in.dims.emplace();
+      for (const runtime::DeclaredDim& dim : *d.shape) in.dims->push_back(dim.value);
+      if (!d.shape->empty() && (*d.shape)[0].value && *(*d.shape)[0].value != 1)
+        for (size_t i = 1; i < d.shape->size(); ++i)
+          if (batch_symbols.count((*d.shape)[i].param)) {
+            in.batch_axis = static_cast<int64_t>(i);
+            break;
+          }
+    }
+    specs.push_back(std::move(in));
+  }
+  return specs;
+}
+
+QuantTarget target_from_qconfig(const fs::path& config) {
+  std::ifstream f(config, std::ios::binary);
+  if (!f) throw BadInputError("cannot open config " + config.string());
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(f);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw BadInputError(config.string() + ": not valid JSON (byte " + std::to_string(e.byte) + ")");
+  }
+  QuantTarget t;
+  const nlohmann::json* act = nullptr;
+  if (doc.is_object() && doc.contains("global") && doc["global"].is_object() && doc["global"].contains("activation"))
+    act = &doc["global"]["activation"];
+  if (!act || act->is_null()) return t;
+  if (!act->is_object()) throw BadInputError(config.string() + ": global.activation: expected an object");
+  if (act->contains("dtype")) {
+    const auto& v = (*act)["dtype"];
+    const auto dt = v.is_string() ? dtype_from_name(v.get<std::string>()) : std::nullopt;
+    if (!dt)
+      throw BadInputError(config.string() + ": global.activation.dtype: expected a dtype name such as \"uint8\"");
+    t.dtype = *dt;
+  }
+  if (act->contains("symmetric")) {
+    const auto& v = (*act)["symmetric"];
+    if (!v.is_boolean()) throw BadInputError(config.string() + ": global.activation.symmetric: expected true or false");
+    t.symmetric = v.get<bool>();
+  }
+  return t;
+}
+
+CalibrateResult calibrate_model(const fs::path& model_path, const CalibrateOptions& options) {
+  const int sources =
+      (options.data_files.empty() ? 0 : 1) + (options.data_dir ? 1 : 0) + (options.random_samples ? 1 : 0);
+  if (sources != 1)
+    throw UsageError("give the calibration data one way: --data NAME=FILE ..., --data DIR or --random N");
+  if (options.batch_size < 1) throw UsageError("--batch-size must be at least 1");
+
+  CalibrateResult result;
+  const onnxio::LoadedModel model = onnxio::load_model(model_path);
+  const runtime::Session session(model, {.threads = options.threads});
+  const std::vector<InputSpec> inputs = input_specs(session);
+
+  std::unique_ptr<SampleSource> source;
+  if (options.random_samples)
+    source = open_random(inputs, *options.random_samples, options.seed, options.shapes);
+  else if (options.data_dir)
+    source = open_data_dir(inputs, *options.data_dir);
+  else {
+    std::map<std::string, fs::path> files = options.data_files;
+    if (auto it = files.find(""); it != files.end()) {  // --data FILE without a name: only for one input
+      if (inputs.size() != 1)
+        throw UsageError("--data " + it->second.string() + ": the model has " + std::to_string(inputs.size()) +
+                         " inputs, name each with --data NAME=FILE");
+      const fs::path path = it->second;
+      files.erase(it);
+      files.emplace(inputs.front().name, path);
+    }
+    source = open_array_files(inputs, files);
+  }
+  result.data = source->describe();
+
+  // A batch axis the model fixes to 1 runs one sample at a time.
+  int64_t batch = options.batch_size;
+  for (const InputSpec& in : inputs)
+    if (in.dims && in.batch_axis < static_cast<int64_t>(in.dims->size())) {
+      const auto& d = (*in.dims)[static_cast<size_t>(in.batch_axis)];
+      if (d && *d == 1 && batch != 1) {
+        result.notes.push_back("input '" + in.name + "' is " + in.declared + ": running one sample per batch");
+        batch = 1;
+      }
+    }
+
+  CalibratorOptions copt;
+  copt.histogram_bins = options.histogram_bins;
+  copt.percentile = options.percentile;
+  copt.target = options.target;
+  copt.exec.threads = session.threads();
+  Calibrator calibrator(copt);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t total = source->samples();
+  runtime::RunOptions run;
+  run.tap = [&](const std::string& name, const Tensor& value) { calibrator.observe(name, value); };
+  for (int64_t first = 0; first < total; first += batch) {
+    const int64_t count = std::min(batch, total - first);
+    session.run(source->batch(first, count), run);
+    ++result.runs;
+    if (options.progress) options.progress(first + count, total);
+  }
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  result.table = calibrator.finish();
+  result.table.model = model_path.filename().string();
+  result.table.model_sha256 = sha256_file(model_path);
+  result.table.samples = total;
+  result.table.batch_size = batch;
+  result.non_finite = calibrator.non_finite();
+  return result;
+}
+
+}  // namespace qtool::calib

@@ -1,0 +1,60 @@
+// calibrate_model: runs a model over calibration samples with the interpreter, observes every float tensor
+// it produces (model inputs included) and returns the calibration table. `qtool calibrate` is a thin shell
+// over this call.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "calib/calibration_data.h"
+#include "calib/calibrator.h"
+
+namespace qtool::runtime {
+class Session;
+}
+
+namespace qtool::calib {
+
+struct CalibrateOptions {
+  // Exactly one data source: files per input, a folder, or random samples (see calib/calibration_data.h).
+  std::map<std::string, std::filesystem::path> data_files;
+  std::optional<std::filesystem::path> data_dir;
+  std::optional<int64_t> random_samples;
+  uint64_t seed = 0;
+  std::map<std::string, Shape> shapes;  // --shape for --random
+
+  int64_t batch_size = 1;
+  int threads = 1;
+  int64_t histogram_bins = kDefaultHistogramBins;
+  double percentile = kDefaultPercentile;
+  QuantTarget target;  // see target_from_qconfig
+
+  // Called after every batch with samples done and total.
+  std::function<void(int64_t done, int64_t total)> progress;
+};
+
+struct CalibrateResult {
+  CalibrationTable table;
+  std::vector<NonFiniteReport> non_finite;
+  std::vector<std::string> notes;  // adjustments the user should hear about (e.g. batch size forced to 1)
+  std::string data;                // "6 samples from mobilenetv2_calib6.npy"
+  int64_t runs = 0;                // interpreter runs (batches)
+  double seconds = 0;              // wall time of the runs and observers
+};
+
+CalibrateResult calibrate_model(const std::filesystem::path& model, const CalibrateOptions& options);
+
+// The model's inputs as the sample sources see them, each with its batch axis (see calib/calibration_data.h).
+std::vector<InputSpec> input_specs(const runtime::Session& session);
+
+// The target dtype for the mse/entropy ranges from a QConfig JSON: global.activation.dtype and
+// global.activation.symmetric when present, else uint8 asymmetric. BadInputError naming the file and the
+// JSON path when the file is unreadable or those fields are malformed; other content is not looked at.
+QuantTarget target_from_qconfig(const std::filesystem::path& config);
+
+}  // namespace qtool::calib

@@ -1,0 +1,79 @@
+// The calibration file: what `qtool calibrate` writes and `qtool quantize --calib` reads.
+//
+// JSON, keys sorted, floats written with %.9g (histogram edges with %.17g), counts as integers:
+// {
+//   "format": "qtool-calibration", "version": 1,
+//   "model": "file name", "model_sha256": "hex", "samples": 6, "batch_size": 1,
+//   "settings": {"histogram_bins": 8192, "percentile": 99.999, "target_dtype": "uint8"},
+//   "tensors": {
+//     "<tensor name>": {
+//       "dtype": "float", "shape": [1,32,112,112], "count": 2408448, "nan_count": 0, "inf_count": 0,
+//       "min": -1.0, "max": 2.0,
+//       "histogram": {"min": -1.0, "max": 2.0, "counts": [ ... ]},
+//       "ranges": {"minmax": [lo, hi], "percentile": [lo, hi], "entropy": [lo, hi], "mse": [lo, hi],
+//                  "torch_histogram": [lo, hi]}
+//     }
+//   }
+// }
+// count = finite values seen; min/max over them (absent, with "histogram" and "ranges", when a tensor never
+// had a finite value). shape = the tensor's shape in the last run (batch dim included).
+// histogram = uniform bins between its min and max edges (see calib/histogram.h).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "calib/histogram.h"
+#include "calib/observer.h"
+#include "calib/range_select.h"
+#include "core/dtype.h"
+#include "core/tensor.h"
+
+namespace qtool::calib {
+
+struct CalibrationSettings {
+  int64_t histogram_bins = 8192;
+  double percentile = kDefaultPercentile;
+  DType target_dtype = DType::UInt8;
+};
+
+struct TensorCalibration {
+  DType dtype = DType::Float32;
+  Shape shape;
+  int64_t count = 0;  // finite values
+  int64_t nan_count = 0;
+  int64_t inf_count = 0;
+  std::optional<Range> minmax;  // absent when no finite value was seen
+  Histogram histogram;          // empty when no finite value was seen
+  std::map<RangeMethod, Range> ranges;
+};
+
+struct CalibrationTable {
+  std::string model;         // file name of the model
+  std::string model_sha256;  // hex
+  int64_t samples = 0;
+  int64_t batch_size = 1;
+  CalibrationSettings settings;
+  std::map<std::string, TensorCalibration> tensors;
+
+  // BadInputError naming the tensor when absent.
+  const TensorCalibration& at(const std::string& tensor) const;
+  const TensorCalibration* find(const std::string& tensor) const;
+};
+
+constexpr std::string_view kCalibrationFormat = "qtool-calibration";
+constexpr int kCalibrationVersion = 1;
+
+// The file's bytes (deterministic: same table, same bytes).
+std::string calibration_to_json(const CalibrationTable& table);
+CalibrationTable calibration_from_json(const std::string& text, const std::string& origin = "calibration file");
+// Writes atomically (temporary file + rename). BadInputError when the path cannot be written.
+void write_calibration(const CalibrationTable& table, const std::filesystem::path& path);
+// Reads and validates; BadInputError naming the file and the JSON path at fault
+// (e.g. "calib.json: tensors.conv1.ranges.mse: expected [lo, hi] with lo <= hi").
+CalibrationTable read_calibration(const std::filesystem::path& path);
+
+}  // namespace qtool::calib

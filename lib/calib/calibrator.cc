@@ -1,0 +1,107 @@
+#include "calib/calibrator.h"
+
+#include <algorithm>
+#include <exception>
+#include <vector>
+
+#include "core/error.h"
+
+namespace qtool::calib {
+
+Calibrator::Calibrator(CalibratorOptions options) : options_(options) {
+  if (options_.histogram_bins < 16) throw UsageError("--histogram-bins must be at least 16");
+  if (!(options_.percentile > 0 && options_.percentile <= 100)) throw UsageError("--percentile must be in (0, 100]");
+}
+
+Calibrator::TensorState& Calibrator::state(const std::string& name, DType dtype) {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) it = tensors_.emplace(name, std::make_unique<TensorState>(options_.histogram_bins)).first;
+  it->second->dtype = dtype;
+  return *it->second;
+}
+
+void Calibrator::observe(const std::string& name, const Tensor& value) {
+  if (value.empty() || !is_float(value.dtype())) return;
+  TensorState& s = state(name, value.dtype());
+  s.shape = value.shape();
+  std::vector<float> converted;
+  std::span<const float> values;
+  if (value.dtype() == DType::Float32) {
+    values = value.span<float>();
+  } else {  // float16, bfloat16, float64, FP8: widened (or narrowed) to float through the dtype table
+    const auto load = dtype_info(value.dtype()).load;
+    converted.resize(static_cast<size_t>(value.numel()));
+    for (int64_t i = 0; i < value.numel(); ++i) converted[static_cast<size_t>(i)] = load(value.raw(), i);
+    values = converted;
+  }
+  const Batch batch = Batch::make(values, value.shape(), options_.exec);
+  s.nan_count += batch.summary.nan_count;
+  s.inf_count += batch.summary.inf_count;
+  s.minmax.observe(batch, options_.exec);
+  s.histogram.observe(batch, options_.exec);
+  s.torch_histogram.observe(batch, options_.exec);
+}
+
+void Calibrator::merge(const Calibrator& other) {
+  for (const auto& [name, o] : other.tensors_) {
+    TensorState& s = state(name, o->dtype);
+    s.shape = o->shape;
+    s.nan_count += o->nan_count;
+    s.inf_count += o->inf_count;
+    s.minmax.merge(o->minmax);
+    s.histogram.merge(o->histogram);
+    s.torch_histogram.merge(o->torch_histogram);
+  }
+}
+
+std::vector<NonFiniteReport> Calibrator::non_finite() const {
+  std::vector<NonFiniteReport> out;
+  for (const auto& [name, s] : tensors_)
+    if (s->nan_count || s->inf_count) out.push_back({name, s->nan_count, s->inf_count});
+  return out;
+}
+
+void Calibrator::select_ranges(const TensorState& s, TensorCalibration& t, int dst_bits) const {
+  t.dtype = s.dtype;
+  t.shape = s.shape;
+  t.count = s.histogram.count();
+  t.nan_count = s.nan_count;
+  t.inf_count = s.inf_count;
+  if (!s.minmax.has_data()) return;
+  t.minmax = s.minmax.range();
+  t.histogram = s.histogram.histogram();
+  t.ranges[RangeMethod::MinMax] = *t.minmax;
+  t.ranges[RangeMethod::Percentile] = select_percentile(t.histogram, options_.percentile);
+  t.ranges[RangeMethod::Entropy] = select_entropy(t.histogram, options_.target, 1);
+  t.ranges[RangeMethod::Mse] = select_mse(t.histogram, options_.target, 1);
+  t.ranges[RangeMethod::TorchHistogram] = s.torch_histogram.range(dst_bits);
+}
+
+CalibrationTable Calibrator::finish() const {
+  CalibrationTable table;
+  table.settings.histogram_bins = options_.histogram_bins;
+  table.settings.percentile = options_.percentile;
+  table.settings.target_dtype = options_.target.dtype;
+  const DTypeInfo& target = dtype_info(options_.target.dtype);
+  const int dst_bits = target.cls == DTypeClass::Integer ? target.bits : 8;
+  // Tensors are independent: select their ranges in parallel (each selection is single-threaded and
+  // deterministic, so the table does not depend on the thread count).
+  std::vector<std::pair<const std::string*, const TensorState*>> todo;
+  for (const auto& [name, s] : tensors_) todo.emplace_back(&name, s.get());
+  std::vector<TensorCalibration> done(todo.size());
+  std::exception_ptr error;  // an exception must not leave the parallel region
+#pragma omp parallel for num_threads(std::max(options_.exec.threads, 1)) schedule(dynamic, 1)
+  for (size_t i = 0; i < todo.size(); ++i) {
+    try {
+      select_ranges(*todo[i].second, done[i], dst_bits);
+    } catch (...) {
+#pragma omp critical(calib_finish_error)
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+  for (size_t i = 0; i < todo.size(); ++i) table.tensors.emplace(*todo[i].first, std::move(done[i]));
+  return table;
+}
+
+}  // namespace qtool::calib

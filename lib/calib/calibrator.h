@@ -1,0 +1,71 @@
+// Calibrator: the per-tensor observers of a calibration run, and the table they produce.
+//
+// For every float tensor it is shown (by name, batch after batch) it keeps a min/max, the order-independent
+// histogram (calib/histogram_observer.h) and PyTorch's histogram (calib/torch_histogram_observer.h), and counts
+// NaN and ±inf values (excluded from all of them). finish() selects every range of calib/range_select.h.
+// State per tensor is fixed (about 80 KB with default settings), whatever the number of samples.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "calib/calibration_table.h"
+#include "calib/histogram_observer.h"
+#include "calib/minmax_observer.h"
+#include "calib/torch_histogram_observer.h"
+#include "core/tensor.h"
+
+namespace qtool::calib {
+
+struct CalibratorOptions {
+  int64_t histogram_bins = kDefaultHistogramBins;
+  double percentile = kDefaultPercentile;
+  QuantTarget target;
+  ExecContext exec;
+};
+
+// A tensor that held NaN or ±inf values (reported by name).
+struct NonFiniteReport {
+  std::string tensor;
+  int64_t nan_count = 0;
+  int64_t inf_count = 0;
+};
+
+class Calibrator {
+ public:
+  explicit Calibrator(CalibratorOptions options);
+
+  // Observes one value of `name`. Tensors of every float dtype are observed (converted to float32 first);
+  // other dtypes are ignored.
+  // Not thread-safe: the hot loops inside use options.exec.threads.
+  void observe(const std::string& name, const Tensor& value);
+  // Folds another calibrator (a shard of the same samples) into this one.
+  void merge(const Calibrator& other);
+
+  bool observed(const std::string& name) const { return tensors_.count(name) != 0; }
+  size_t tensor_count() const { return tensors_.size(); }
+  std::vector<NonFiniteReport> non_finite() const;
+
+  // The tensors part of the table (and its settings); the caller fills model, sha256, samples, batch_size.
+  CalibrationTable finish() const;
+
+ private:
+  struct TensorState {
+    DType dtype = DType::Float32;
+    Shape shape;
+    int64_t nan_count = 0, inf_count = 0;
+    MinMaxObserver minmax;
+    HistogramObserver histogram;
+    TorchHistogramObserver torch_histogram;
+    explicit TensorState(int64_t bins) : histogram(bins) {}
+  };
+  TensorState& state(const std::string& name, DType dtype);
+  void select_ranges(const TensorState& s, TensorCalibration& t, int dst_bits) const;
+
+  CalibratorOptions options_;
+  std::map<std::string, std::unique_ptr<TensorState>> tensors_;
+};
+
+}  // namespace qtool::calib

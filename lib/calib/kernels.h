@@ -1,0 +1,67 @@
+// The hot loops of the observers, behind one table per backend.
+//
+// Observers never loop over tensor data themselves: they call an ObserverBackend. The list of
+// backends is in calib/backends.cc (one entry each: "cpu" = OpenMP, "reference" = plain loops that
+// tests compare the fast ones against). A CUDA backend is one more entry there.
+//
+// Threading is owned by the caller: each kernel gets `threads` and uses at most that many.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+namespace qtool::calib {
+
+// What one pass over a batch learns: element count, NaN and ±inf counts, and the min/max of the
+// finite values (min > max when there is no finite value).
+struct BatchSummary {
+  int64_t count = 0;
+  int64_t nan_count = 0;
+  int64_t inf_count = 0;
+  float min = 0;
+  float max = 0;
+  bool has_finite() const { return count > nan_count + inf_count; }
+};
+
+// A window of the power-of-two histogram grid: bin i covers [(first + i)·2^exponent, (first + i + 1)·2^exponent).
+struct GridWindow {
+  int exponent = 0;
+  int64_t first = 0;
+  int64_t bins = 0;
+};
+
+enum class BackendKind : uint8_t { Cpu, Reference };
+
+struct ObserverBackend {
+  BackendKind kind;
+  std::string_view name;
+
+  // Contract: count = x.size(); nan_count = #NaN; inf_count = #±inf; min/max over finite values only.
+  BatchSummary (*summarize)(std::span<const float> x, int threads);
+
+  // Contract: for every finite v in x, counts[floor(v·2^-exponent) - first] += 1. The caller sizes the
+  // window so that every finite value falls inside it; values outside it (a caller bug) are skipped.
+  // NaN and ±inf are skipped. The floor is exact: v·2^-e is computed in double.
+  void (*histogram_add)(std::span<const float> x, const GridWindow& grid, std::span<uint64_t> counts, int threads);
+
+  // Contract: x is [outer, channels, inner] in C order; for each channel c, mins[c] = min(mins[c], finite
+  // values of channel c) and likewise maxs[c] (mins/maxs are running values, updated in place).
+  void (*channel_minmax)(std::span<const float> x, int64_t outer, int64_t channels, int64_t inner,
+                         std::span<float> mins, std::span<float> maxs, int threads);
+
+  // torch.histc(x, bins, min=lo, max=hi) on CPU (PyTorch 1.13), accumulated into hist:
+  // values outside [lo, hi] (and NaN) are ignored; bin = (int64)((v - lo) · bins / (hi - lo)) computed in
+  // float, the last edge is inclusive (bin == bins -> bins - 1). Requires lo < hi.
+  void (*histc_add)(std::span<const float> x, float lo, float hi, std::span<double> hist, int threads);
+};
+
+// The explicit list of backends (calib/backends.cc).
+std::span<const ObserverBackend> observer_backends();
+const ObserverBackend& observer_backend(BackendKind kind);
+
+// Each backend's row, defined beside its kernels (kernels_cpu.cc, kernels_ref.cc) and listed in backends.cc.
+ObserverBackend cpu_observer_backend();
+ObserverBackend reference_observer_backend();
+
+}  // namespace qtool::calib

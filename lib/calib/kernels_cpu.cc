@@ -1,0 +1,191 @@
+// OpenMP versions of the observer kernels (contracts in calib/kernels.h, reference twins in
+// kernels_ref.cc). Each splits the input into contiguous chunks, one per thread, and combines the
+// per-thread partial results in thread order, so results do not depend on scheduling.
+#include <omp.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "calib/kernels.h"
+
+namespace qtool::calib {
+namespace {
+
+constexpr int64_t kMinPerThread = 1 << 15;  // below this, threading costs more than it saves
+
+int threads_for(size_t n, int threads) {
+  const int64_t useful = std::max<int64_t>(1, static_cast<int64_t>(n) / kMinPerThread);
+  return static_cast<int>(std::clamp<int64_t>(useful, 1, std::max(threads, 1)));
+}
+
+// [begin, end) of chunk t of n split into `parts`.
+std::pair<size_t, size_t> chunk(size_t n, int parts, int t) {
+  const size_t per = n / static_cast<size_t>(parts), rem = n % static_cast<size_t>(parts);
+  const size_t b = static_cast<size_t>(t) * per + std::min<size_t>(static_cast<size_t>(t), rem);
+  return {b, b + per + (static_cast<size_t>(t) < rem ? 1 : 0)};
+}
+
+struct Partial {
+  int64_t nonfinite = 0, nan = 0;
+  float min = std::numeric_limits<float>::infinity(), max = -std::numeric_limits<float>::infinity();
+};
+
+// Branch-free loop the compiler vectorises: non-finite values are replaced by ±inf sentinels that
+// cannot win the min/max, and counted (in 32-bit lanes per block of 2^20 values).
+Partial summarize_range(const float* x, size_t n) {
+  Partial p;
+  float lo = p.min, hi = p.max;
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  for (size_t b = 0; b < n; b += size_t{1} << 20) {
+    const size_t e = std::min(n, b + (size_t{1} << 20));
+    int32_t nonfinite = 0, nan = 0;
+#pragma omp simd reduction(min : lo) reduction(max : hi) reduction(+ : nonfinite, nan)
+    for (size_t i = b; i < e; ++i) {
+      const float v = x[i];
+      const bool finite = std::fabs(v) <= FLT_MAX;
+      nonfinite += finite ? 0 : 1;
+      nan += v != v ? 1 : 0;
+      const float a = finite ? v : kInf;
+      const float c = finite ? v : -kInf;
+      lo = std::min(lo, a);
+      hi = std::max(hi, c);
+    }
+    p.nonfinite += nonfinite;
+    p.nan += nan;
+  }
+  p.min = lo;
+  p.max = hi;
+  return p;
+}
+
+BatchSummary summarize(std::span<const float> x, int threads) {
+  const int parts = threads_for(x.size(), threads);
+  std::vector<Partial> partial(static_cast<size_t>(parts));
+#pragma omp parallel for num_threads(parts) schedule(static, 1)
+  for (int t = 0; t < parts; ++t) {
+    const auto [b, e] = chunk(x.size(), parts, t);
+    partial[static_cast<size_t>(t)] = summarize_range(x.data() + b, e - b);
+  }
+  BatchSummary s;
+  s.count = static_cast<int64_t>(x.size());
+  s.min = std::numeric_limits<float>::infinity();
+  s.max = -std::numeric_limits<float>::infinity();
+  for (const Partial& p : partial) {
+    s.nan_count += p.nan;
+    s.inf_count += p.nonfinite - p.nan;
+    s.min = std::min(s.min, p.min);
+    s.max = std::max(s.max, p.max);
+  }
+  return s;
+}
+
+// Counting values into bins. Indices are computed a block at a time by a loop the compiler vectorises, then
+// counted into 4 interleaved 32-bit sub-histograms: runs of equal bins (a ReLU's zeros) no longer serialise on
+// one counter, and the counters stay in L1. Index `bins` is the slot for rejected values (NaN, ±inf, out of range).
+template <class Index, class Out>
+void count_bins(const float* x, size_t n, size_t bins, Index index, Out* out) {
+  constexpr size_t kBlock = 512, kFlush = size_t{1} << 30;  // 32-bit sub-counters are flushed before they can wrap
+  if (n < 4 * kBlock) {                                     // small tensors: a plain loop, no sub-histograms to set up
+    for (size_t i = 0; i < n; ++i) {
+      const size_t k = static_cast<size_t>(index(x[i]));
+      if (k < bins) out[k] += 1;
+    }
+    return;
+  }
+  const size_t stride = bins + 1;
+  std::vector<uint32_t> sub(4 * stride, 0);
+  int32_t idx[kBlock];
+  for (size_t done = 0; done < n;) {
+    const size_t end = std::min(n, done + kFlush);
+    for (size_t b = done; b < end; b += kBlock) {
+      const size_t m = std::min(kBlock, end - b);
+      for (size_t i = 0; i < m; ++i) idx[i] = index(x[b + i]);
+      size_t i = 0;
+      for (; i + 4 <= m; i += 4) {
+        ++sub[static_cast<size_t>(idx[i])];
+        ++sub[stride + static_cast<size_t>(idx[i + 1])];
+        ++sub[2 * stride + static_cast<size_t>(idx[i + 2])];
+        ++sub[3 * stride + static_cast<size_t>(idx[i + 3])];
+      }
+      for (; i < m; ++i) ++sub[static_cast<size_t>(idx[i])];
+    }
+    for (size_t k = 0; k < bins; ++k) {
+      out[k] += static_cast<Out>(uint64_t{sub[k]} + sub[stride + k] + sub[2 * stride + k] + sub[3 * stride + k]);
+    }
+    std::fill(sub.begin(), sub.end(), 0u);
+    done = end;
+  }
+}
+
+// Splits x across threads, each counting into its own bins, summed in thread order.
+template <class Index, class Out>
+void count_bins_parallel(std::span<const float> x, size_t bins, Index index, Out* out, int threads) {
+  const int parts = threads_for(x.size(), threads);
+  if (parts == 1) return count_bins(x.data(), x.size(), bins, index, out);
+  std::vector<Out> local(bins * static_cast<size_t>(parts), Out{0});
+#pragma omp parallel for num_threads(parts) schedule(static, 1)
+  for (int t = 0; t < parts; ++t) {
+    const auto [b, e] = chunk(x.size(), parts, t);
+    count_bins(x.data() + b, e - b, bins, index, local.data() + bins * static_cast<size_t>(t));
+  }
+  for (int t = 0; t < parts; ++t)
+    for (size_t i = 0; i < bins; ++i) out[i] += local[bins * static_cast<size_t>(t) + i];
+}
+
+// y = v·2^-e - first is exact in double for every value inside the window (v·2^-e is exact, and |y| < bins),
+// so for y >= 0 the truncating cast is the floor. The comparison rejects NaN and ±inf.
+void histogram_add(std::span<const float> x, const GridWindow& grid, std::span<uint64_t> counts, int threads) {
+  const double scale = std::ldexp(1.0, -grid.exponent), first = static_cast<double>(grid.first);
+  const double nb = static_cast<double>(grid.bins);
+  const auto dump = static_cast<int32_t>(grid.bins);
+  auto index = [=](float v) {
+    const double y = static_cast<double>(v) * scale - first;
+    return y >= 0.0 && y < nb ? static_cast<int32_t>(y) : dump;
+  };
+  count_bins_parallel(x, static_cast<size_t>(grid.bins), index, counts.data(), threads);
+}
+
+void channel_minmax(std::span<const float> x, int64_t outer, int64_t channels, int64_t inner, std::span<float> mins,
+                    std::span<float> maxs, int threads) {
+  const int parts = static_cast<int>(std::min<int64_t>(threads_for(x.size(), threads), channels));
+#pragma omp parallel for num_threads(std::max(parts, 1)) schedule(static)
+  for (int64_t c = 0; c < channels; ++c) {
+    float lo = mins[static_cast<size_t>(c)], hi = maxs[static_cast<size_t>(c)];
+    for (int64_t o = 0; o < outer; ++o) {
+      const float* p = x.data() + (o * channels + c) * inner;
+#pragma omp simd reduction(min : lo) reduction(max : hi)
+      for (int64_t i = 0; i < inner; ++i) {
+        const float v = p[i];
+        const bool finite = std::fabs(v) <= FLT_MAX;
+        const float a = finite ? v : std::numeric_limits<float>::infinity();
+        const float b = finite ? v : -std::numeric_limits<float>::infinity();
+        lo = std::min(lo, a);
+        hi = std::max(hi, b);
+      }
+    }
+    mins[static_cast<size_t>(c)] = lo;
+    maxs[static_cast<size_t>(c)] = hi;
+  }
+}
+
+// torch.histc's CPU arithmetic (float): bin = (int64)((v - lo) · bins / (hi - lo)), last edge inclusive.
+void histc_add(std::span<const float> x, float lo, float hi, std::span<double> hist, int threads) {
+  const float nb = static_cast<float>(hist.size()), width = hi - lo;
+  const auto last = static_cast<int32_t>(hist.size()) - 1, dump = last + 1;
+  auto index = [=](float v) {
+    const int32_t pos = static_cast<int32_t>((v - lo) * nb / width);
+    return v >= lo && v <= hi ? std::min(pos, last) : dump;
+  };
+  count_bins_parallel(x, hist.size(), index, hist.data(), threads);
+}
+
+}  // namespace
+
+ObserverBackend cpu_observer_backend() {
+  return {BackendKind::Cpu, "cpu", summarize, histogram_add, channel_minmax, histc_add};
+}
+
+}  // namespace qtool::calib

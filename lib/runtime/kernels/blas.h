@@ -1,0 +1,41 @@
+// Shared numeric helpers of the compute kernels: GEMM on OpenBLAS, its reference twin, and the
+// OpenMP loop helper every compute kernel parallelises with.
+//
+// Threading: OpenBLAS is pinned to one thread once (openblas_set_num_threads(1)); parallelism comes
+// only from OpenMP regions sized by KernelContext::threads, so the framework's thread count is the
+// only one in play and pthread-OpenBLAS workers never compete with OpenMP workers for the cores.
+#pragma once
+
+#include <cstdint>
+
+namespace qtool::runtime::kernels::compute {
+
+// C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C, row-major with leading dimensions.
+// Runs on `threads` OpenMP threads by splitting N (or M when N is narrow) into blocks; each block
+// is one single-threaded OpenBLAS call, so the result does not depend on the thread count.
+void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+           const float* B, int64_t ldb, float beta, float* C, int64_t ldc, int threads);
+
+// Pins OpenBLAS to one thread (idempotent); call before any direct cblas_* call.
+void ensure_blas_single_threaded();
+
+// Reference twin of sgemm: plain loops, double accumulation.
+void sgemm_ref(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+               const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
+// Threads worth using for `work` scalar operations: 1 below a small threshold (OpenMP fork/join
+// costs a few microseconds), else `threads`.
+inline int threads_for(int64_t work, int threads) { return work < (1 << 15) ? 1 : threads; }
+
+// Runs fn(i) for i in [0, n) on up to `threads` OpenMP threads, static schedule.
+template <class F>
+void parallel_for(int64_t n, int threads, F&& fn) {
+  if (threads <= 1 || n <= 1) {
+    for (int64_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t i = 0; i < n; ++i) fn(i);
+}
+
+}  // namespace qtool::runtime::kernels::compute

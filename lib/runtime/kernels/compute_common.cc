@@ -1,0 +1,123 @@
+#include "runtime/kernels/compute_common.h"
+
+#include <algorithm>
+
+namespace qtool::runtime::kernels::compute {
+
+QTOOL_HOT_LOOP
+void scale_shift(const float* x, float a, float b, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = a * x[i] + b;
+}
+
+QTOOL_HOT_LOOP
+void axpy(float a, const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+QTOOL_HOT_LOOP
+float sum_of(const float* x, int64_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; ++k) acc[k] += x[i + k];
+  float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (; i < n; ++i) s += x[i];
+  return s;
+}
+
+const Tensor& float_input(const KernelContext& ctx, size_t i) {
+  const Tensor& t = ctx.input(i);
+  if (t.dtype() != DType::Float32)
+    throw UnsupportedError(ctx.node.label() + ": input " + std::to_string(i) + " ('" +
+                           (i < ctx.node.inputs.size() ? ctx.node.inputs[i] : std::string()) + "') has dtype " +
+                           std::string(dtype_name(t.dtype())) + "; only float is supported");
+  return t;
+}
+
+int64_t normalize_axis(const NodeInfo& node, int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= std::max<int64_t>(rank, 1))
+    throw BadInputError(node.label() + ": axis " + std::to_string(axis) + " is out of range for rank " +
+                        std::to_string(rank));
+  return axis < 0 ? axis + rank : axis;
+}
+
+std::vector<int64_t> int_values(const NodeInfo& node, const Tensor& t, const char* what) {
+  if (t.dtype() == DType::Int64) return {t.data<int64_t>(), t.data<int64_t>() + t.numel()};
+  if (t.dtype() == DType::Int32) return {t.data<int32_t>(), t.data<int32_t>() + t.numel()};
+  throw BadInputError(node.label() + ": input '" + what + "' must be int64, got " + std::string(dtype_name(t.dtype())));
+}
+
+std::vector<int64_t> strides_of(const Shape& shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * shape[i + 1];
+  return s;
+}
+
+AutoPad parse_auto_pad(const NodeInfo& node) {
+  const std::string s = node.attrs.get_string("auto_pad", "NOTSET");
+  if (s == "NOTSET") return AutoPad::NotSet;
+  if (s == "SAME_UPPER") return AutoPad::SameUpper;
+  if (s == "SAME_LOWER") return AutoPad::SameLower;
+  if (s == "VALID") return AutoPad::Valid;
+  throw BadInputError(node.label() + ": auto_pad '" + s + "' is not NOTSET, SAME_UPPER, SAME_LOWER or VALID");
+}
+
+Window Window::parse(const NodeInfo& node, size_t nd, const std::vector<int64_t>& kernel_from_weight) {
+  Window w;
+  w.kernel = node.attrs.get_ints("kernel_shape", kernel_from_weight);
+  auto check_len = [&](const std::vector<int64_t>& v, size_t n, const char* name) {
+    if (v.size() != n)
+      throw BadInputError(node.label() + ": attribute '" + name + "' has " + std::to_string(v.size()) +
+                          " values, expected " + std::to_string(n));
+  };
+  check_len(w.kernel, nd, "kernel_shape");
+  if (!kernel_from_weight.empty() && w.kernel != kernel_from_weight)
+    throw BadInputError(node.label() + ": kernel_shape does not match the weight's spatial shape");
+  w.strides = node.attrs.get_ints("strides", std::vector<int64_t>(nd, 1));
+  w.dilations = node.attrs.get_ints("dilations", std::vector<int64_t>(nd, 1));
+  w.pads = node.attrs.get_ints("pads", std::vector<int64_t>(2 * nd, 0));
+  check_len(w.strides, nd, "strides");
+  check_len(w.dilations, nd, "dilations");
+  check_len(w.pads, 2 * nd, "pads");
+  for (size_t i = 0; i < nd; ++i)
+    if (w.kernel[i] < 1 || w.strides[i] < 1 || w.dilations[i] < 1)
+      throw BadInputError(node.label() + ": kernel_shape, strides and dilations must be positive");
+  for (int64_t p : w.pads)
+    if (p < 0) throw BadInputError(node.label() + ": pads must not be negative");
+  w.auto_pad = parse_auto_pad(node);
+  w.ceil_mode = node.attrs.get_int("ceil_mode", 0) != 0;
+  return w;
+}
+
+std::vector<int64_t> Window::output_dims(const NodeInfo& node, const std::vector<int64_t>& in,
+                                         std::vector<int64_t>& pads_out) const {
+  const size_t nd = kernel.size();
+  std::vector<int64_t> out(nd);
+  pads_out = pads;
+  for (size_t i = 0; i < nd; ++i) {
+    const int64_t ext = (kernel[i] - 1) * dilations[i] + 1;
+    if (auto_pad == AutoPad::SameUpper || auto_pad == AutoPad::SameLower) {
+      out[i] = (in[i] + strides[i] - 1) / strides[i];
+      const int64_t total = std::max<int64_t>(0, (out[i] - 1) * strides[i] + ext - in[i]);
+      const int64_t small = total / 2, big = total - total / 2;
+      pads_out[i] = auto_pad == AutoPad::SameUpper ? small : big;
+      pads_out[i + nd] = auto_pad == AutoPad::SameUpper ? big : small;
+      continue;
+    }
+    if (auto_pad == AutoPad::Valid) pads_out[i] = pads_out[i + nd] = 0;
+    const int64_t span = in[i] + pads_out[i] + pads_out[i + nd] - ext;
+    if (span < 0)
+      throw BadInputError(node.label() + ": window of " + std::to_string(ext) + " does not fit spatial axis " +
+                          std::to_string(i) + " of size " + std::to_string(in[i]) + " plus pads");
+    if (ceil_mode) {
+      out[i] = (span + strides[i] - 1) / strides[i] + 1;
+      // The last window must start inside the input or the begin padding.
+      if ((out[i] - 1) * strides[i] >= in[i] + pads_out[i]) --out[i];
+    } else {
+      out[i] = span / strides[i] + 1;
+    }
+  }
+  return out;
+}
+
+}  // namespace qtool::runtime::kernels::compute

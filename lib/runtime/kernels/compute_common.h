@@ -1,0 +1,57 @@
+// Small helpers shared by the compute kernels (conv, pool, gemm, normalization, reductions...):
+// input checks with node-naming errors, axis normalisation, and the spatial geometry of
+// Conv/ConvTranspose/pooling windows (kernel, strides, dilations, pads, auto_pad, ceil_mode).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/kernel.h"
+
+// Hot loops are compiled three times (baseline x86-64, x86-64-v3 = AVX2+FMA, x86-64-v4 = AVX-512) and the
+// running CPU picks one by its features when the program loads (GCC function multiversioning; "arch=haswell"
+// would test the CPU model and never match AMD parts); other compilers/architectures get the baseline.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(QTOOL_NO_CLONES)
+#define QTOOL_HOT_LOOP __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
+#else
+#define QTOOL_HOT_LOOP
+#endif
+
+namespace qtool::runtime::kernels::compute {
+
+// Vector loops shared by kernels (multiversioned, see QTOOL_HOT_LOOP).
+// y[i] = a * x[i] + b
+void scale_shift(const float* x, float a, float b, float* y, int64_t n);
+// y[i] += a * x[i]
+void axpy(float a, const float* x, float* y, int64_t n);
+// sum of x[0..n) with 8 partial sums (order fixed, independent of threads)
+float sum_of(const float* x, int64_t n);
+
+// Input i as float32; UnsupportedError naming the node, input and dtype otherwise.
+const Tensor& float_input(const KernelContext& ctx, size_t i);
+// Axis in [-rank, rank) -> [0, rank); BadInputError naming the node otherwise.
+int64_t normalize_axis(const NodeInfo& node, int64_t axis, int64_t rank);
+// A 1-D int64 tensor's values (e.g. `axes`, `sizes` inputs); BadInputError when not int64/int32.
+std::vector<int64_t> int_values(const NodeInfo& node, const Tensor& t, const char* what);
+// Strides of a C-ordered shape.
+std::vector<int64_t> strides_of(const Shape& shape);
+
+enum class AutoPad { NotSet, SameUpper, SameLower, Valid };
+AutoPad parse_auto_pad(const NodeInfo& node);
+
+// Window attributes of a Conv/Pool node over `nd` spatial axes.
+struct Window {
+  std::vector<int64_t> kernel, strides, dilations, pads;  // pads: nd begins then nd ends
+  AutoPad auto_pad = AutoPad::NotSet;
+  bool ceil_mode = false;
+
+  // Reads kernel_shape (required unless `kernel_from_weight` gives it), strides, dilations, pads,
+  // auto_pad and ceil_mode; validates lengths and values.
+  static Window parse(const NodeInfo& node, size_t nd, const std::vector<int64_t>& kernel_from_weight);
+  // Output spatial sizes for input spatial sizes `in`; fills `pads_out` (auto_pad resolved).
+  std::vector<int64_t> output_dims(const NodeInfo& node, const std::vector<int64_t>& in,
+                                   std::vector<int64_t>& pads_out) const;
+};
+
+}  // namespace qtool::runtime::kernels::compute

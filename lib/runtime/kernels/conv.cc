@@ -1,0 +1,265 @@
+// Conv (opset 1-21), float32, any number of spatial axes.
+//
+// Y[n, m, o...] = B[m] + sum_{c in group(m), k...} X[n, c, o*stride - pad_begin + k*dilation] * W[m, c, k...]
+// with taps outside the input reading 0; auto_pad SAME_UPPER/SAME_LOWER/VALID resolved per run.
+//
+// Paths (each compared with conv_ref in tests/kernels/):
+//  - depthwise (group == C, one or more outputs per channel), 1-D/2-D: direct loops, parallel over channels;
+//  - pointwise (kernel 1, stride 1, no pads): Y_g = W_g x X_g, one sgemm per image and group;
+//  - general: im2col in tiles of output rows (cache-sized per-thread buffers), one sgemm per tile.
+// W's layout [M, C/group, k...] already is the row-major GEMM operand, so no weight packing is needed.
+#include <algorithm>
+#include <cstring>
+
+#include "runtime/kernels/blas.h"
+#include "runtime/kernels/compute_common.h"
+#include "runtime/kernels/im2col.h"
+#include "runtime/kernels/kernels.h"
+#include "runtime/kernels/reference.h"
+
+namespace qtool::runtime::kernels {
+namespace {
+using namespace compute;
+
+// Column-buffer floats per im2col tile (1 MiB): small enough for L2/L3, wide enough for sgemm.
+constexpr int64_t kTileFloats = 1 << 18;
+
+// Scratch for im2col, reused across runs of the calling thread.
+float* scratch(size_t n) {
+  thread_local std::vector<float> buf;
+  if (buf.size() < n) buf.resize(n);
+  return buf.data();
+}
+
+// One output plane of a 2-D depthwise conv: out[OH, OW] = bias + sum_k in[...] * w[k].
+// Border columns (some tap outside the input) take a checked scalar loop. Interior columns run in blocks
+// of kBlock outputs whose accumulators stay in registers across all taps; with stride 2 the input rows
+// are first split into even and odd columns so every tap reads contiguous memory.
+constexpr int64_t kBlock = 32;
+
+QTOOL_HOT_LOOP
+void depthwise_plane_2d(const float* in, const float* w, float bias, float* out, const ConvGeom& g) {
+  const int64_t IH = g.in[0], IW = g.in[1], OH = g.out[0], OW = g.out[1];
+  const int64_t KH = g.kernel[0], KW = g.kernel[1], sh = g.strides[0], sw = g.strides[1];
+  const int64_t dh = g.dilations[0], dw = g.dilations[1], ph = g.pads[0], pw = g.pads[1];
+  // Output columns for which every tap column is inside the input.
+  int64_t ow_lo = (pw + sw - 1) / sw;
+  int64_t ow_hi = IW - 1 + pw - (KW - 1) * dw >= 0 ? (IW - 1 + pw - (KW - 1) * dw) / sw + 1 : 0;
+  ow_lo = std::min(ow_lo, OW);
+  ow_hi = std::clamp(ow_hi, ow_lo, OW);
+  const bool split = sw == 2 && dw == 1;
+  const int64_t half = (IW + 1) / 2 + 1;
+  std::vector<float> halves(split ? static_cast<size_t>(KH * 2 * half) : 0);
+  // Per tap: where the interior loop reads (column offset from the row start, and the row stride).
+  std::vector<const float*> tap_src(static_cast<size_t>(KH * KW));
+  std::vector<float> tap_w(static_cast<size_t>(KH * KW));
+  for (int64_t oh = 0; oh < OH; ++oh) {
+    float* o = out + oh * OW;
+    int64_t ntaps = 0;
+    for (int64_t kh = 0; kh < KH; ++kh) {
+      const int64_t ih = oh * sh - ph + kh * dh;
+      if (ih < 0 || ih >= IH) continue;
+      const float* row = in + ih * IW;
+      float* even = split ? halves.data() + kh * 2 * half : nullptr;
+      float* odd = split ? even + half : nullptr;
+      if (split)
+        for (int64_t i = 0; 2 * i < IW; ++i) {
+          even[i] = row[2 * i];
+          if (2 * i + 1 < IW) odd[i] = row[2 * i + 1];
+        }
+      for (int64_t kw = 0; kw < KW; ++kw) {
+        const int64_t off = kw * dw - pw;
+        tap_w[ntaps] = w[kh * KW + kw];
+        if (split) {
+          // iw = 2*ow + off: even column (off even) or odd column (off odd) number ow + floor(off/2).
+          const int64_t q = off >= 0 ? off / 2 : -((-off + 1) / 2);
+          tap_src[ntaps] = ((off % 2) == 0 ? even : odd) + q;
+        } else {
+          tap_src[ntaps] = row + off;  // read at ow * sw
+        }
+        ++ntaps;
+      }
+    }
+    // Border columns: checked loops.
+    auto border = [&](int64_t ow) {
+      float acc = bias;
+      for (int64_t kh = 0; kh < KH; ++kh) {
+        const int64_t ih = oh * sh - ph + kh * dh;
+        if (ih < 0 || ih >= IH) continue;
+        for (int64_t kw = 0; kw < KW; ++kw) {
+          const int64_t iw = ow * sw + kw * dw - pw;
+          if (iw >= 0 && iw < IW) acc += w[kh * KW + kw] * in[ih * IW + iw];
+        }
+      }
+      o[ow] = acc;
+    };
+    for (int64_t ow = 0; ow < ow_lo; ++ow) border(ow);
+    for (int64_t ow = ow_hi; ow < OW; ++ow) border(ow);
+    // Interior columns in register blocks.
+    const int64_t step = split ? 1 : sw;
+    for (int64_t ow0 = ow_lo; ow0 < ow_hi; ow0 += kBlock) {
+      const int64_t n = std::min(kBlock, ow_hi - ow0);
+      float acc[kBlock];
+      for (int64_t i = 0; i < kBlock; ++i) acc[i] = bias;
+      if (n == kBlock && step == 1) {
+        for (int64_t t = 0; t < ntaps; ++t) {
+          const float* src = tap_src[t] + ow0;
+          const float wv = tap_w[t];
+          for (int64_t i = 0; i < kBlock; ++i) acc[i] += wv * src[i];
+        }
+      } else {
+        for (int64_t t = 0; t < ntaps; ++t) {
+          const float* src = tap_src[t] + ow0 * step;
+          const float wv = tap_w[t];
+          for (int64_t i = 0; i < n; ++i) acc[i] += wv * src[i * step];
+        }
+      }
+      std::copy_n(acc, n, o + ow0);
+    }
+  }
+}
+
+class ConvKernel final : public Kernel {
+ public:
+  explicit ConvKernel(const NodeInfo& node) : node_(node) {
+    group_ = node.attrs.get_int("group", 1);
+    if (group_ < 1) throw BadInputError(node.label() + ": group must be >= 1");
+    if (node.inputs.size() < 2) throw BadInputError(node.label() + ": needs inputs X and W");
+    if (node.const_inputs.size() > 1 && node.const_inputs[1]) {
+      const Tensor& w = *node.const_inputs[1];
+      if (w.rank() < 3) throw BadInputError(node.label() + ": weight W must have rank >= 3");
+      win_ = Window::parse(node, static_cast<size_t>(w.rank() - 2), {w.shape().begin() + 2, w.shape().end()});
+      parsed_ = true;
+    }
+  }
+
+  void run(KernelContext& ctx) override {
+    const Tensor& X = float_input(ctx, 0);
+    const Tensor& W = float_input(ctx, 1);
+    const Tensor* B = ctx.has_input(2) ? &float_input(ctx, 2) : nullptr;
+    if (X.rank() < 3 || W.rank() != X.rank())
+      throw BadInputError(node_.label() + ": X " + shape_str(X.shape()) + " and W " + shape_str(W.shape()) +
+                          " must have the same rank >= 3");
+    const size_t nd = static_cast<size_t>(X.rank() - 2);
+    const Window win = parsed_ ? win_ : Window::parse(node_, nd, {W.shape().begin() + 2, W.shape().end()});
+    const int64_t N = X.dim(0), C = X.dim(1), M = W.dim(0);
+    if (C != W.dim(1) * group_ || M % group_ != 0)
+      throw BadInputError(node_.label() + ": X has " + std::to_string(C) + " channels but W " + shape_str(W.shape()) +
+                          " with group " + std::to_string(group_) + " expects " + std::to_string(W.dim(1) * group_));
+    if (B && B->numel() != M)
+      throw BadInputError(node_.label() + ": bias B has " + std::to_string(B->numel()) + " values, expected " +
+                          std::to_string(M));
+    ConvGeom g;
+    g.in.assign(X.shape().begin() + 2, X.shape().end());
+    g.out = win.output_dims(node_, g.in, g.pads);
+    g.kernel = win.kernel;
+    g.strides = win.strides;
+    g.dilations = win.dilations;
+    g.channels = C / group_;
+    Shape yshape{N, M};
+    yshape.insert(yshape.end(), g.out.begin(), g.out.end());
+    Tensor Y(DType::Float32, yshape);
+    ctx.outputs[0] = Y;
+    if (Y.numel() == 0) return;
+    if (nd == 1) {  // 1-D as 2-D with a height of 1
+      g.in.insert(g.in.begin(), 1);
+      g.out.insert(g.out.begin(), 1);
+      g.kernel.insert(g.kernel.begin(), 1);
+      g.strides.insert(g.strides.begin(), 1);
+      g.dilations.insert(g.dilations.begin(), 1);
+      g.pads = {0, g.pads[0], 0, g.pads[1]};
+    }
+    const float* x = X.data<float>();
+    const float* w = W.data<float>();
+    const float* b = B ? B->data<float>() : nullptr;
+    float* y = Y.data<float>();
+    const int64_t iv = g.in_volume(), ov = g.out_volume(), kv = g.kernel_volume();
+    const int64_t Mg = M / group_;
+
+    if (group_ == C && g.channels == 1 && g.in.size() == 2) {  // depthwise
+      parallel_for(N * M, threads_for(N * M * ov * kv, ctx.threads), [&](int64_t nm) {
+        const int64_t n = nm / M, m = nm % M, c = m / Mg;
+        depthwise_plane_2d(x + (n * C + c) * iv, w + m * kv, b ? b[m] : 0.f, y + nm * ov, g);
+      });
+      return;
+    }
+    bool pointwise = kv == 1;
+    for (size_t d = 0; d < g.in.size(); ++d)
+      pointwise = pointwise && g.strides[d] == 1 && g.pads[d] == 0 && g.pads[d + g.in.size()] == 0;
+    const int64_t K = g.channels * kv;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t gi = 0; gi < group_; ++gi) {
+        const float* xg = x + (n * C + gi * g.channels) * iv;
+        const float* wg = w + gi * Mg * K;
+        float* yg = y + (n * M + gi * Mg) * ov;
+        if (b)
+          for (int64_t m = 0; m < Mg; ++m) std::fill_n(yg + m * ov, ov, b[gi * Mg + m]);
+        if (pointwise) {
+          sgemm(false, false, Mg, ov, K, 1.f, wg, K, xg, ov, b ? 1.f : 0.f, yg, ov, ctx.threads);
+          continue;
+        }
+        // im2col in tiles of whole output rows (about kTileFloats col floats each), so the column buffer
+        // stays in cache; tiles run in parallel, each with its own buffer and a single-threaded sgemm.
+        const int64_t row = g.in.size() == 2 ? g.out[1] : 1;
+        const int64_t rows_total = ov / row;
+        const int64_t rows_per_tile = std::clamp<int64_t>(kTileFloats / std::max<int64_t>(1, K * row), 1, rows_total);
+        const int64_t tiles = (rows_total + rows_per_tile - 1) / rows_per_tile;
+        const int t = static_cast<int>(std::min<int64_t>(threads_for(Mg * K * ov, ctx.threads), tiles));
+#pragma omp parallel for num_threads(t) schedule(dynamic)
+        for (int64_t ti = 0; ti < tiles; ++ti) {
+          const int64_t p0 = ti * rows_per_tile * row, p1 = std::min(rows_total, (ti + 1) * rows_per_tile) * row;
+          float* col = scratch(static_cast<size_t>(K * (p1 - p0)));
+          im2col_range(g, xg, col, p0, p1);
+          sgemm(false, false, Mg, p1 - p0, K, 1.f, wg, K, col, p1 - p0, b ? 1.f : 0.f, yg + p0, ov, 1);
+        }
+      }
+  }
+
+ private:
+  NodeInfo node_;
+  int64_t group_ = 1;
+  Window win_;
+  bool parsed_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_conv(const NodeInfo& node) { return std::make_unique<ConvKernel>(node); }
+
+namespace compute {
+Tensor conv_ref(const Tensor& X, const Tensor& W, const Tensor* B, const ConvParams& p) {
+  const size_t nd = static_cast<size_t>(X.rank() - 2);
+  const int64_t N = X.dim(0), C = X.dim(1), M = W.dim(0), Cg = C / p.group, Mg = M / p.group;
+  ConvGeom g;
+  g.in.assign(X.shape().begin() + 2, X.shape().end());
+  g.kernel.assign(W.shape().begin() + 2, W.shape().end());
+  g.out.resize(nd);
+  for (size_t d = 0; d < nd; ++d)
+    g.out[d] = (g.in[d] + p.pads[d] + p.pads[d + nd] - ((g.kernel[d] - 1) * p.dilations[d] + 1)) / p.strides[d] + 1;
+  g.strides = p.strides;
+  g.dilations = p.dilations;
+  g.pads = p.pads;
+  g.channels = Cg;
+  Shape ys{N, M};
+  ys.insert(ys.end(), g.out.begin(), g.out.end());
+  Tensor Y = Tensor::zeros(DType::Float32, ys);
+  const int64_t iv = g.in_volume(), ov = g.out_volume(), kv = g.kernel_volume();
+  std::vector<float> col(static_cast<size_t>(Cg * kv * ov));
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t gi = 0; gi < p.group; ++gi) {
+      im2col_ref(g, X.data<float>() + (n * C + gi * Cg) * iv, col.data());
+      for (int64_t m = 0; m < Mg; ++m) {
+        const int64_t mm = gi * Mg + m;
+        const float* wm = W.data<float>() + mm * Cg * kv;
+        for (int64_t o = 0; o < ov; ++o) {
+          double acc = B ? B->data<float>()[mm] : 0.0;
+          for (int64_t r = 0; r < Cg * kv; ++r) acc += static_cast<double>(wm[r]) * col[r * ov + o];
+          Y.data<float>()[(n * M + mm) * ov + o] = static_cast<float>(acc);
+        }
+      }
+    }
+  return Y;
+}
+}  // namespace compute
+
+}  // namespace qtool::runtime::kernels

@@ -1,0 +1,140 @@
+// Gemm and MatMul, float32, on compute::sgemm (OpenBLAS; reference twin sgemm_ref).
+//
+// Gemm:   Y[M,N] = alpha * op(A) * op(B) + beta * C, op = transpose when transA/transB, C broadcast to [M,N]
+//         (scalar, [N], [1,N], [M,1], [M,N]); C optional from opset 11.
+// MatMul: numpy matmul: 1-D A is [1,K] and 1-D B is [K,1] (the added axis is dropped from Y), batch axes
+//         broadcast. A batch of A against a 2-D B is one [batch*M, K] x [K, N] GEMM.
+#include <algorithm>
+
+#include "runtime/kernels/blas.h"
+#include "runtime/kernels/compute_common.h"
+#include "runtime/kernels/kernels.h"
+
+namespace qtool::runtime::kernels {
+namespace {
+using namespace compute;
+
+class GemmKernel final : public Kernel {
+ public:
+  explicit GemmKernel(const NodeInfo& node)
+      : node_(node),
+        alpha_(node.attrs.get_float("alpha", 1.f)),
+        beta_(node.attrs.get_float("beta", 1.f)),
+        trans_a_(node.attrs.get_int("transA", 0) != 0),
+        trans_b_(node.attrs.get_int("transB", 0) != 0) {}
+
+  void run(KernelContext& ctx) override {
+    const Tensor& A = float_input(ctx, 0);
+    const Tensor& B = float_input(ctx, 1);
+    if (A.rank() != 2 || B.rank() != 2)
+      throw BadInputError(node_.label() + ": A " + shape_str(A.shape()) + " and B " + shape_str(B.shape()) +
+                          " must be 2-D");
+    const int64_t M = trans_a_ ? A.dim(1) : A.dim(0), K = trans_a_ ? A.dim(0) : A.dim(1);
+    const int64_t Kb = trans_b_ ? B.dim(1) : B.dim(0), N = trans_b_ ? B.dim(0) : B.dim(1);
+    if (K != Kb)
+      throw BadInputError(node_.label() + ": inner dimensions differ: A " + shape_str(A.shape()) + " B " +
+                          shape_str(B.shape()) + " (transA " + std::to_string(trans_a_) + ", transB " +
+                          std::to_string(trans_b_) + ")");
+    Tensor Y(DType::Float32, {M, N});
+    float* y = Y.data<float>();
+    const bool has_c = ctx.has_input(2) && beta_ != 0.f;
+    if (has_c) {
+      const Tensor& C = float_input(ctx, 2);
+      int64_t cm = 1, cn = 1;
+      if (C.rank() == 1) cn = C.dim(0);
+      if (C.rank() == 2) cm = C.dim(0), cn = C.dim(1);
+      if (C.rank() > 2 || (cm != 1 && cm != M) || (cn != 1 && cn != N))
+        throw BadInputError(node_.label() + ": C " + shape_str(C.shape()) + " does not broadcast to [" +
+                            std::to_string(M) + "," + std::to_string(N) + "]");
+      const float* c = C.data<float>();
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) y[i * N + j] = beta_ * c[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)];
+    }
+    sgemm(trans_a_, trans_b_, M, N, K, alpha_, A.data<float>(), A.dim(1), B.data<float>(), B.dim(1),
+          has_c ? 1.f : 0.f, y, N, ctx.threads);
+    ctx.outputs[0] = std::move(Y);
+  }
+
+ private:
+  NodeInfo node_;
+  float alpha_, beta_;
+  bool trans_a_, trans_b_;
+};
+
+void matmul(KernelContext& ctx) {
+  const Tensor& A = float_input(ctx, 0);
+  const Tensor& B = float_input(ctx, 1);
+  if (A.rank() == 0 || B.rank() == 0) throw BadInputError(ctx.node.label() + ": MatMul operands must not be scalars");
+  Shape as = A.shape(), bs = B.shape();
+  const bool a_vec = as.size() == 1, b_vec = bs.size() == 1;
+  if (a_vec) as.insert(as.begin(), 1);
+  if (b_vec) bs.push_back(1);
+  const int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
+  if (bs[bs.size() - 2] != K)
+    throw BadInputError(ctx.node.label() + ": inner dimensions differ: A " + shape_str(A.shape()) + " B " +
+                        shape_str(B.shape()));
+  // Broadcast batch axes.
+  const size_t ra = as.size() - 2, rb = bs.size() - 2, r = std::max(ra, rb);
+  Shape batch(r);
+  std::vector<int64_t> a_str(r, 0), b_str(r, 0);
+  for (size_t i = 0; i < r; ++i) {
+    const int64_t da = i + ra >= r ? as[i + ra - r] : 1, db = i + rb >= r ? bs[i + rb - r] : 1;
+    if (da != db && da != 1 && db != 1)
+      throw BadInputError(ctx.node.label() + ": batch axes of A " + shape_str(A.shape()) + " and B " +
+                          shape_str(B.shape()) + " do not broadcast");
+    batch[i] = std::max(da, db);
+    if (da == 0 || db == 0) batch[i] = 0;
+  }
+  int64_t sa = M * K, sb = K * N;
+  for (size_t i = r; i-- > 0;) {
+    const int64_t da = i + ra >= r ? as[i + ra - r] : 1, db = i + rb >= r ? bs[i + rb - r] : 1;
+    a_str[i] = da == 1 ? 0 : sa;
+    b_str[i] = db == 1 ? 0 : sb;
+    sa *= da;
+    sb *= db;
+  }
+  Shape ys = batch;
+  if (!a_vec) ys.push_back(M);
+  if (!b_vec) ys.push_back(N);
+  Tensor Y(DType::Float32, ys);
+  const float* a = A.data<float>();
+  const float* b = B.data<float>();
+  float* y = Y.data<float>();
+  const int64_t nb = shape_numel(batch);
+  const bool b_shared = std::all_of(b_str.begin(), b_str.end(), [](int64_t s) { return s == 0; });
+  const bool a_packed = [&] {  // A's batch axes are dense (no broadcast), so A is [nb*M, K]
+    int64_t expect = M * K;
+    for (size_t i = r; i-- > 0;) {
+      if (a_str[i] != expect && batch[i] != 1) return false;
+      expect *= batch[i];
+    }
+    return true;
+  }();
+  if (nb == 0 || M == 0 || N == 0) {
+    std::fill_n(y, Y.numel(), 0.f);
+  } else if (b_shared && a_packed) {
+    sgemm(false, false, nb * M, N, K, 1.f, a, K, b, N, 0.f, y, N, ctx.threads);
+  } else {
+    auto offset = [&](int64_t idx, const std::vector<int64_t>& str) {
+      int64_t off = 0;
+      for (size_t i = r; i-- > 0;) {
+        off += (idx % batch[i]) * str[i];
+        idx /= batch[i];
+      }
+      return off;
+    };
+    const bool per_batch = nb >= ctx.threads && M * N * K < (1 << 20);
+    parallel_for(nb, per_batch ? threads_for(nb * M * N * K, ctx.threads) : 1, [&](int64_t i) {
+      sgemm(false, false, M, N, K, 1.f, a + offset(i, a_str), K, b + offset(i, b_str), N, 0.f, y + i * M * N, N,
+            per_batch ? 1 : ctx.threads);
+    });
+  }
+  ctx.outputs[0] = std::move(Y);
+}
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_gemm(const NodeInfo& node) { return std::make_unique<GemmKernel>(node); }
+std::unique_ptr<Kernel> make_matmul(const NodeInfo& node) { return make_function_kernel<matmul>(node); }
+
+}  // namespace qtool::runtime::kernels

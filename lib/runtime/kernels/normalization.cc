@@ -1,0 +1,176 @@
+// Normalization kernels, float32.
+//
+// BatchNormalization (inference): Y = (X - mean[c]) / sqrt(var[c] + epsilon) * scale[c] + B[c], folded
+//   per channel to Y = a[c] * X + b[c]; training_mode = 1 is unsupported.
+// InstanceNormalization: per (n, c) over the spatial axes: Y = (X - mean) / sqrt(var + epsilon) * scale[c] + B[c]
+//   (population variance).
+// LayerNormalization (opset 17): over axes [axis, rank): Y = (X - mean) * InvStdDev * Scale + B, with
+//   InvStdDev = 1 / sqrt(var + epsilon); Scale and B broadcast to the normalised shape. Optional outputs
+//   Mean and InvStdDev have X's shape with the normalised axes set to 1. Computed in float (stash_type 1).
+// LRN: Y = X / (bias + alpha / size * sum_{c' in window(c)} X[c']^2)^beta, window [c - (size-1)/2, c + ceil((size-1)/2)].
+#include <cmath>
+
+#include "runtime/kernels/blas.h"
+#include "runtime/kernels/compute_common.h"
+#include "runtime/kernels/kernels.h"
+
+namespace qtool::runtime::kernels {
+namespace {
+using namespace compute;
+
+void check_channel_vector(const KernelContext& ctx, size_t i, int64_t c, const char* what) {
+  const Tensor& t = float_input(ctx, i);
+  if (t.numel() != c)
+    throw BadInputError(ctx.node.label() + ": input '" + what + "' has " + std::to_string(t.numel()) +
+                        " values, expected one per channel (" + std::to_string(c) + ")");
+}
+
+class BatchNormKernel final : public Kernel {
+ public:
+  explicit BatchNormKernel(const NodeInfo& node) : node_(node), eps_(node.attrs.get_float("epsilon", 1e-5f)) {
+    if (node.attrs.get_int("training_mode", 0) != 0)
+      throw UnsupportedError(node.label() + ": training_mode = 1 is not supported (inference only)");
+  }
+  void run(KernelContext& ctx) override {
+    const Tensor& X = float_input(ctx, 0);
+    if (X.rank() < 2) throw BadInputError(node_.label() + ": X must have rank >= 2, got " + shape_str(X.shape()));
+    const int64_t N = X.dim(0), C = X.dim(1), S = X.numel() / std::max<int64_t>(1, N * C);
+    const char* names[] = {"X", "scale", "B", "input_mean", "input_var"};
+    for (size_t i = 1; i < 5; ++i) check_channel_vector(ctx, i, C, names[i]);
+    std::vector<float> a(C), b(C);
+    for (int64_t c = 0; c < C; ++c) {
+      a[c] = ctx.input(1).data<float>()[c] / std::sqrt(ctx.input(4).data<float>()[c] + eps_);
+      b[c] = ctx.input(2).data<float>()[c] - ctx.input(3).data<float>()[c] * a[c];
+    }
+    Tensor Y(DType::Float32, X.shape());
+    const float* x = X.data<float>();
+    float* y = Y.data<float>();
+    parallel_for(N * C, threads_for(X.numel(), ctx.threads),
+                 [&](int64_t i) { scale_shift(x + i * S, a[i % C], b[i % C], y + i * S, S); });
+    ctx.outputs[0] = std::move(Y);
+  }
+
+ private:
+  NodeInfo node_;
+  float eps_;
+};
+
+void instance_norm(KernelContext& ctx) {
+  const Tensor& X = float_input(ctx, 0);
+  if (X.rank() < 3) throw BadInputError(ctx.node.label() + ": X must have rank >= 3, got " + shape_str(X.shape()));
+  const float eps = ctx.node.attrs.get_float("epsilon", 1e-5f);
+  const int64_t N = X.dim(0), C = X.dim(1), S = X.numel() / std::max<int64_t>(1, N * C);
+  check_channel_vector(ctx, 1, C, "scale");
+  check_channel_vector(ctx, 2, C, "B");
+  const float* scale = ctx.input(1).data<float>();
+  const float* bias = ctx.input(2).data<float>();
+  Tensor Y(DType::Float32, X.shape());
+  const float* x = X.data<float>();
+  float* y = Y.data<float>();
+  parallel_for(N * C, threads_for(X.numel(), ctx.threads), [&](int64_t i) {
+    const float* xs = x + i * S;
+    double sum = 0, sq = 0;
+    for (int64_t j = 0; j < S; ++j) sum += xs[j];
+    const double mean = sum / S;
+    for (int64_t j = 0; j < S; ++j) sq += (xs[j] - mean) * (xs[j] - mean);
+    const float inv = static_cast<float>(1.0 / std::sqrt(sq / S + eps));
+    const float a = scale[i % C] * inv, b = bias[i % C] - static_cast<float>(mean) * a;
+    scale_shift(xs, a, b, y + i * S, S);
+  });
+  ctx.outputs[0] = std::move(Y);
+}
+
+// Values of `t` broadcast (numpy rules, right-aligned) to `shape`, materialised.
+std::vector<float> broadcast_to(const NodeInfo& node, const Tensor& t, const Shape& shape, const char* what) {
+  const size_t r = shape.size();
+  if (static_cast<size_t>(t.rank()) > r)
+    throw BadInputError(node.label() + ": input '" + what + "' " + shape_str(t.shape()) + " does not broadcast to " +
+                        shape_str(shape));
+  std::vector<int64_t> str(r, 0);
+  int64_t s = 1;
+  for (size_t i = r; i-- > r - t.rank();) {
+    const int64_t d = t.shape()[i - (r - t.rank())];
+    if (d != 1 && d != shape[i])
+      throw BadInputError(node.label() + ": input '" + what + "' " + shape_str(t.shape()) +
+                          " does not broadcast to " + shape_str(shape));
+    str[i] = d == 1 ? 0 : s;
+    s *= d;
+  }
+  const int64_t n = shape_numel(shape);
+  std::vector<float> out(n);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t rem = i, off = 0;
+    for (size_t k = r; k-- > 0;) {
+      off += (rem % shape[k]) * str[k];
+      rem /= shape[k];
+    }
+    out[i] = t.data<float>()[off];
+  }
+  return out;
+}
+
+void layer_norm(KernelContext& ctx) {
+  const Tensor& X = float_input(ctx, 0);
+  const int64_t axis = normalize_axis(ctx.node, ctx.node.attrs.get_int("axis", -1), X.rank());
+  const float eps = ctx.node.attrs.get_float("epsilon", 1e-5f);
+  const Shape norm_shape(X.shape().begin() + axis, X.shape().end());
+  const int64_t D = shape_numel(norm_shape), rows = D ? X.numel() / D : 0;
+  const std::vector<float> scale = broadcast_to(ctx.node, float_input(ctx, 1), norm_shape, "Scale");
+  const std::vector<float> bias =
+      ctx.has_input(2) ? broadcast_to(ctx.node, float_input(ctx, 2), norm_shape, "B") : std::vector<float>(D, 0.f);
+  Tensor Y(DType::Float32, X.shape());
+  Shape stat_shape = X.shape();
+  for (size_t i = static_cast<size_t>(axis); i < stat_shape.size(); ++i) stat_shape[i] = 1;
+  Tensor mean_t(DType::Float32, stat_shape), inv_t(DType::Float32, stat_shape);
+  const float* x = X.data<float>();
+  float* y = Y.data<float>();
+  parallel_for(rows, threads_for(X.numel(), ctx.threads), [&](int64_t r) {
+    const float* xr = x + r * D;
+    float sum = 0;
+    for (int64_t j = 0; j < D; ++j) sum += xr[j];
+    const float mean = sum / static_cast<float>(D);
+    float sq = 0;
+    for (int64_t j = 0; j < D; ++j) sq += (xr[j] - mean) * (xr[j] - mean);
+    const float inv = 1.f / std::sqrt(sq / static_cast<float>(D) + eps);
+    for (int64_t j = 0; j < D; ++j) y[r * D + j] = (xr[j] - mean) * inv * scale[j] + bias[j];
+    mean_t.data<float>()[r] = mean;
+    inv_t.data<float>()[r] = inv;
+  });
+  ctx.outputs[0] = std::move(Y);
+  if (ctx.outputs.size() > 1) ctx.outputs[1] = std::move(mean_t);
+  if (ctx.outputs.size() > 2) ctx.outputs[2] = std::move(inv_t);
+}
+
+void lrn(KernelContext& ctx) {
+  const Tensor& X = float_input(ctx, 0);
+  if (X.rank() < 3) throw BadInputError(ctx.node.label() + ": X must have rank >= 3, got " + shape_str(X.shape()));
+  const int64_t size = ctx.node.attrs.require_int("size");
+  const float alpha = ctx.node.attrs.get_float("alpha", 1e-4f), beta = ctx.node.attrs.get_float("beta", 0.75f),
+              bias = ctx.node.attrs.get_float("bias", 1.f);
+  const int64_t N = X.dim(0), C = X.dim(1), S = X.numel() / std::max<int64_t>(1, N * C);
+  const int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
+  Tensor Y(DType::Float32, X.shape());
+  const float* x = X.data<float>();
+  float* y = Y.data<float>();
+  parallel_for(N * C, threads_for(X.numel() * size, ctx.threads), [&](int64_t i) {
+    const int64_t n = i / C, c = i % C;
+    for (int64_t j = 0; j < S; ++j) {
+      float sq = 0;
+      for (int64_t cc = std::max<int64_t>(0, c - lo); cc <= std::min(C - 1, c + hi); ++cc) {
+        const float v = x[(n * C + cc) * S + j];
+        sq += v * v;
+      }
+      y[i * S + j] = x[i * S + j] / std::pow(bias + alpha / static_cast<float>(size) * sq, beta);
+    }
+  });
+  ctx.outputs[0] = std::move(Y);
+}
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_batch_norm(const NodeInfo& node) { return std::make_unique<BatchNormKernel>(node); }
+std::unique_ptr<Kernel> make_instance_norm(const NodeInfo& node) { return make_function_kernel<instance_norm>(node); }
+std::unique_ptr<Kernel> make_layer_norm(const NodeInfo& node) { return make_function_kernel<layer_norm>(node); }
+std::unique_ptr<Kernel> make_lrn(const NodeInfo& node) { return make_function_kernel<lrn>(node); }
+
+}  // namespace qtool::runtime::kernels

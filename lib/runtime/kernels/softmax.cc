@@ -1,0 +1,79 @@
+// Softmax, LogSoftmax, Hardmax, float32.
+//
+// Before opset 13 the input is coerced to 2-D [prod(shape[:axis]), prod(shape[axis:])] (axis default 1) and
+// the op runs over each row; from opset 13 it runs along `axis` alone (default -1).
+// Softmax:    y = exp(x - max) / sum exp(x - max)
+// LogSoftmax: y = x - max - log(sum exp(x - max))
+// Hardmax:    y = 1 at the first maximum, 0 elsewhere.
+#include <cmath>
+
+#include "runtime/kernels/blas.h"
+#include "runtime/kernels/compute_common.h"
+#include "runtime/kernels/kernels.h"
+
+namespace qtool::runtime::kernels {
+namespace {
+using namespace compute;
+
+enum class SoftKind { Softmax, LogSoftmax, Hardmax };
+
+template <SoftKind K>
+void softmax_like(KernelContext& ctx) {
+  const Tensor& X = float_input(ctx, 0);
+  const bool legacy = ctx.node.opset < 13;
+  const int64_t rank = X.rank();
+  const int64_t axis = rank == 0 ? 0 : normalize_axis(ctx.node, ctx.node.attrs.get_int("axis", legacy ? 1 : -1), rank);
+  int64_t outer = 1, len = 1, inner = 1;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (i < axis)
+      outer *= X.dim(i);
+    else if (i == axis || legacy)
+      len *= X.dim(i);
+    else
+      inner *= X.dim(i);
+  }
+  Tensor Y(DType::Float32, X.shape());
+  const float* x = X.data<float>();
+  float* y = Y.data<float>();
+  parallel_for(outer * inner, threads_for(X.numel() * 8, ctx.threads), [&](int64_t r) {
+    const int64_t o = r / inner, in = r % inner;
+    const float* xs = x + o * len * inner + in;
+    float* ys = y + o * len * inner + in;
+    float mx = -INFINITY;
+    int64_t arg = 0;
+    for (int64_t j = 0; j < len; ++j)
+      if (xs[j * inner] > mx) mx = xs[j * inner], arg = j;
+    if constexpr (K == SoftKind::Hardmax) {
+      for (int64_t j = 0; j < len; ++j) ys[j * inner] = j == arg ? 1.f : 0.f;
+    } else {
+      float sum = 0;
+      for (int64_t j = 0; j < len; ++j) {
+        const float e = std::exp(xs[j * inner] - mx);
+        if constexpr (K == SoftKind::Softmax) ys[j * inner] = e;
+        sum += e;
+      }
+      if constexpr (K == SoftKind::Softmax) {
+        const float inv = 1.f / sum;
+        for (int64_t j = 0; j < len; ++j) ys[j * inner] *= inv;
+      } else {
+        const float lse = mx + std::log(sum);
+        for (int64_t j = 0; j < len; ++j) ys[j * inner] = xs[j * inner] - lse;
+      }
+    }
+  });
+  ctx.outputs[0] = std::move(Y);
+}
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_softmax(const NodeInfo& node) {
+  return make_function_kernel<softmax_like<SoftKind::Softmax>>(node);
+}
+std::unique_ptr<Kernel> make_log_softmax(const NodeInfo& node) {
+  return make_function_kernel<softmax_like<SoftKind::LogSoftmax>>(node);
+}
+std::unique_ptr<Kernel> make_hardmax(const NodeInfo& node) {
+  return make_function_kernel<softmax_like<SoftKind::Hardmax>>(node);
+}
+
+}  // namespace qtool::runtime::kernels

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Calibration benchmarks (prints figures; not a test):
+#   1. histogram update throughput in elements/s (bench_calib_observers), per backend and thread count;
+#   2. observer overhead: time per sample of the forward pass with and without observers on ppocrv4-det
+#      (bench_calib_overhead; target <= 25 %);
+#   3. peak RSS of `qtool calibrate` on ppocrv4-det with 10 and with 100 samples (target ratio <= 1.1).
+# Usage: bash scripts/bench_calib.sh [BUILD_DIR] (default build); THREADS=N, SHAPE=1,3,H,W to override.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+BUILD="${1:-$ROOT/build}"
+THREADS="${THREADS:-$(nproc)}"
+SHAPE="${SHAPE:-1,3,320,320}"
+MODEL="$ROOT/../shared/models/ppocrv4-det.onnx"
+PY=/usr/bin/python3
+
+cmake --build "$BUILD" -j2 --target qtool bench_calib_observers bench_calib_overhead >/dev/null
+
+echo "== histogram update throughput (16M normal values)"
+"$BUILD/tests/bench/bench_calib_observers" --threads "$THREADS" --repeat 5
+
+echo "== observer overhead on ppocrv4-det, input [$SHAPE], threads $THREADS"
+"$BUILD/tests/bench/bench_calib_overhead" "$MODEL" --shape "x=$SHAPE" --samples 10 --threads "$THREADS" | tee /tmp/bench_calib_overhead.json
+
+echo "== peak RSS of qtool calibrate on ppocrv4-det, 10 vs 100 random samples"
+TMP="$(mktemp -d)"
+trap 'rm -rf "$TMP"' EXIT
+rss() {  # peak RSS in KiB of one qtool calibrate run
+  "$PY" - "$@" <<'PY'
+import resource, subprocess, sys
+subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+PY
+}
+R10=$(rss "$BUILD/bin/qtool" -q calibrate "$MODEL" --random 10 --shape "x=$SHAPE" --threads "$THREADS" -o "$TMP/c10.json")
+R100=$(rss "$BUILD/bin/qtool" -q calibrate "$MODEL" --random 100 --shape "x=$SHAPE" --threads "$THREADS" -o "$TMP/c100.json")
+"$PY" -c "r10, r100 = $R10, $R100; print('{\"rss_kib_10\": %d, \"rss_kib_100\": %d, \"ratio\": %.3f, \"ok\": %s}' % (r10, r100, r100 / r10, str(r100 / r10 <= 1.1).lower()))"

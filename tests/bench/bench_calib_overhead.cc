@@ -1,0 +1,80 @@
+// Observer overhead of calibration: time per sample of the plain forward pass (the interpreter as `qtool run`
+// uses it) against the same runs with every float tensor observed by a Calibrator (as `qtool calibrate`).
+//   bench_calib_overhead MODEL --shape NAME=d0,d1,... [--samples N] [--threads T]
+// Inputs are seeded random normal values. Prints one JSON line.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "calib/calibrate.h"
+#include "calib/calibrator.h"
+#include "onnx/model_io.h"
+#include "runtime/session.h"
+
+using namespace qtool;
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: bench_calib_overhead MODEL --shape NAME=d0,d1,... [--samples N] [--threads T]\n");
+    return 1;
+  }
+  const std::string model_path = argv[1];
+  int64_t samples = 5;
+  int threads = 0;
+  std::map<std::string, Shape> shapes;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--samples"))
+      samples = std::atoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--threads"))
+      threads = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--shape")) {
+      const std::string s = argv[i + 1];
+      const size_t eq = s.find('=');
+      Shape dims;
+      for (size_t p = eq + 1; p <= s.size();) {
+        const size_t c = std::min(s.find(',', p), s.size());
+        dims.push_back(std::atoll(s.substr(p, c - p).c_str()));
+        p = c + 1;
+      }
+      shapes[s.substr(0, eq)] = dims;
+    }
+  }
+  try {
+    const onnxio::LoadedModel model = onnxio::load_model(model_path);
+    const runtime::Session session(model, {.threads = threads});
+    const std::vector<calib::InputSpec> inputs = calib::input_specs(session);
+    auto source = calib::open_random(inputs, samples, 0, shapes);
+    calib::CalibratorOptions copt;
+    copt.exec.threads = session.threads();
+    calib::Calibrator calibrator(copt);
+    runtime::RunOptions observed;
+    observed.tap = [&](const std::string& name, const Tensor& v) { calibrator.observe(name, v); };
+
+    session.run(source->batch(0, 1));  // warm-up
+    double plain = 0, with_observers = 0;
+    for (int64_t i = 0; i < samples; ++i) {  // interleaved, so machine noise hits both alike
+      const auto in = source->batch(i, 1);
+      auto t0 = std::chrono::steady_clock::now();
+      session.run(in);
+      auto t1 = std::chrono::steady_clock::now();
+      session.run(in, observed);
+      auto t2 = std::chrono::steady_clock::now();
+      plain += std::chrono::duration<double>(t1 - t0).count();
+      with_observers += std::chrono::duration<double>(t2 - t1).count();
+    }
+    const auto t3 = std::chrono::steady_clock::now();
+    const calib::CalibrationTable table = calibrator.finish();
+    const double finish = std::chrono::duration<double>(std::chrono::steady_clock::now() - t3).count();
+    std::printf(
+        "{\"model\": \"%s\", \"samples\": %lld, \"threads\": %d, \"tensors\": %zu, \"plain_s_per_sample\": %.6f, "
+        "\"observed_s_per_sample\": %.6f, \"overhead\": %.4f, \"finish_s\": %.4f}\n",
+        model_path.c_str(), static_cast<long long>(samples), session.threads(), table.tensors.size(),
+        plain / double(samples), with_observers / double(samples), with_observers / plain - 1.0, finish);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}

@@ -1,0 +1,164 @@
+// inspect::summarize on graphs built inline: weight granularity (per-tensor, per-channel, per-block, and
+// float weights quantized by a QuantizeLinear), activation dtypes, op keys outside the default domain,
+// parameters in Constant attributes and subgraphs.
+#include <onnx/onnx_pb.h>
+
+#include <catch2/catch.hpp>
+
+#include "inspect/inspect.h"
+
+using namespace qtool;
+using namespace qtool::inspect;
+
+namespace {
+
+// ONNX 1.12 predates INT4 in its enum; the number is the one in qtool's dtype table.
+constexpr int32_t kInt4 = static_cast<int32_t>(DType::Int4);
+
+struct Builder {
+  onnx::ModelProto m;
+  onnx::GraphProto* g;
+  Builder() : g(m.mutable_graph()) {
+    m.set_ir_version(9);
+    auto* op = m.add_opset_import();
+    op->set_version(21);
+  }
+  onnx::TensorProto* init(const std::string& name, int32_t dtype, std::vector<int64_t> dims) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(dtype);
+    int64_t n = 1;
+    for (int64_t d : dims) t->add_dims(d), n *= d;
+    const int64_t bytes = dtype == onnx::TensorProto::FLOAT ? 4 * n
+                          : dtype == kInt4                  ? (n + 1) / 2
+                                                            : n;  // the other dtypes used here are 8-bit
+    t->set_raw_data(std::string(static_cast<size_t>(bytes), '\0'));
+    return t;
+  }
+  onnx::NodeProto* node(const std::string& op, std::vector<std::string> in, std::vector<std::string> out,
+                        onnx::GraphProto* graph = nullptr) {
+    auto* n = (graph ? graph : g)->add_node();
+    n->set_op_type(op);
+    for (auto& i : in) n->add_input(i);
+    for (auto& o : out) n->add_output(o);
+    return n;
+  }
+  static void attr_i(onnx::NodeProto* n, const std::string& name, int64_t v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("weight granularity comes from the DequantizeLinear scale shape, axis and block_size") {
+  Builder b;
+  using T = onnx::TensorProto;
+  // per-tensor int8 (scalar scale)
+  b.init("w1", T::INT8, {4, 4});
+  b.init("s1", T::FLOAT, {});
+  b.node("DequantizeLinear", {"w1", "s1"}, {"w1.dq"});
+  // per-channel int8, axis -2 on a rank-2 weight = axis 0
+  b.init("w2", T::INT8, {4, 4});
+  b.init("s2", T::FLOAT, {4});
+  Builder::attr_i(b.node("DequantizeLinear", {"w2", "s2"}, {"w2.dq"}), "axis", -2);
+  // per-block int4 along axis 1, block 32
+  b.init("w3", kInt4, {8, 64});
+  b.init("s3", T::FLOAT, {8, 2});
+  auto* dq3 = b.node("DequantizeLinear", {"w3", "s3"}, {"w3.dq"});
+  Builder::attr_i(dq3, "axis", 1);
+  Builder::attr_i(dq3, "block_size", 32);
+  // a float weight quantized by a QuantizeLinear to uint8 (zero point dtype), per channel, default axis 1
+  b.init("w4", T::FLOAT, {3, 5});
+  b.init("s4", T::FLOAT, {5});
+  b.init("z4", T::UINT8, {5});
+  b.node("QuantizeLinear", {"w4", "s4", "z4"}, {"w4.q"});
+  b.node("DequantizeLinear", {"w4.q", "s4", "z4"}, {"w4.dq"});
+  // activations: int16 via output_dtype, uint8 by default (no zero point)
+  b.init("sa", T::FLOAT, {});
+  Builder::attr_i(b.node("QuantizeLinear", {"x", "sa"}, {"x.q"}), "output_dtype", T::INT16);
+  b.node("QuantizeLinear", {"y", "sa"}, {"y.q"});
+  b.node("DequantizeLinear", {"x.q", "sa"}, {"x.dq"});
+  // a uint8 weight whose scale comes from a Constant's value_float: per-tensor
+  b.init("w5", T::UINT8, {2, 2});
+  auto* sc = b.node("Constant", {}, {"s5"})->add_attribute();
+  sc->set_name("value_float");
+  sc->set_type(onnx::AttributeProto::FLOAT);
+  sc->set_f(0.5f);
+  b.node("DequantizeLinear", {"w5", "s5"}, {"w5.dq"});
+  // an op outside the default domain
+  b.node("QGemm", {"a"}, {"b"})->set_domain("com.microsoft");
+
+  const ModelSummary s = summarize(b.m);
+  CHECK(s.quantization.quantize_linear == 3);
+  CHECK(s.quantization.dequantize_linear == 6);
+  REQUIRE(s.quantization.weights.size() == 5);
+  auto find = [&](DType dt, Granularity g) -> const WeightGroup* {
+    for (const auto& w : s.quantization.weights)
+      if (w.dtype == dt && w.granularity == g) return &w;
+    return nullptr;
+  };
+  const WeightGroup* pt = find(DType::Int8, Granularity::PerTensor);
+  REQUIRE(pt);
+  CHECK(pt->count == 1);
+  CHECK(!pt->axis);
+  const WeightGroup* pc = find(DType::Int8, Granularity::PerChannel);
+  REQUIRE(pc);
+  CHECK(pc->axis == 0);
+  const WeightGroup* pb = find(DType::Int4, Granularity::PerBlock);
+  REQUIRE(pb);
+  CHECK(pb->axis == 1);
+  CHECK(pb->block_size == 32);
+  const WeightGroup* qw = find(DType::UInt8, Granularity::PerChannel);
+  REQUIRE(qw);
+  CHECK(qw->axis == 1);
+  const WeightGroup* u8 = find(DType::UInt8, Granularity::PerTensor);
+  REQUIRE(u8);
+  CHECK(u8->count == 1);
+  CHECK(s.quantization.activations == std::map<DType, int64_t>{{DType::UInt8, 1}, {DType::Int16, 1}});
+  CHECK(s.op_counts.at("com.microsoft.QGemm") == 1);
+  CHECK(s.op_counts.at("QuantizeLinear") == 3);
+  // int4 parameters are counted by element, stored two per byte
+  CHECK(s.parameters.by_dtype.at(DType::Int4).count == 8 * 64);
+  CHECK(s.parameters.by_dtype.at(DType::Int4).bytes == 8 * 64 / 2);
+}
+
+TEST_CASE("parameters include Constant values (tensor and list forms) in subgraphs, not other attributes") {
+  Builder b;
+  using T = onnx::TensorProto;
+  auto* iff = b.node("If", {"cond"}, {"y"});
+  auto* a = iff->add_attribute();
+  a->set_name("then_branch");
+  a->set_type(onnx::AttributeProto::GRAPH);
+  auto* body = a->mutable_g();
+  auto* c = b.node("Constant", {}, {"k"}, body);
+  auto* v = c->add_attribute();
+  v->set_name("value");
+  v->set_type(onnx::AttributeProto::TENSOR);
+  v->mutable_t()->set_data_type(T::FLOAT);
+  v->mutable_t()->add_dims(6);
+  v->mutable_t()->set_raw_data(std::string(24, '\0'));
+  auto* c2 = b.node("Constant", {}, {"l"}, body);
+  auto* lf = c2->add_attribute();
+  lf->set_name("value_ints");
+  lf->set_type(onnx::AttributeProto::INTS);
+  for (int i = 0; i < 3; ++i) lf->add_ints(i);
+  // ConstantOfShape's fill value is an attribute tensor but not a parameter
+  auto* cos = b.node("ConstantOfShape", {"shape"}, {"z"}, body);
+  auto* fill = cos->add_attribute();
+  fill->set_name("value");
+  fill->set_type(onnx::AttributeProto::TENSOR);
+  fill->mutable_t()->set_data_type(T::FLOAT);
+  fill->mutable_t()->add_dims(1);
+  fill->mutable_t()->add_float_data(0.f);
+
+  const ModelSummary s = summarize(b.m);
+  CHECK(s.subgraph_count == 1);
+  CHECK(s.op_counts == std::map<std::string, int64_t>{{"If", 1}, {"Constant", 2}, {"ConstantOfShape", 1}});
+  CHECK(s.parameters.count == 6 + 3);
+  CHECK(s.parameters.bytes == 24 + 24);
+  CHECK(s.parameters.tensors == 2);
+  CHECK(!s.quantization.quantized());
+}
