@@ -94,6 +94,9 @@ Outcome run_case(const fs::path& dir) {
   std::sort(sets.begin(), sets.end());
   if (sets.empty()) return {Outcome::Skipped, "no test data"};
   const auto& g = session->graph();
+  // Sequence / optional inputs (no tensor type): their .pb files are not TensorProtos.
+  for (const auto& in : g.inputs)
+    if (in.dtype == qtool::DType::Undefined) return {Outcome::Skipped, "input '" + in.name + "' is not a tensor"};
   for (const auto& set : sets) {
     std::map<std::string, Tensor> inputs;
     std::vector<Tensor> expected;

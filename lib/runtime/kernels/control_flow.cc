@@ -1,4 +1,4 @@
-// Control flow: If, Loop (opset 1+, 11+ semantics for optional M/cond), Scan (opset 9+).
+// Control flow: If, Loop (opset 1+, 11+ semantics for optional M/cond), Scan (opset 8 batched, 9+).
 // Bodies run through ctx.subgraphs, which resolves names from enclosing scopes.
 #include <cstring>
 
@@ -111,27 +111,57 @@ class LoopKernel final : public Kernel {
 };
 
 // Scan(states..., scan_inputs...) with body(states..., slices...) -> (states..., scan_slices...).
+// Scan-9+: (states..., scan_inputs...) -> (final states..., stacked scan outputs...), axes and
+// directions from attributes. Scan-8: the same per batch element, with a leading batch dim on every
+// input and output and an optional sequence_lens first input (only full-length sequences supported).
 class ScanKernel final : public Kernel {
  public:
   explicit ScanKernel(const NodeInfo& n)
       : body_(n.attrs.require_graph("body")),
+        batched_(n.opset < 9),
         n_scan_in_(n.attrs.require_int("num_scan_inputs")),
         in_axes_(n.attrs.get_ints("scan_input_axes")),
-        in_dirs_(n.attrs.get_ints("scan_input_directions")),
+        in_dirs_(n.attrs.get_ints(n.opset < 9 ? "directions" : "scan_input_directions")),
         out_axes_(n.attrs.get_ints("scan_output_axes")),
         out_dirs_(n.attrs.get_ints("scan_output_directions")) {}
+
   void run(KernelContext& ctx) override {
+    const size_t first = batched_ ? 1 : 0;  // Scan-8: input 0 is sequence_lens
+    std::vector<Tensor> ins;
+    for (size_t i = first; i < ctx.num_inputs(); ++i) ins.push_back(ctx.input(i));
+    const int64_t n_state = static_cast<int64_t>(ins.size()) - n_scan_in_;
+    if (n_state < 0) throw BadInputError(ctx.node.label() + ": fewer inputs than num_scan_inputs");
+    if (!batched_) {
+      std::vector<Tensor> outs = scan(ctx, ins, n_state);
+      for (size_t i = 0; i < outs.size(); ++i) ctx.outputs[i] = std::move(outs[i]);
+      return;
+    }
+    const int64_t batch = ins.empty() ? 0 : ins.front().dim(0);
+    if (ctx.has_input(0))
+      for (int64_t len : read_ints(ctx.input(0), ctx.node, "sequence_lens"))
+        if (n_scan_in_ > 0 && len != ins[n_state].dim(1))
+          throw UnsupportedError(ctx.node.label() + ": sequence_lens shorter than the sequence are not supported");
+    std::vector<std::vector<Tensor>> per_output;
+    for (int64_t b = 0; b < batch; ++b) {
+      std::vector<Tensor> slice;
+      for (const Tensor& t : ins) slice.push_back(take(t, 0, b, ctx.node));
+      std::vector<Tensor> outs = scan(ctx, slice, n_state);
+      per_output.resize(outs.size());
+      for (size_t i = 0; i < outs.size(); ++i) per_output[i].push_back(std::move(outs[i]));
+    }
+    for (size_t i = 0; i < per_output.size(); ++i) ctx.outputs[i] = stack(per_output[i], 0, ctx.node);
+  }
+
+ private:
+  std::vector<Tensor> scan(KernelContext& ctx, const std::vector<Tensor>& ins, int64_t n_state) const {
     const Graph& body = *body_;
-    const int64_t n_in = static_cast<int64_t>(ctx.num_inputs());
-    const int64_t n_state = n_in - n_scan_in_;
     const int64_t n_scan_out = static_cast<int64_t>(body.outputs.size()) - n_state;
-    if (n_state < 0 || n_scan_out < 0) throw BadInputError(ctx.node.label() + ": body signature mismatch");
-    std::vector<Tensor> states;
-    for (int64_t i = 0; i < n_state; ++i) states.push_back(ctx.input(i));
+    if (n_scan_out < 0) throw BadInputError(ctx.node.label() + ": body signature mismatch");
+    std::vector<Tensor> states(ins.begin(), ins.begin() + n_state);
     int64_t trips = -1;
     std::vector<int64_t> axes(n_scan_in_);
     for (int64_t j = 0; j < n_scan_in_; ++j) {
-      const Tensor& x = ctx.input(n_state + j);
+      const Tensor& x = ins[n_state + j];
       axes[j] = normalize_axis(j < static_cast<int64_t>(in_axes_.size()) ? in_axes_[j] : 0, x.rank(), ctx.node);
       const int64_t len = x.shape()[axes[j]];
       if (trips >= 0 && len != trips) throw BadInputError(ctx.node.label() + ": scan inputs differ in length");
@@ -144,16 +174,16 @@ class ScanKernel final : public Kernel {
       for (int64_t i = 0; i < n_state; ++i) args[i] = states[i];
       for (int64_t j = 0; j < n_scan_in_; ++j) {
         const bool rev = j < static_cast<int64_t>(in_dirs_.size()) && in_dirs_[j] == 1;
-        args[n_state + j] = take(ctx.input(n_state + j), axes[j], rev ? trips - 1 - t : t, ctx.node);
+        args[n_state + j] = take(ins[n_state + j], axes[j], rev ? trips - 1 - t : t, ctx.node);
       }
       std::vector<Tensor> outs = runner(ctx).run(body, args);
       for (int64_t i = 0; i < n_state; ++i) states[i] = std::move(outs[i]);
       for (int64_t k = 0; k < n_scan_out; ++k) scans[k].push_back(std::move(outs[n_state + k]));
     }
-    for (int64_t i = 0; i < n_state; ++i) ctx.outputs[i] = states[i];
+    std::vector<Tensor> result = states;
     for (int64_t k = 0; k < n_scan_out; ++k) {
       if (scans[k].empty()) {
-        ctx.outputs[n_state + k] = empty_scan_output(body.outputs[n_state + k]);
+        result.push_back(empty_scan_output(body.outputs[n_state + k]));
         continue;
       }
       if (k < static_cast<int64_t>(out_dirs_.size()) && out_dirs_[k] == 1)
@@ -161,12 +191,13 @@ class ScanKernel final : public Kernel {
       const int64_t rank = scans[k].front().rank() + 1;
       const int64_t axis =
           normalize_axis(k < static_cast<int64_t>(out_axes_.size()) ? out_axes_[k] : 0, rank, ctx.node);
-      ctx.outputs[n_state + k] = stack(scans[k], axis, ctx.node);
+      result.push_back(stack(scans[k], axis, ctx.node));
     }
+    return result;
   }
 
- private:
   std::shared_ptr<const Graph> body_;
+  bool batched_;
   int64_t n_scan_in_;
   std::vector<int64_t> in_axes_, in_dirs_, out_axes_, out_dirs_;
 };

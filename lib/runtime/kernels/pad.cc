@@ -131,7 +131,27 @@ class PadKernel final : public Kernel {
     const Tensor& x = ctx.input(0);
     const PadPlan p = plan(ctx, x);
     Tensor y(x.dtype(), p.out_shape);
-    pad_rows(p, x, y, ctx.node, ctx.threads);
+    if (p.mode == PadMode::Constant && x.rank() > 1) {
+      // Trailing unpadded dims fold into the last padded one (exact for a constant fill), so rows
+      // are long: NHWC padding of H and W copies whole W*C rows.
+      PadPlan c = p;
+      Shape in_shape = x.shape();
+      while (in_shape.size() > 1 && c.before.back() == 0 && c.after.back() == 0) {
+        const int64_t inner = in_shape.back();
+        in_shape.pop_back();
+        c.before.pop_back();
+        c.after.pop_back();
+        c.out_shape.pop_back();
+        in_shape.back() *= inner;
+        c.out_shape.back() *= inner;
+        c.before.back() *= inner;
+        c.after.back() *= inner;
+      }
+      Tensor yv = y.reshaped(c.out_shape);
+      pad_rows(c, x.reshaped(in_shape), yv, ctx.node, ctx.threads);
+    } else {
+      pad_rows(p, x, y, ctx.node, ctx.threads);
+    }
     ctx.outputs[0] = std::move(y);
   }
 

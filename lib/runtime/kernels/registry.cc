@@ -112,7 +112,7 @@ const KernelDef kKernels[] = {
   {"", "CumSum", 11, kMaxOpset, make_cumsum},
   {"", "If", 1, kMaxOpset, make_if},
   {"", "Loop", 1, kMaxOpset, make_loop},
-  {"", "Scan", 9, kMaxOpset, make_scan},
+  {"", "Scan", 8, kMaxOpset, make_scan},
   {"", "QuantizeLinear", 10, kMaxOpset, make_quantize_linear},
   {"", "DequantizeLinear", 10, kMaxOpset, make_dequantize_linear},
   {"", "DynamicQuantizeLinear", 11, kMaxOpset, make_dynamic_quantize_linear},

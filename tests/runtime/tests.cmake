@@ -1,0 +1,7 @@
+# Script tests of the interpreter: `qtool run` against ONNX Runtime 1.30 on the repository's tiny models
+# (needs node + onnxruntime-node and Debian's python3-numpy; the tiny models need the compute kernels).
+add_test(NAME "runtime: qtool run matches ONNX Runtime on tiny If/Loop/QDQ/conv models"
+         COMMAND bash ${CMAKE_SOURCE_DIR}/tests/runtime/ort_run_compare.sh ${CMAKE_SOURCE_DIR}
+                 ${CMAKE_BINARY_DIR}/test_scratch/runtime_ort_compare $<TARGET_FILE:qtool>)
+set_tests_properties("runtime: qtool run matches ONNX Runtime on tiny If/Loop/QDQ/conv models"
+                     PROPERTIES FIXTURES_REQUIRED ort TIMEOUT 300 ENVIRONMENT OMP_WAIT_POLICY=PASSIVE)
