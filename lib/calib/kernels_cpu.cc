@@ -136,11 +136,10 @@ std::vector<uint16_t>& scratch(size_t size) {
   return sub;
 }
 
-// Counting values into bins. Indices are computed a block at a time by index(x, m, idx) (one of the loops
-// above, which also track the range of indices written), then counted into 4 interleaved 16-bit sub-histograms: runs of
-// equal bins (a ReLU's zeros) no longer serialise on one counter. Index `bins` is the slot for rejected values (NaN,
-// ±inf, out of range). Only the range of bins the data touched is flushed and re-zeroed, so a small tensor does not pay
-// for a wide window.
+// Counting values into bins. Indices are computed a block at a time by index(x, m, idx, lo, hi) (one of the
+// loops above), then counted into 4 interleaved 16-bit sub-histograms: runs of equal bins (a ReLU's zeros) do
+// not serialise on one counter. Index `bins` is the slot for rejected values (NaN, ±inf, out of range). Only
+// the range of bins the data touched is flushed and re-zeroed, so a small tensor does not pay for a wide window.
 template <class Index, class Out>
 void count_bins(const float* x, size_t n, size_t bins, Index index, Out* out) {
   // Sub-counters are 16-bit (half the cache footprint of 32-bit ones). Sub-histogram r only counts values at
