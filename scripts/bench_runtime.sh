@@ -7,8 +7,8 @@
 # For each model, ORT (scripts/ort/ort_run.mjs) and qtool run alternately for R rounds with the same
 # thread count; each run reports the median of N timed forwards after one warm-up; the table shows the
 # median over rounds, the ratio qtool/ORT and qtool's peak RSS (/usr/bin/time -v).
-# qtool is timed, in order of preference, with `qtool run --repeat N --threads T --json` (mode "run") when
-# the binary has the run command, with tests/bench/bench_session (mode "session": whole model through
+# qtool is timed, in order of preference, with `qtool run --repeat N --threads T --json` (mode "run",
+# outputs of the first round checked against ../shared/data/reference_outputs) when the binary has it, with tests/bench/bench_session (mode "session": whole model through
 # runtime::Session, outputs checked against ../shared/data/reference_outputs) when it was built, or with
 # tests/bench/bench_kernels (mode "kernels": only the compute kernels, node by node on the model's real
 # shapes; elementwise/shape ops are not counted, so that ratio is a lower bound).
@@ -82,6 +82,7 @@ for m in "${list[@]}"; do
              --repeat "$repeat" | json_ms)")
     if [[ $mode == run ]]; then
       cmd=("$qtool" run "$file" --input "$in_name=$in_file" --threads "$threads" --repeat "$repeat" --json)
+      [[ $r == 0 ]] && cmd+=(--output-dir "$tmp/outputs")
     elif [[ $mode == session ]]; then
       cmd=("$session" "$file" --input "$in_name=$in_file" --threads "$threads" --repeat "$repeat"
            --check "$shared/data/reference_outputs/${model_ref[$m]}")
@@ -91,6 +92,17 @@ for m in "${list[@]}"; do
     [[ -n "$omp_wait" ]] && cmd=(env "OMP_WAIT_POLICY=$omp_wait" "${cmd[@]}")
     /usr/bin/time -v -o "$tmp/time.txt" "${cmd[@]}" > "$tmp/out.txt"
     ours+=("$(json_ms < "$tmp/out.txt")")
+    if [[ $mode == run && $r == 0 ]]; then  # outputs must agree with ONNX Runtime's
+      "$PY" -c 'import glob, os, sys, numpy as np
+ref = sys.argv[1]
+for f in glob.glob(os.path.join(sys.argv[2], "*.npy")):
+    want = os.path.join(ref, os.path.basename(f))
+    if os.path.exists(want):
+        d = float(np.max(np.abs(np.load(f).astype(np.float64) - np.load(want))))
+        if not d <= 1e-3: sys.exit("bench_runtime: %s output %s differs from ONNX Runtime by %g" % (sys.argv[3], f, d))
+' "$shared/data/reference_outputs/${model_ref[$m]}" "$tmp/outputs" "$m"
+      rm -rf "$tmp/outputs"
+    fi
     if [[ $mode == session && $r == 0 ]]; then  # outputs must agree with ONNX Runtime's
       "$PY" -c 'import json, sys; d = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]).get("max_abs_diff", {})
 bad = {k: v for k, v in d.items() if not v <= 1e-3}

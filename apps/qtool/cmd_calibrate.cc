@@ -60,9 +60,12 @@ class Progress {
   std::chrono::steady_clock::time_point start_;
 };
 
-int run_calibrate(const CalibrateArgs& a) {
-  calib::CalibrateOptions o;
-  for (const std::string& d : a.data) {
+}  // namespace
+
+// --data / --random / --seed / --shape into calibrate options (shared with `qtool quantize`, command.h).
+void calibrate_data_options(const std::vector<std::string>& data, int64_t random, uint64_t seed,
+                            const std::vector<std::string>& shapes, calib::CalibrateOptions& o) {
+  for (const std::string& d : data) {
     const size_t eq = d.find('=');
     if (eq == std::string::npos) {
       if (!std::filesystem::is_directory(d)) {
@@ -79,13 +82,20 @@ int run_calibrate(const CalibrateArgs& a) {
         throw UsageError("--data names input '" + name + "' twice");
     }
   }
-  if (a.random > 0) o.random_samples = a.random;
-  o.seed = a.seed;
-  for (const std::string& s : a.shapes) {
+  if (random > 0) o.random_samples = random;
+  o.seed = seed;
+  for (const std::string& s : shapes) {
     const size_t eq = s.find('=');
     if (eq == std::string::npos || eq == 0) throw UsageError("--shape " + s + ": expected NAME=d0,d1,...");
     o.shapes[s.substr(0, eq)] = parse_dims(s.substr(eq + 1), "--shape " + s);
   }
+}
+
+namespace {
+
+int run_calibrate(const CalibrateArgs& a) {
+  calib::CalibrateOptions o;
+  calibrate_data_options(a.data, a.random, a.seed, a.shapes, o);
   o.batch_size = a.batch_size;
   o.threads = a.threads;
   o.histogram_bins = a.bins;

@@ -6,9 +6,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "calib/calibration_table.h"
 #include "command.h"
 #include "core/dtype.h"
 #include "inspect/inspect.h"
+#include "onnx/model_io.h"
+#include "quantize/quantize.h"
 
 namespace qtool::cli {
 namespace {
@@ -202,7 +205,21 @@ Action add_inspect_command(CLI::App& app) {
   auto json = std::make_shared<bool>(false);
   sub->add_option("MODEL", *model, "Path to an .onnx model")->required();
   sub->add_flag("--json", *json, "Print one JSON object instead of the text report");
-  return [model, json]() -> int {
+  // Quantization preview (lib/quantize): which QConfig rule applies to each node and what it would become.
+  auto qconfig = std::make_shared<std::string>(), calib = std::make_shared<std::string>();
+  auto explain = std::make_shared<bool>(false);
+  sub->add_option("--config", *qconfig, "QConfig JSON for --explain (default: built-in int8)")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--calib", *calib, "Calibration file for --explain (scales of activations)")
+      ->check(CLI::ExistingFile);
+  sub->add_flag("--explain", *explain, "Per node: the QConfig rules that apply, int/float, dtype, scale, zero point");
+  return [model, json, qconfig, calib, explain]() -> int {
+    if (*explain) {
+      const auto cfg = qconfig->empty() ? quantize::QConfig::builtin_default() : quantize::QConfig::load(*qconfig);
+      const auto ranges = calib->empty() ? calib::CalibrationTable{} : calib::read_calibration(*calib);
+      std::cout << quantize::explain_text(quantize::explain_model(*onnxio::load_model(*model).proto, cfg, ranges));
+      return 0;
+    }
     spdlog::debug("inspecting {}", *model);
     const ModelSummary s = inspect::inspect_model(*model);
     spdlog::debug("{}: {} nodes, {} parameters", *model, s.node_count, s.parameters.count);

@@ -4,7 +4,14 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <functional>
+#include <string>
+#include <vector>
+
+namespace qtool::calib {
+struct CalibrateOptions;
+}
 
 namespace qtool::cli {
 
@@ -15,5 +22,11 @@ Action add_inspect_command(CLI::App& app);
 Action add_convert_command(CLI::App& app);
 Action add_run_command(CLI::App& app);
 Action add_calibrate_command(CLI::App& app);
+Action add_quantize_command(CLI::App& app);
+
+// --data NAME=FILE|FILE|DIR, --random N, --seed, --shape NAME=d0,d1 into calibrate options (cmd_calibrate.cc);
+// `qtool quantize` calibrates with the same options.
+void calibrate_data_options(const std::vector<std::string>& data, int64_t random, uint64_t seed,
+                            const std::vector<std::string>& shapes, calib::CalibrateOptions& o);
 
 }  // namespace qtool::cli

@@ -72,6 +72,7 @@ int main(int argc, char** argv) {
   add(qtool::cli::add_convert_command);
   add(qtool::cli::add_run_command);
   add(qtool::cli::add_calibrate_command);
+  add(qtool::cli::add_quantize_command);
 
   try {
     app.parse(argc, argv);

@@ -160,11 +160,12 @@ Tensor parse_npy(std::span<const std::byte> b, const std::string& what) {
     if (d < 0) throw BadInputError(what + ": negative dimension in shape " + shape_str(h.shape));
   const int64_t numel = shape_numel(h.shape);
   const size_t esize = static_cast<size_t>(dtype_info(dtype).bits / 8);
-  const size_t need = static_cast<size_t>(numel) * esize;
   const size_t have = b.size() - prefix - hlen;
+  const size_t need = static_cast<uint64_t>(numel) > have / esize ? have + 1 : static_cast<size_t>(numel) * esize;
   if (have < need)
     throw BadInputError(what + ": data is shorter than the shape " + shape_str(h.shape) + " needs (" +
-                        std::to_string(have) + " of " + std::to_string(need) + " bytes)");
+                        std::to_string(have) + " bytes for " + std::to_string(numel) + " elements of " +
+                        std::to_string(esize) + " bytes)");
   if (have > need)
     throw BadInputError(what + ": " + std::to_string(have - need) + " bytes of data beyond what shape " +
                         shape_str(h.shape) + " needs");

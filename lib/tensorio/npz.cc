@@ -37,6 +37,10 @@ class Reader {
 };
 
 std::vector<std::byte> inflate_raw(std::span<const std::byte> in, uint64_t out_size, const std::string& what) {
+  // Deflate expands at most 1032:1; a larger claim is a corrupt header (and would be a huge allocation).
+  if (out_size > static_cast<uint64_t>(in.size()) * 1032 + 1024)
+    throw BadInputError(what + ": corrupt zip header (claims " + std::to_string(out_size) + " bytes from " +
+                        std::to_string(in.size()) + " compressed)");
   std::vector<std::byte> out(static_cast<size_t>(out_size));
   z_stream zs{};
   if (inflateInit2(&zs, -MAX_WBITS) != Z_OK) throw InternalError("zlib inflateInit2 failed");

@@ -17,6 +17,15 @@ Tensor read_pb(const std::filesystem::path& path, std::string* name) {
     throw BadInputError(what + ": not an ONNX TensorProto (no data_type)");
   if (name) *name = proto.name();
   try {
+    // Every element takes at least one byte of the file (raw_data, or 1-byte varints for int64 in typed fields;
+    // 4-bit types two per byte): a larger claim is a corrupt header, not a reason to allocate.
+    const DTypeInfo* info = dtype_info_or_null(proto.data_type());
+    if (info && info->cls != DTypeClass::String && info->cls != DTypeClass::None) {
+      const int64_t numel = onnxio::proto_numel(proto);
+      if (static_cast<uint64_t>(numel) / static_cast<uint64_t>(info->elems_per_byte) > bytes.size())
+        throw BadInputError("shape of " + std::to_string(numel) + " elements does not fit in a " +
+                            std::to_string(bytes.size()) + "-byte file; truncated or corrupt");
+    }
     return onnxio::tensor_from_proto(proto, "tensor '" + proto.name() + "'");
   } catch (const BadInputError& e) {
     throw BadInputError(what + ": " + e.what());

@@ -8,6 +8,7 @@
 // Output files are named after the output with characters outside [A-Za-z0-9_.-] replaced by '_'.
 import fs from 'node:fs';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import ort from 'onnxruntime-node';
 
 const NPY_TO_ORT = {
@@ -111,4 +112,7 @@ async function main() {
   console.log(JSON.stringify(out));
 }
 
-main().catch(e => { console.error(`ort_run: ${e.message}`); process.exit(2); });
+export { readNpy, writeNpy };
+
+if (import.meta.url === pathToFileURL(process.argv[1]).href)
+  main().catch(e => { console.error(`ort_run: ${e.message}`); process.exit(2); });

@@ -1,9 +1,8 @@
 // The ONNX backend node tests (the spec's own test vectors, Debian libonnx-testdata 1.12) for every
 // compute op: each single-node model is run through its kernel with 1 and 2 threads and compared
 // with the expected outputs.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -18,11 +17,40 @@ const std::filesystem::path kNodeTests = "/usr/share/libonnx-testdata/data/node"
 
 // Op types this suite covers (the compute section of the kernel registry).
 const std::set<std::string> kComputeOps = {
-    "Conv", "ConvTranspose", "Gemm", "MatMul", "MaxPool", "AveragePool", "LpPool", "GlobalAveragePool",
-    "GlobalMaxPool", "BatchNormalization", "InstanceNormalization", "LayerNormalization", "LRN", "Softmax",
-    "LogSoftmax", "Hardmax", "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
-    "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare", "ArgMax", "ArgMin",
-    "Resize", "Upsample", "LSTM", "GRU", "RNN", "Einsum",
+    "Conv",
+    "ConvTranspose",
+    "Gemm",
+    "MatMul",
+    "MaxPool",
+    "AveragePool",
+    "LpPool",
+    "GlobalAveragePool",
+    "GlobalMaxPool",
+    "BatchNormalization",
+    "InstanceNormalization",
+    "LayerNormalization",
+    "LRN",
+    "Softmax",
+    "LogSoftmax",
+    "Hardmax",
+    "ReduceSum",
+    "ReduceMean",
+    "ReduceMax",
+    "ReduceMin",
+    "ReduceProd",
+    "ReduceL1",
+    "ReduceL2",
+    "ReduceLogSum",
+    "ReduceLogSumExp",
+    "ReduceSumSquare",
+    "ArgMax",
+    "ArgMin",
+    "Resize",
+    "Upsample",
+    "LSTM",
+    "GRU",
+    "RNN",
+    "Einsum",
 };
 
 // Cases that are known not to pass, with the reason (kept short and explicit).

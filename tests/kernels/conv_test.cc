@@ -130,7 +130,8 @@ TEST_CASE("sgemm on OpenBLAS matches sgemm_ref for every transpose and thread co
         Tensor C1 = random_tensor({M, N}, 13), C2 = C1.clone();
         sgemm(ta, tb, M, N, K, 0.5f, A.data<float>(), A.dim(1), B.data<float>(), B.dim(1), 2.f, C1.data<float>(), N,
               threads);
-        sgemm_ref(ta, tb, M, N, K, 0.5f, A.data<float>(), A.dim(1), B.data<float>(), B.dim(1), 2.f, C2.data<float>(), N);
+        sgemm_ref(ta, tb, M, N, K, 0.5f, A.data<float>(), A.dim(1), B.data<float>(), B.dim(1), 2.f, C2.data<float>(),
+                  N);
         CHECK(max_abs_diff(C1, C2) < 1e-4);
       }
   // Large enough to be split across threads: 1 and 2 threads give identical results.

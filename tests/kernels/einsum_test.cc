@@ -1,7 +1,6 @@
 // Einsum's transpose+GEMM evaluation against a naive reference: one loop over every assignment of
 // every label, multiplying the operands and adding into the output.
 #include <catch2/catch.hpp>
-
 #include <map>
 
 #include "kernel_harness.h"
@@ -70,13 +69,13 @@ TEST_CASE("Einsum matches the naive evaluation on matmul-like and general forms"
   const Case cases[] = {
       {"ij,jk->ik", {{3, 4}, {4, 5}}},
       {"bij,bjk->bik", {{2, 3, 4}, {2, 4, 5}}},
-      {"bhqd,bhkd->bhqk", {{2, 3, 4, 5}, {2, 3, 6, 5}}},       // attention scores
-      {"bhqk,bhkd->bqhd", {{2, 3, 4, 6}, {2, 3, 6, 5}}},       // attention output, transposed
+      {"bhqd,bhkd->bhqk", {{2, 3, 4, 5}, {2, 3, 6, 5}}},  // attention scores
+      {"bhqk,bhkd->bqhd", {{2, 3, 4, 6}, {2, 3, 6, 5}}},  // attention output, transposed
       {"ij->ji", {{3, 4}}},
-      {"bn,anm,bm->ba", {{2, 3}, {4, 3, 5}, {2, 5}}},          // bilinear
-      {"ii->i", {{4, 4}}},                                     // diagonal
-      {"ijk->", {{2, 3, 4}}},                                  // full sum
-      {"ij,kj->ikj", {{3, 4}, {2, 4}}},                        // outer product kept axis
+      {"bn,anm,bm->ba", {{2, 3}, {4, 3, 5}, {2, 5}}},  // bilinear
+      {"ii->i", {{4, 4}}},                             // diagonal
+      {"ijk->", {{2, 3, 4}}},                          // full sum
+      {"ij,kj->ikj", {{3, 4}, {2, 4}}},                // outer product kept axis
       {"abc,cd,bd->a", {{2, 3, 4}, {4, 5}, {3, 5}}},
   };
   for (const auto& c : cases) {

@@ -117,23 +117,37 @@ bool parse_file(const std::filesystem::path& p, T& msg) {
 Attribute decode_attribute(const onnx::AttributeProto& a) {
   Attribute r;
   switch (a.type()) {
-    case onnx::AttributeProto::FLOAT: r = attr_float(a.f()); break;
-    case onnx::AttributeProto::INT: r = attr_int(a.i()); break;
-    case onnx::AttributeProto::STRING: r = attr_str(a.s()); break;
+    case onnx::AttributeProto::FLOAT:
+      r = attr_float(a.f());
+      break;
+    case onnx::AttributeProto::INT:
+      r = attr_int(a.i());
+      break;
+    case onnx::AttributeProto::STRING:
+      r = attr_str(a.s());
+      break;
     case onnx::AttributeProto::TENSOR:
       r.kind = Attribute::Kind::Tensor;
       r.t = onnxio::tensor_from_proto(a.t(), a.name());
       break;
-    case onnx::AttributeProto::FLOATS: r = attr_floats({a.floats().begin(), a.floats().end()}); break;
-    case onnx::AttributeProto::INTS: r = attr_ints({a.ints().begin(), a.ints().end()}); break;
-    case onnx::AttributeProto::STRINGS: r = attr_strs({a.strings().begin(), a.strings().end()}); break;
-    default: throw UnsupportedError("attribute '" + a.name() + "' has an unsupported type");
+    case onnx::AttributeProto::FLOATS:
+      r = attr_floats({a.floats().begin(), a.floats().end()});
+      break;
+    case onnx::AttributeProto::INTS:
+      r = attr_ints({a.ints().begin(), a.ints().end()});
+      break;
+    case onnx::AttributeProto::STRINGS:
+      r = attr_strs({a.strings().begin(), a.strings().end()});
+      break;
+    default:
+      throw UnsupportedError("attribute '" + a.name() + "' has an unsupported type");
   }
   return r;
 }
 }  // namespace
 
-runtime::NodeInfo node_info_from_proto(const onnx::NodeProto& n, int opset, const std::map<std::string, Tensor>& consts) {
+runtime::NodeInfo node_info_from_proto(const onnx::NodeProto& n, int opset,
+                                       const std::map<std::string, Tensor>& consts) {
   runtime::NodeInfo node;
   node.name = n.name();
   node.op_type = n.op_type();
@@ -215,13 +229,20 @@ std::string compare_outputs(const Tensor& got, const Tensor& want, double atol, 
     return "dtype " + std::string(dtype_name(got.dtype())) + " vs " + std::string(dtype_name(want.dtype()));
   if (got.shape() != want.shape()) return "shape " + shape_str(got.shape()) + " vs " + shape_str(want.shape());
   switch (got.dtype()) {
-    case DType::Float32: return compare_typed<float>(got, want, atol, rtol);
-    case DType::Float64: return compare_typed<double>(got, want, atol, rtol);
-    case DType::Int64: return compare_typed<int64_t>(got, want, 0, 0);
-    case DType::Int32: return compare_typed<int32_t>(got, want, 0, 0);
-    case DType::Int8: return compare_typed<int8_t>(got, want, 0, 0);
-    case DType::UInt8: return compare_typed<uint8_t>(got, want, 0, 0);
-    default: return got.same_as(want) ? "" : "bytes differ";
+    case DType::Float32:
+      return compare_typed<float>(got, want, atol, rtol);
+    case DType::Float64:
+      return compare_typed<double>(got, want, atol, rtol);
+    case DType::Int64:
+      return compare_typed<int64_t>(got, want, 0, 0);
+    case DType::Int32:
+      return compare_typed<int32_t>(got, want, 0, 0);
+    case DType::Int8:
+      return compare_typed<int8_t>(got, want, 0, 0);
+    case DType::UInt8:
+      return compare_typed<uint8_t>(got, want, 0, 0);
+    default:
+      return got.same_as(want) ? "" : "bytes differ";
   }
 }
 

@@ -21,8 +21,8 @@ struct KernelCall {
   std::string op;
   int opset = 17;
   runtime::NodeAttrs attrs;
-  std::vector<Tensor> inputs;       // an empty Tensor = omitted optional input
-  std::vector<bool> constant;       // inputs marked constant are given to the factory (const_inputs)
+  std::vector<Tensor> inputs;  // an empty Tensor = omitted optional input
+  std::vector<bool> constant;  // inputs marked constant are given to the factory (const_inputs)
   size_t num_outputs = 1;
   int threads = 1;
 };
@@ -53,7 +53,8 @@ struct BackendCase {
 };
 // A model node as the kernels see it: attributes decoded, const_inputs from `consts` (by value name).
 // The returned NodeInfo points into `consts`, which must outlive it.
-runtime::NodeInfo node_info_from_proto(const onnx::NodeProto& n, int opset, const std::map<std::string, Tensor>& consts);
+runtime::NodeInfo node_info_from_proto(const onnx::NodeProto& n, int opset,
+                                       const std::map<std::string, Tensor>& consts);
 
 // nullopt-like: returns false when the model has more than one node.
 bool load_backend_case(const std::filesystem::path& dir, BackendCase& out);

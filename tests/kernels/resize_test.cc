@@ -1,7 +1,6 @@
 // Resize features newer than the ONNX 1.12 backend vectors (opset 18/19: axes, keep_aspect_ratio_policy,
 // half_pixel_symmetric), checked against ONNX Runtime 1.30's answers on X = 1..16 as [1,1,4,4].
 #include <catch2/catch.hpp>
-
 #include <numeric>
 
 #include "kernel_harness.h"
@@ -48,10 +47,10 @@ TEST_CASE("Resize opset 18 axes with keep_aspect_ratio_policy matches ONNX Runti
   b.values["keep_aspect_ratio_policy"] = attr_str("not_smaller");
   y = run_kernel("Resize", 18, b, {x16(), Tensor(), Tensor(), Tensor::from_vector<int64_t>({2}, {6, 3})});
   check_values(y[0], {1, 1, 6, 6},
-               {1.0f,      1.5f,      2.16667f,  2.83333f,  3.5f,  4.0f,  3.0f,      3.5f,      4.16667f,
-                4.83333f,  5.5f,      6.0f,      5.66667f,  6.16667f, 6.83333f, 7.5f, 8.16667f,  8.66667f,
-                8.33333f,  8.83333f,  9.5f,      10.16667f, 10.83333f, 11.33333f, 11.0f, 11.5f, 12.16667f,
-                12.83333f, 13.5f,     14.0f,     13.0f,     13.5f,     14.16667f, 14.83333f, 15.5f, 16.0f});
+               {1.0f,      1.5f,     2.16667f, 2.83333f,  3.5f,      4.0f,      3.0f,      3.5f,     4.16667f,
+                4.83333f,  5.5f,     6.0f,     5.66667f,  6.16667f,  6.83333f,  7.5f,      8.16667f, 8.66667f,
+                8.33333f,  8.83333f, 9.5f,     10.16667f, 10.83333f, 11.33333f, 11.0f,     11.5f,    12.16667f,
+                12.83333f, 13.5f,    14.0f,    13.0f,     13.5f,     14.16667f, 14.83333f, 15.5f,    16.0f});
 }
 
 TEST_CASE("Resize opset 18 tf_crop_and_resize on one axis extrapolates outside the box") {
@@ -60,12 +59,12 @@ TEST_CASE("Resize opset 18 tf_crop_and_resize on one axis extrapolates outside t
   a.values["axes"] = attr_ints({3});
   a.values["coordinate_transformation_mode"] = attr_str("tf_crop_and_resize");
   a.values["extrapolation_value"] = attr_float(-1.f);
-  auto y = run_kernel("Resize", 18, a,
-                      {x16(), Tensor::from_vector<float>({2}, {0.1f, 1.2f}), Tensor(),
-                       Tensor::from_vector<int64_t>({1}, {5})});
+  auto y = run_kernel(
+      "Resize", 18, a,
+      {x16(), Tensor::from_vector<float>({2}, {0.1f, 1.2f}), Tensor(), Tensor::from_vector<int64_t>({1}, {5})});
   check_values(y[0], {1, 1, 4, 5},
-               {1.23175f, 2.16602f, 2.92863f, 3.8284f, -1.f, 5.23175f, 6.16602f, 6.92862f, 7.8284f, -1.f, 9.23175f,
-                10.16602f, 10.92862f, 11.8284f, -1.f, 13.23175f, 14.16602f, 14.92862f, 15.8284f, -1.f});
+               {1.23175f, 2.16602f,  2.92863f,  3.8284f,  -1.f, 5.23175f,  6.16602f,  6.92862f,  7.8284f,  -1.f,
+                9.23175f, 10.16602f, 10.92862f, 11.8284f, -1.f, 13.23175f, 14.16602f, 14.92862f, 15.8284f, -1.f});
 }
 
 TEST_CASE("Resize rejects what it does not support with typed errors") {

@@ -50,7 +50,8 @@ TEST_CASE("observer qparams equal torch MinMaxObserver.calculate_qparams") {
 }
 
 TEST_CASE("per-channel qparams equal torch PerChannelMinMaxObserver") {
-  for (const auto& o : golden()["per_channel_observers"]) {
+  const auto g = golden();  // kept alive for the loop (a temporary's element would dangle)
+  for (const auto& o : g["per_channel_observers"]) {
     INFO(o["dtype"] << " " << o["scheme"]);
     const Shape shape = o["shape"].get<Shape>();
     const Tensor x = Tensor::from_vector<float>(shape, o["x"].get<std::vector<float>>());

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "test_paths.h"
 
@@ -220,4 +221,30 @@ TEST_CASE("malformed .pb files give errors naming the file") {
   write_bytes(empty, {});
   expect_error([&] { read_pb(empty); }, ErrorKind::BadInput, empty, "no data_type");
   CHECK_THROWS_AS(read_tensor_file(dir / "x.txt"), UsageError);
+}
+
+TEST_CASE("randomly corrupted files either read or give a typed error, never crash") {
+  const fs::path dir = test::scratch_dir("tensorio_fuzz");
+  std::mt19937 rng(99);
+  int errors = 0, reads = 0;
+  for (const char* name :
+       {"f32_2x3.npy", "f64_fortran_3x4.npy", "stored.npz", "deflate.npz", "zip64.npz", "input_0.pb"}) {
+    const std::vector<char> good = read_bytes(data_dir() / name);
+    const fs::path path = dir / name;
+    for (int trial = 0; trial < 300; ++trial) {
+      std::vector<char> b = good;
+      const int edits = 1 + static_cast<int>(rng() % 4);
+      for (int e = 0; e < edits; ++e) b[rng() % b.size()] = static_cast<char>(rng());
+      if (trial % 5 == 0) b.resize(rng() % b.size());
+      write_bytes(path, b);
+      try {
+        (void)read_tensor_file(path);
+        ++reads;
+      } catch (const Error&) {
+        ++errors;
+      }
+    }
+  }
+  CHECK(errors > 0);
+  CHECK(reads + errors == 1800);
 }

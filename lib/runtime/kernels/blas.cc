@@ -8,7 +8,6 @@
 namespace qtool::runtime::kernels::compute {
 namespace {
 
-
 void gemm_block(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                 const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M <= 0 || N <= 0) return;

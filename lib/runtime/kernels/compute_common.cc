@@ -25,6 +25,12 @@ float sum_of(const float* x, int64_t n) {
   return s;
 }
 
+float* scratch_floats(size_t n) {
+  thread_local std::vector<float> buf;
+  if (buf.size() < n) buf.resize(n);
+  return buf.data();
+}
+
 const Tensor& float_input(const KernelContext& ctx, size_t i) {
   const Tensor& t = ctx.input(i);
   if (t.dtype() != DType::Float32)

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,10 @@ void axpy(float a, const float* x, float* y, int64_t n);
 // sum of x[0..n) with 8 partial sums (order fixed, independent of threads)
 float sum_of(const float* x, int64_t n);
 
+// Per-thread scratch of at least n floats, kept between calls (grows, never shrinks). Valid until the
+// same thread asks again; kernels use one buffer at a time.
+float* scratch_floats(size_t n);
+
 // Input i as float32; UnsupportedError naming the node, input and dtype otherwise.
 const Tensor& float_input(const KernelContext& ctx, size_t i);
 // Axis in [-rank, rank) -> [0, rank); BadInputError naming the node otherwise.
@@ -36,6 +41,30 @@ int64_t normalize_axis(const NodeInfo& node, int64_t axis, int64_t rank);
 std::vector<int64_t> int_values(const NodeInfo& node, const Tensor& t, const char* what);
 // Strides of a C-ordered shape.
 std::vector<int64_t> strides_of(const Shape& shape);
+
+// Calls fn(T{}) with T the element type of `dt` when `dt` is in `allowed` (a subset of float, double,
+// int32, int64, int8, uint8); otherwise an UnsupportedError naming the node and dtype.
+template <class F>
+void visit_dtype(const NodeInfo& node, DType dt, std::initializer_list<DType> allowed, F&& fn) {
+  bool ok = false;
+  for (DType a : allowed) ok = ok || a == dt;
+  switch (ok ? dt : DType::Undefined) {
+    case DType::Float32:
+      return fn(float{});
+    case DType::Float64:
+      return fn(double{});
+    case DType::Int32:
+      return fn(int32_t{});
+    case DType::Int64:
+      return fn(int64_t{});
+    case DType::Int8:
+      return fn(int8_t{});
+    case DType::UInt8:
+      return fn(uint8_t{});
+    default:
+      throw UnsupportedError(node.label() + ": dtype " + std::string(dtype_name(dt)) + " is not supported");
+  }
+}
 
 enum class AutoPad { NotSet, SameUpper, SameLower, Valid };
 AutoPad parse_auto_pad(const NodeInfo& node);

@@ -24,18 +24,38 @@ using namespace compute;
 // Column-buffer floats per im2col tile (1 MiB): small enough for L2/L3, wide enough for sgemm.
 constexpr int64_t kTileFloats = 1 << 18;
 
-// Scratch for im2col, reused across runs of the calling thread.
-float* scratch(size_t n) {
-  thread_local std::vector<float> buf;
-  if (buf.size() < n) buf.resize(n);
-  return buf.data();
-}
-
 // One output plane of a 2-D depthwise conv: out[OH, OW] = bias + sum_k in[...] * w[k].
 // Border columns (some tap outside the input) take a checked scalar loop. Interior columns run in blocks
-// of kBlock outputs whose accumulators stay in registers across all taps; with stride 2 the input rows
+// of 8-32 outputs whose accumulators stay in registers across all taps; with stride 2 the input rows
 // are first split into even and odd columns so every tap reads contiguous memory.
-constexpr int64_t kBlock = 32;
+// B interior outputs starting at ow0 (contiguous taps): B/8 vector accumulators kept in registers
+// across all taps, one store each. GCC vector extensions, so each QTOOL_HOT_LOOP clone gets its ISA's
+// instructions (two SSE halves on baseline x86-64, one AVX register on x86-64-v3/v4).
+typedef float Float8 __attribute__((vector_size(32)));
+
+// GCC 12 reports the vector accumulators as maybe-uninitialized inside the target clones (a false
+// positive: every element is assigned before use).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+template <int B>
+inline __attribute__((always_inline)) void depthwise_block(const float* const* tap_src, const float* tap_w,
+                                                           int64_t ntaps, float bias, int64_t ow0, float* o) {
+  constexpr int V = B / 8;
+  const Float8 b = {bias, bias, bias, bias, bias, bias, bias, bias};
+  Float8 acc[V] = {};
+  for (int v = 0; v < V; ++v) acc[v] = b;
+  for (int64_t t = 0; t < ntaps; ++t) {
+    const float* src = tap_src[t] + ow0;
+    const float w = tap_w[t];
+    const Float8 wv = {w, w, w, w, w, w, w, w};
+    for (int v = 0; v < V; ++v) {
+      Float8 x;
+      std::memcpy(&x, src + 8 * v, sizeof x);
+      acc[v] += wv * x;
+    }
+  }
+  for (int v = 0; v < V; ++v) std::memcpy(o + ow0 + 8 * v, &acc[v], sizeof acc[v]);
+}
 
 QTOOL_HOT_LOOP
 void depthwise_plane_2d(const float* in, const float* w, float bias, float* out, const ConvGeom& g) {
@@ -49,10 +69,16 @@ void depthwise_plane_2d(const float* in, const float* w, float bias, float* out,
   ow_hi = std::clamp(ow_hi, ow_lo, OW);
   const bool split = sw == 2 && dw == 1;
   const int64_t half = (IW + 1) / 2 + 1;
-  std::vector<float> halves(split ? static_cast<size_t>(KH * 2 * half) : 0);
-  // Per tap: where the interior loop reads (column offset from the row start, and the row stride).
-  std::vector<const float*> tap_src(static_cast<size_t>(KH * KW));
-  std::vector<float> tap_w(static_cast<size_t>(KH * KW));
+  // Even/odd rows live in this thread's scratch (the depthwise path uses no im2col buffer).
+  float* halves = split ? scratch_floats(static_cast<size_t>(KH * 2 * half)) : nullptr;
+  // Per tap: where the interior loop reads, and its weight; on the stack for kernels up to 8x8.
+  constexpr int64_t kStackTaps = 64;
+  const float* stack_src[kStackTaps];
+  float stack_w[kStackTaps];
+  std::vector<const float*> heap_src(KH * KW > kStackTaps ? static_cast<size_t>(KH * KW) : 0);
+  std::vector<float> heap_w(heap_src.size());
+  const float** tap_src = heap_src.empty() ? stack_src : heap_src.data();
+  float* tap_w = heap_w.empty() ? stack_w : heap_w.data();
   for (int64_t oh = 0; oh < OH; ++oh) {
     float* o = out + oh * OW;
     int64_t ntaps = 0;
@@ -60,7 +86,7 @@ void depthwise_plane_2d(const float* in, const float* w, float bias, float* out,
       const int64_t ih = oh * sh - ph + kh * dh;
       if (ih < 0 || ih >= IH) continue;
       const float* row = in + ih * IW;
-      float* even = split ? halves.data() + kh * 2 * half : nullptr;
+      float* even = split ? halves + kh * 2 * half : nullptr;
       float* odd = split ? even + half : nullptr;
       if (split)
         for (int64_t i = 0; 2 * i < IW; ++i) {
@@ -95,29 +121,32 @@ void depthwise_plane_2d(const float* in, const float* w, float bias, float* out,
     };
     for (int64_t ow = 0; ow < ow_lo; ++ow) border(ow);
     for (int64_t ow = ow_hi; ow < OW; ++ow) border(ow);
-    // Interior columns in register blocks.
+    // Interior columns in register blocks of 32, 16 or 8; the last block is shifted back to end at ow_hi
+    // (recomputing a few outputs, which is idempotent) so every block is full.
+    const int64_t width = ow_hi - ow_lo;
     const int64_t step = split ? 1 : sw;
-    for (int64_t ow0 = ow_lo; ow0 < ow_hi; ow0 += kBlock) {
-      const int64_t n = std::min(kBlock, ow_hi - ow0);
-      float acc[kBlock];
-      for (int64_t i = 0; i < kBlock; ++i) acc[i] = bias;
-      if (n == kBlock && step == 1) {
-        for (int64_t t = 0; t < ntaps; ++t) {
-          const float* src = tap_src[t] + ow0;
-          const float wv = tap_w[t];
-          for (int64_t i = 0; i < kBlock; ++i) acc[i] += wv * src[i];
-        }
-      } else {
-        for (int64_t t = 0; t < ntaps; ++t) {
-          const float* src = tap_src[t] + ow0 * step;
-          const float wv = tap_w[t];
-          for (int64_t i = 0; i < n; ++i) acc[i] += wv * src[i * step];
-        }
+    if (step == 1 && width >= 8) {
+      const int64_t B = width >= 32 ? 32 : width >= 16 ? 16 : 8;
+      for (int64_t ow0 = ow_lo; ow0 < ow_hi; ow0 += B) {
+        const int64_t start = std::min(ow0, ow_hi - B);
+        if (B == 32)
+          depthwise_block<32>(tap_src, tap_w, ntaps, bias, start, o);
+        else if (B == 16)
+          depthwise_block<16>(tap_src, tap_w, ntaps, bias, start, o);
+        else
+          depthwise_block<8>(tap_src, tap_w, ntaps, bias, start, o);
       }
-      std::copy_n(acc, n, o + ow0);
+    } else {
+      for (int64_t ow = ow_lo; ow < ow_hi; ++ow) {
+        float acc = bias;
+        for (int64_t t = 0; t < ntaps; ++t) acc += tap_w[t] * tap_src[t][ow * step];
+        o[ow] = acc;
+      }
     }
   }
 }
+
+#pragma GCC diagnostic pop
 
 class ConvKernel final : public Kernel {
  public:
@@ -208,7 +237,7 @@ class ConvKernel final : public Kernel {
 #pragma omp parallel for num_threads(t) schedule(dynamic)
         for (int64_t ti = 0; ti < tiles; ++ti) {
           const int64_t p0 = ti * rows_per_tile * row, p1 = std::min(rows_total, (ti + 1) * rows_per_tile) * row;
-          float* col = scratch(static_cast<size_t>(K * (p1 - p0)));
+          float* col = scratch_floats(static_cast<size_t>(K * (p1 - p0)));
           im2col_range(g, xg, col, p0, p1);
           sgemm(false, false, Mg, p1 - p0, K, 1.f, wg, K, col, p1 - p0, b ? 1.f : 0.f, yg + p0, ov, 1);
         }

@@ -91,13 +91,13 @@ class ConvTransposeKernel final : public Kernel {
     const int64_t Cg = C / group_;
     float* y = Y.data<float>();
     for (int64_t m = 0; m < N * M; ++m) std::fill_n(y + m * iv, iv, B ? B->data<float>()[m % M] : 0.f);
-    std::vector<float> col(static_cast<size_t>(Mg * kv * ov));
+    float* col = scratch_floats(static_cast<size_t>(Mg * kv * ov));
     for (int64_t n = 0; n < N; ++n)
       for (int64_t gi = 0; gi < group_; ++gi) {
         const float* wg = W.data<float>() + gi * Cg * Mg * kv;
         const float* xg = X.data<float>() + (n * C + gi * Cg) * ov;
-        sgemm(true, false, Mg * kv, ov, Cg, 1.f, wg, Mg * kv, xg, ov, 0.f, col.data(), ov, ctx.threads);
-        col2im_add(g, col.data(), y + (n * M + gi * Mg) * iv, ctx.threads);
+        sgemm(true, false, Mg * kv, ov, Cg, 1.f, wg, Mg * kv, xg, ov, 0.f, col, ov, ctx.threads);
+        col2im_add(g, col, y + (n * M + gi * Mg) * iv, ctx.threads);
       }
   }
 
@@ -141,7 +141,8 @@ Tensor conv_transpose_ref(const Tensor& X, const Tensor& W, const Tensor* B, con
             }
             if (!inside) continue;
             const int64_t mm = (c / Cg) * Mg + m;
-            y[(n * M + mm) * ov + off] += X.data<float>()[(n * C + c) * iv + i] * W.data<float>()[(c * Mg + m) * kv + k];
+            y[(n * M + mm) * ov + off] +=
+                X.data<float>()[(n * C + c) * iv + i] * W.data<float>()[(c * Mg + m) * kv + k];
           }
   if (B)
     for (int64_t j = 0; j < N * M; ++j)

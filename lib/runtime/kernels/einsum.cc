@@ -135,8 +135,8 @@ void gemm_nn(int64_t M, int64_t N, int64_t K, const T* A, const T* B, T* C, int 
       return;
     }
     ensure_blas_single_threaded();
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K),
-                1.0, A, static_cast<int>(K), B, static_cast<int>(N), 0.0, C, static_cast<int>(N));
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(M), static_cast<int>(N),
+                static_cast<int>(K), 1.0, A, static_cast<int>(K), B, static_cast<int>(N), 0.0, C, static_cast<int>(N));
   }
 }
 
@@ -284,7 +284,8 @@ void einsum(KernelContext& ctx) {
   for (size_t i = 0; i < ctx.num_inputs(); ++i) ranks.push_back(ctx.input(i).rank());
   if (ranks.empty()) throw BadInputError(ctx.node.label() + ": Einsum needs at least one input");
   const Attribute* a = ctx.node.attrs.find("equation");
-  if (!a || a->kind != Attribute::Kind::String) throw BadInputError(ctx.node.label() + ": attribute 'equation' is missing");
+  if (!a || a->kind != Attribute::Kind::String)
+    throw BadInputError(ctx.node.label() + ": attribute 'equation' is missing");
   const Equation eq = parse_equation(ctx.node, a->s, ranks);
   const DType dt = ctx.input(0).dtype();
   for (size_t i = 1; i < ctx.num_inputs(); ++i)

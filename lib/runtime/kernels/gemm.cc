@@ -50,8 +50,8 @@ class GemmKernel final : public Kernel {
       for (int64_t i = 0; i < M; ++i)
         for (int64_t j = 0; j < N; ++j) y[i * N + j] = beta_ * c[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)];
     }
-    sgemm(trans_a_, trans_b_, M, N, K, alpha_, A.data<float>(), A.dim(1), B.data<float>(), B.dim(1),
-          has_c ? 1.f : 0.f, y, N, ctx.threads);
+    sgemm(trans_a_, trans_b_, M, N, K, alpha_, A.data<float>(), A.dim(1), B.data<float>(), B.dim(1), has_c ? 1.f : 0.f,
+          y, N, ctx.threads);
     ctx.outputs[0] = std::move(Y);
   }
 

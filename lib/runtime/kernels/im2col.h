@@ -11,8 +11,8 @@
 namespace qtool::runtime::kernels::compute {
 
 struct ConvGeom {
-  int64_t channels = 0;           // channels of this group
-  std::vector<int64_t> in, out;   // spatial sizes
+  int64_t channels = 0;                                   // channels of this group
+  std::vector<int64_t> in, out;                           // spatial sizes
   std::vector<int64_t> kernel, strides, dilations, pads;  // pads: begins then ends
   int64_t kernel_volume() const;
   int64_t in_volume() const;

@@ -7,7 +7,8 @@
 // LayerNormalization (opset 17): over axes [axis, rank): Y = (X - mean) * InvStdDev * Scale + B, with
 //   InvStdDev = 1 / sqrt(var + epsilon); Scale and B broadcast to the normalised shape. Optional outputs
 //   Mean and InvStdDev have X's shape with the normalised axes set to 1. Computed in float (stash_type 1).
-// LRN: Y = X / (bias + alpha / size * sum_{c' in window(c)} X[c']^2)^beta, window [c - (size-1)/2, c + ceil((size-1)/2)].
+// LRN: Y = X / (bias + alpha / size * sum_{c' in window(c)} X[c']^2)^beta, window [c - (size-1)/2, c +
+// ceil((size-1)/2)].
 #include <cmath>
 
 #include "runtime/kernels/blas.h"
@@ -91,8 +92,8 @@ std::vector<float> broadcast_to(const NodeInfo& node, const Tensor& t, const Sha
   for (size_t i = r; i-- > r - t.rank();) {
     const int64_t d = t.shape()[i - (r - t.rank())];
     if (d != 1 && d != shape[i])
-      throw BadInputError(node.label() + ": input '" + what + "' " + shape_str(t.shape()) +
-                          " does not broadcast to " + shape_str(shape));
+      throw BadInputError(node.label() + ": input '" + what + "' " + shape_str(t.shape()) + " does not broadcast to " +
+                          shape_str(shape));
     str[i] = d == 1 ? 0 : s;
     s *= d;
   }

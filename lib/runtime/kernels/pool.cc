@@ -105,7 +105,8 @@ void avg_lp_plane(const Pool3& p, PoolKind kind, bool include_pad, float lp, con
 class PoolKernel final : public Kernel {
  public:
   PoolKernel(const NodeInfo& node, PoolKind kind) : node_(node), kind_(kind) {
-    if (!node.attrs.has("kernel_shape")) throw BadInputError(node.label() + ": required attribute 'kernel_shape' is missing");
+    if (!node.attrs.has("kernel_shape"))
+      throw BadInputError(node.label() + ": required attribute 'kernel_shape' is missing");
     include_pad_ = node.attrs.get_int("count_include_pad", 0) != 0;
     storage_order_ = node.attrs.get_int("storage_order", 0);
     if (kind == PoolKind::Lp)
@@ -145,15 +146,7 @@ class PoolKernel final : public Kernel {
                      i * iv, storage_order_ == 1);
       });
     };
-    switch (X.dtype()) {
-      case DType::Float32: run_typed(float{}); break;
-      case DType::Float64: run_typed(double{}); break;
-      case DType::Int8: run_typed(int8_t{}); break;
-      case DType::UInt8: run_typed(uint8_t{}); break;
-      default:
-        throw UnsupportedError(node_.label() + ": MaxPool of dtype " + std::string(dtype_name(X.dtype())) +
-                               " is not supported");
-    }
+    visit_dtype(node_, X.dtype(), {DType::Float32, DType::Float64, DType::Int8, DType::UInt8}, run_typed);
     ctx.outputs[0] = std::move(Y);
     if (want_idx) ctx.outputs[1] = std::move(I);
   }
@@ -189,7 +182,9 @@ void global_pool(KernelContext& ctx) {
 
 }  // namespace
 
-std::unique_ptr<Kernel> make_max_pool(const NodeInfo& node) { return std::make_unique<PoolKernel>(node, PoolKind::Max); }
+std::unique_ptr<Kernel> make_max_pool(const NodeInfo& node) {
+  return std::make_unique<PoolKernel>(node, PoolKind::Max);
+}
 std::unique_ptr<Kernel> make_average_pool(const NodeInfo& node) {
   return std::make_unique<PoolKernel>(node, PoolKind::Average);
 }

@@ -27,24 +27,47 @@ namespace {
 using namespace compute;
 
 enum class Cell { LSTM, GRU, RNN };
-enum class Act { Sigmoid, Tanh, Relu, Affine, LeakyRelu, ThresholdedRelu, ScaledTanh, HardSigmoid, Elu, Softsign, Softplus };
+enum class Act {
+  Sigmoid,
+  Tanh,
+  Relu,
+  Affine,
+  LeakyRelu,
+  ThresholdedRelu,
+  ScaledTanh,
+  HardSigmoid,
+  Elu,
+  Softsign,
+  Softplus
+};
 
 struct Activation {
   Act kind = Act::Sigmoid;
   float alpha = 0, beta = 0;
   float operator()(float x) const {
     switch (kind) {
-      case Act::Sigmoid: return 1.f / (1.f + std::exp(-x));
-      case Act::Tanh: return std::tanh(x);
-      case Act::Relu: return x > 0 ? x : 0;
-      case Act::Affine: return alpha * x + beta;
-      case Act::LeakyRelu: return x >= 0 ? x : alpha * x;
-      case Act::ThresholdedRelu: return x > alpha ? x : 0;
-      case Act::ScaledTanh: return alpha * std::tanh(beta * x);
-      case Act::HardSigmoid: return std::clamp(alpha * x + beta, 0.f, 1.f);
-      case Act::Elu: return x >= 0 ? x : alpha * (std::exp(x) - 1);
-      case Act::Softsign: return x / (1 + std::fabs(x));
-      case Act::Softplus: return std::log1p(std::exp(x));
+      case Act::Sigmoid:
+        return 1.f / (1.f + std::exp(-x));
+      case Act::Tanh:
+        return std::tanh(x);
+      case Act::Relu:
+        return x > 0 ? x : 0;
+      case Act::Affine:
+        return alpha * x + beta;
+      case Act::LeakyRelu:
+        return x >= 0 ? x : alpha * x;
+      case Act::ThresholdedRelu:
+        return x > alpha ? x : 0;
+      case Act::ScaledTanh:
+        return alpha * std::tanh(beta * x);
+      case Act::HardSigmoid:
+        return std::clamp(alpha * x + beta, 0.f, 1.f);
+      case Act::Elu:
+        return x >= 0 ? x : alpha * (std::exp(x) - 1);
+      case Act::Softsign:
+        return x / (1 + std::fabs(x));
+      case Act::Softplus:
+        return std::log1p(std::exp(x));
     }
     return x;
   }
@@ -75,12 +98,16 @@ std::vector<Activation> parse_activations(const NodeInfo& node, Cell cell, int d
     bool uses_alpha, uses_beta;
     float alpha, beta;
   };
-  const Spec specs[] = {{"sigmoid", Act::Sigmoid, false, false, 0, 0},     {"tanh", Act::Tanh, false, false, 0, 0},
-                        {"relu", Act::Relu, false, false, 0, 0},           {"affine", Act::Affine, true, true, 1, 0},
+  const Spec specs[] = {{"sigmoid", Act::Sigmoid, false, false, 0, 0},
+                        {"tanh", Act::Tanh, false, false, 0, 0},
+                        {"relu", Act::Relu, false, false, 0, 0},
+                        {"affine", Act::Affine, true, true, 1, 0},
                         {"leakyrelu", Act::LeakyRelu, true, false, 0.01f, 0},
                         {"thresholdedrelu", Act::ThresholdedRelu, true, false, 1, 0},
-                        {"scaledtanh", Act::ScaledTanh, true, true, 1, 1}, {"hardsigmoid", Act::HardSigmoid, true, true, 0.2f, 0.5f},
-                        {"elu", Act::Elu, true, false, 1, 0},              {"softsign", Act::Softsign, false, false, 0, 0},
+                        {"scaledtanh", Act::ScaledTanh, true, true, 1, 1},
+                        {"hardsigmoid", Act::HardSigmoid, true, true, 0.2f, 0.5f},
+                        {"elu", Act::Elu, true, false, 1, 0},
+                        {"softsign", Act::Softsign, false, false, 0, 0},
                         {"softplus", Act::Softplus, false, false, 0, 0}};
   for (const std::string& n : names) {
     std::string lower;
@@ -156,9 +183,11 @@ class RecurrentKernel final : public Kernel {
     std::vector<int64_t> lens(Bn, S);
     if (ctx.has_input(4)) {
       lens = int_values(node_, ctx.input(4), "sequence_lens");
-      if (static_cast<int64_t>(lens.size()) != Bn) throw BadInputError(node_.label() + ": sequence_lens needs one value per batch");
+      if (static_cast<int64_t>(lens.size()) != Bn)
+        throw BadInputError(node_.label() + ": sequence_lens needs one value per batch");
       for (int64_t l : lens)
-        if (l < 0 || l > S) throw BadInputError(node_.label() + ": sequence_lens value " + std::to_string(l) + " is out of range");
+        if (l < 0 || l > S)
+          throw BadInputError(node_.label() + ": sequence_lens value " + std::to_string(l) + " is out of range");
     }
     auto state_input = [&](size_t i, const char* what) {
       if (!ctx.has_input(i)) return std::vector<float>(dirs_ * Bn * H, 0.f);

@@ -79,7 +79,8 @@ T reduce_one(ReduceOp op, const ReducePlan& p, const T* x, int64_t o) {
   Acc acc = 0;
   switch (op) {
     case ReduceOp::Max: {
-      T m = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest();
+      T m =
+          std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest();
       for_each_reduced(p, o, [&](int64_t i) { m = std::max(m, x[i]); });
       return m;
     }
@@ -100,22 +101,32 @@ T reduce_one(ReduceOp op, const ReducePlan& p, const T* x, int64_t o) {
       for_each_reduced(p, o, [&](int64_t i) { s += std::exp(static_cast<double>(x[i]) - m); });
       return static_cast<T>(m + std::log(s));
     }
-    default: break;
+    default:
+      break;
   }
   for_each_reduced(p, o, [&](int64_t i) {
     const Acc v = static_cast<Acc>(x[i]);
     switch (op) {
-      case ReduceOp::L1: acc += v < 0 ? -v : v; break;
+      case ReduceOp::L1:
+        acc += v < 0 ? -v : v;
+        break;
       case ReduceOp::L2:
-      case ReduceOp::SumSquare: acc += v * v; break;
-      default: acc += v;
+      case ReduceOp::SumSquare:
+        acc += v * v;
+        break;
+      default:
+        acc += v;
     }
   });
   switch (op) {
-    case ReduceOp::Mean: return static_cast<T>(p.red_count ? acc / static_cast<Acc>(p.red_count) : acc);
-    case ReduceOp::L2: return static_cast<T>(std::sqrt(static_cast<double>(acc)));
-    case ReduceOp::LogSum: return static_cast<T>(std::log(static_cast<double>(acc)));
-    default: return static_cast<T>(acc);
+    case ReduceOp::Mean:
+      return static_cast<T>(p.red_count ? acc / static_cast<Acc>(p.red_count) : acc);
+    case ReduceOp::L2:
+      return static_cast<T>(std::sqrt(static_cast<double>(acc)));
+    case ReduceOp::LogSum:
+      return static_cast<T>(std::log(static_cast<double>(acc)));
+    default:
+      return static_cast<T>(acc);
   }
 }
 
@@ -155,27 +166,12 @@ class ReduceKernel final : public Kernel {
       parallel_for(plan.out_count, threads_for(X.numel(), ctx.threads),
                    [&](int64_t o) { y[o] = reduce_one<T>(op_, plan, x, o); });
     };
-    switch (X.dtype()) {
-      case DType::Float32: run_typed(float{}); break;
-      case DType::Float64: run_typed(double{}); break;
-      case DType::Int32: run_typed(int32_t{}); break;
-      case DType::Int64: run_typed(int64_t{}); break;
-      case DType::Int8:
-        if (op_ == ReduceOp::Max || op_ == ReduceOp::Min) {
-          run_typed(int8_t{});
-          break;
-        }
-        [[fallthrough]];
-      case DType::UInt8:
-        if (op_ == ReduceOp::Max || op_ == ReduceOp::Min) {
-          run_typed(uint8_t{});
-          break;
-        }
-        [[fallthrough]];
-      default:
-        throw UnsupportedError(node_.label() + ": dtype " + std::string(dtype_name(X.dtype())) +
-                               " is not supported");
-    }
+    const bool extreme = op_ == ReduceOp::Max || op_ == ReduceOp::Min;
+    if (extreme)
+      visit_dtype(node_, X.dtype(),
+                  {DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::Int8, DType::UInt8}, run_typed);
+    else
+      visit_dtype(node_, X.dtype(), {DType::Float32, DType::Float64, DType::Int32, DType::Int64}, run_typed);
     ctx.outputs[0] = std::move(Y);
   }
 
@@ -219,16 +215,8 @@ void arg_extreme(KernelContext& ctx) {
       y[r] = best;
     });
   };
-  switch (X.dtype()) {
-    case DType::Float32: run_typed(float{}); break;
-    case DType::Float64: run_typed(double{}); break;
-    case DType::Int32: run_typed(int32_t{}); break;
-    case DType::Int64: run_typed(int64_t{}); break;
-    case DType::Int8: run_typed(int8_t{}); break;
-    case DType::UInt8: run_typed(uint8_t{}); break;
-    default:
-      throw UnsupportedError(ctx.node.label() + ": dtype " + std::string(dtype_name(X.dtype())) + " is not supported");
-  }
+  visit_dtype(ctx.node, X.dtype(),
+              {DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::Int8, DType::UInt8}, run_typed);
   ctx.outputs[0] = std::move(Y);
 }
 

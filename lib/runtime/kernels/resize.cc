@@ -26,7 +26,15 @@ namespace {
 using namespace compute;
 
 enum class Mode { Nearest, Linear, Cubic };
-enum class Coord { HalfPixel, HalfPixelSymmetric, PytorchHalfPixel, AlignCorners, Asymmetric, TfHalfPixelForNN, TfCropAndResize };
+enum class Coord {
+  HalfPixel,
+  HalfPixelSymmetric,
+  PytorchHalfPixel,
+  AlignCorners,
+  Asymmetric,
+  TfHalfPixelForNN,
+  TfCropAndResize
+};
 enum class NearestMode { RoundPreferFloor, RoundPreferCeil, Floor, Ceil };
 enum class AspectPolicy { Stretch, NotLarger, NotSmaller };
 
@@ -52,17 +60,22 @@ struct ResizeAttrs {
 
 double to_input_coord(Coord c, double x, double scale, int64_t in, int64_t out, double roi_start, double roi_end) {
   switch (c) {
-    case Coord::HalfPixel: return (x + 0.5) / scale - 0.5;
+    case Coord::HalfPixel:
+      return (x + 0.5) / scale - 0.5;
     case Coord::HalfPixelSymmetric: {
       const double adjustment = static_cast<double>(out) / (scale * static_cast<double>(in));
       const double center = static_cast<double>(in) / 2;
       const double offset = center * (1 - adjustment);
       return offset + (x + 0.5) / scale - 0.5;
     }
-    case Coord::PytorchHalfPixel: return out > 1 ? (x + 0.5) / scale - 0.5 : 0.0;
-    case Coord::AlignCorners: return out == 1 ? 0.0 : x * static_cast<double>(in - 1) / static_cast<double>(out - 1);
-    case Coord::Asymmetric: return x / scale;
-    case Coord::TfHalfPixelForNN: return (x + 0.5) / scale;
+    case Coord::PytorchHalfPixel:
+      return out > 1 ? (x + 0.5) / scale - 0.5 : 0.0;
+    case Coord::AlignCorners:
+      return out == 1 ? 0.0 : x * static_cast<double>(in - 1) / static_cast<double>(out - 1);
+    case Coord::Asymmetric:
+      return x / scale;
+    case Coord::TfHalfPixelForNN:
+      return (x + 0.5) / scale;
     case Coord::TfCropAndResize:
       return out > 1 ? roi_start * static_cast<double>(in - 1) +
                            x * (roi_end - roi_start) * static_cast<double>(in - 1) / static_cast<double>(out - 1)
@@ -74,10 +87,14 @@ double to_input_coord(Coord c, double x, double scale, int64_t in, int64_t out, 
 int64_t nearest_index(NearestMode m, double x) {
   const double f = std::floor(x);
   switch (m) {
-    case NearestMode::RoundPreferFloor: return static_cast<int64_t>(x == f + 0.5 ? f : std::round(x));
-    case NearestMode::RoundPreferCeil: return static_cast<int64_t>(x == f + 0.5 ? f + 1 : std::round(x));
-    case NearestMode::Floor: return static_cast<int64_t>(f);
-    case NearestMode::Ceil: return static_cast<int64_t>(std::ceil(x));
+    case NearestMode::RoundPreferFloor:
+      return static_cast<int64_t>(x == f + 0.5 ? f : std::round(x));
+    case NearestMode::RoundPreferCeil:
+      return static_cast<int64_t>(x == f + 0.5 ? f + 1 : std::round(x));
+    case NearestMode::Floor:
+      return static_cast<int64_t>(f);
+    case NearestMode::Ceil:
+      return static_cast<int64_t>(std::ceil(x));
   }
   return static_cast<int64_t>(f);
 }
@@ -181,6 +198,7 @@ Tensor nearest_direct(const Tensor& X, const std::vector<AxisTaps>& taps, float 
   const auto in_strides = strides_of(X.shape());
   const int64_t OW = ys[rank - 1], rows = Y.numel() / OW;
   const AxisTaps& last = taps[rank - 1];
+  const bool any_outside_last = std::find(last.outside.begin(), last.outside.end(), 1) != last.outside.end();
   const float* x = X.data<float>();
   float* y = Y.data<float>();
   parallel_for(rows, threads_for(Y.numel(), threads), [&](int64_t r) {
@@ -198,6 +216,10 @@ Tensor nearest_direct(const Tensor& X, const std::vector<AxisTaps>& taps, float 
       return;
     }
     const float* src = x + off;
+    if (!any_outside_last) {
+      for (int64_t i = 0; i < OW; ++i) out[i] = src[last.idx[i]];
+      return;
+    }
     for (int64_t i = 0; i < OW; ++i) out[i] = last.outside[i] ? extrapolation : src[last.idx[i]];
   });
   return Y;
@@ -220,11 +242,13 @@ ResizeAttrs parse_attrs(const NodeInfo& node, bool legacy) {
     return a;
   }
   const std::string c = node.attrs.get_string("coordinate_transformation_mode", "half_pixel");
-  const std::pair<const char*, Coord> coords[] = {
-      {"half_pixel", Coord::HalfPixel},       {"half_pixel_symmetric", Coord::HalfPixelSymmetric},
-      {"pytorch_half_pixel", Coord::PytorchHalfPixel}, {"align_corners", Coord::AlignCorners},
-      {"asymmetric", Coord::Asymmetric},     {"tf_half_pixel_for_nn", Coord::TfHalfPixelForNN},
-      {"tf_crop_and_resize", Coord::TfCropAndResize}};
+  const std::pair<const char*, Coord> coords[] = {{"half_pixel", Coord::HalfPixel},
+                                                  {"half_pixel_symmetric", Coord::HalfPixelSymmetric},
+                                                  {"pytorch_half_pixel", Coord::PytorchHalfPixel},
+                                                  {"align_corners", Coord::AlignCorners},
+                                                  {"asymmetric", Coord::Asymmetric},
+                                                  {"tf_half_pixel_for_nn", Coord::TfHalfPixelForNN},
+                                                  {"tf_crop_and_resize", Coord::TfCropAndResize}};
   bool found = false;
   for (const auto& [name, v] : coords)
     if (c == name) a.coord = v, found = true;
@@ -299,7 +323,8 @@ class ResizeKernel final : public Kernel {
         roi.assign(r.data<double>(), r.data<double>() + r.numel());
       else
         throw BadInputError(node_.label() + ": 'roi' must be float");
-      if (roi.size() != 2 * na) throw BadInputError(node_.label() + ": 'roi' needs " + std::to_string(2 * na) + " values");
+      if (roi.size() != 2 * na)
+        throw BadInputError(node_.label() + ": 'roi' needs " + std::to_string(2 * na) + " values");
     }
     // Per-axis output size and scale.
     std::vector<int64_t> out_dims(X.shape().begin(), X.shape().end());

@@ -1,0 +1,198 @@
+#include "quantize/graph.h"
+
+#include "core/error.h"
+#include "onnx/tensor_proto.h"
+
+namespace qtool::quantize {
+namespace {
+
+void collect_subgraph_reads(const onnx::GraphProto& g, std::set<std::string>& out) {
+  for (const auto& n : g.node()) {
+    for (const auto& in : n.input()) out.insert(in);
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) collect_subgraph_reads(a.g(), out);
+      for (const auto& sg : a.graphs()) collect_subgraph_reads(sg, out);
+    }
+  }
+}
+
+}  // namespace
+
+Graph::Graph(onnx::ModelProto& model) : model_(model) { reindex(); }
+
+int64_t Graph::opset() const {
+  for (const auto& o : model_.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx") return o.version();
+  return 1;
+}
+
+void Graph::set_opset(int64_t v) {
+  for (auto& o : *model_.mutable_opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx") {
+      o.set_version(v);
+      return;
+    }
+  auto* o = model_.add_opset_import();
+  o->set_domain("");
+  o->set_version(v);
+}
+
+void Graph::reindex() {
+  producer_.clear();
+  consumers_.clear();
+  initializers_.clear();
+  graph_outputs_.clear();
+  graph_inputs_.clear();
+  subgraph_reads_.clear();
+  used_names_.clear();
+  const auto& g = proto();
+  for (int i = 0; i < g.initializer_size(); ++i) {
+    initializers_[g.initializer(i).name()] = i;
+    used_names_.insert(g.initializer(i).name());
+  }
+  for (const auto& o : g.output()) graph_outputs_.insert(o.name()), used_names_.insert(o.name());
+  for (const auto& in : g.input()) graph_inputs_.insert(in.name()), used_names_.insert(in.name());
+  for (int i = 0; i < g.node_size(); ++i) {
+    const auto& n = g.node(i);
+    used_names_.insert(n.name());
+    if (removed_.count(i)) continue;
+    for (const auto& o : n.output())
+      if (!o.empty()) producer_[o] = i, used_names_.insert(o);
+    for (const auto& in : n.input()) {
+      if (in.empty()) continue;
+      auto& c = consumers_[in];
+      if (c.empty() || c.back() != i) c.push_back(i);
+    }
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) collect_subgraph_reads(a.g(), subgraph_reads_);
+      for (const auto& sg : a.graphs()) collect_subgraph_reads(sg, subgraph_reads_);
+    }
+  }
+  for (const auto& s : subgraph_reads_) used_names_.insert(s);
+  for (const auto& vi : g.value_info()) used_names_.insert(vi.name());
+}
+
+int Graph::producer(const std::string& tensor) const {
+  auto it = producer_.find(tensor);
+  return it == producer_.end() ? -1 : it->second;
+}
+
+const std::vector<int>& Graph::consumers(const std::string& tensor) const {
+  static const std::vector<int> kNone;
+  auto it = consumers_.find(tensor);
+  return it == consumers_.end() ? kNone : it->second;
+}
+
+const onnx::TensorProto* Graph::initializer(const std::string& name) const {
+  auto it = initializers_.find(name);
+  return it == initializers_.end() ? nullptr : &proto().initializer(it->second);
+}
+
+Tensor Graph::initializer_tensor(const std::string& name) const {
+  const auto* t = initializer(name);
+  if (!t) throw InternalError("no initializer named '" + name + "'");
+  return onnxio::tensor_from_proto(*t, "initializer '" + name + "'");
+}
+
+void Graph::set_initializer(const std::string& name, const Tensor& t) {
+  auto it = initializers_.find(name);
+  onnx::TensorProto* p;
+  if (it != initializers_.end()) {
+    p = proto().mutable_initializer(it->second);
+    p->Clear();
+  } else {
+    p = proto().add_initializer();
+    initializers_[name] = proto().initializer_size() - 1;
+  }
+  onnxio::tensor_to_proto(t, name, *p);
+  used_names_.insert(name);
+}
+
+void Graph::remove_initializer(const std::string& name) {
+  auto* inits = proto().mutable_initializer();
+  for (int i = 0; i < inits->size(); ++i)
+    if (inits->Get(i).name() == name) {
+      inits->DeleteSubrange(i, 1);
+      break;
+    }
+  initializers_.clear();
+  for (int i = 0; i < inits->size(); ++i) initializers_[inits->Get(i).name()] = i;
+}
+
+std::string Graph::unique_name(const std::string& base) {
+  std::string name = base;
+  for (int k = 1; used_names_.count(name); ++k) name = base + "_" + std::to_string(k);
+  used_names_.insert(name);
+  return name;
+}
+
+void Graph::compact() {
+  if (removed_.empty() && inserted_.empty()) return;
+  auto* nodes = proto().mutable_node();
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> kept;
+  for (int i = 0; i < nodes->size(); ++i) {
+    if (auto it = inserted_.find(i); it != inserted_.end())
+      for (auto& n : it->second) kept.Add()->Swap(&n);
+    if (!removed_.count(i)) kept.Add()->Swap(nodes->Mutable(i));
+  }
+  if (auto it = inserted_.find(nodes->size()); it != inserted_.end())
+    for (auto& n : it->second) kept.Add()->Swap(&n);
+  nodes->Swap(&kept);
+  removed_.clear();
+  inserted_.clear();
+  reindex();
+}
+
+const onnx::AttributeProto* find_attr(const onnx::NodeProto& n, const std::string& name) {
+  for (const auto& a : n.attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+
+int64_t attr_int(const onnx::NodeProto& n, const std::string& name, int64_t def) {
+  const auto* a = find_attr(n, name);
+  return a ? a->i() : def;
+}
+
+float attr_float(const onnx::NodeProto& n, const std::string& name, float def) {
+  const auto* a = find_attr(n, name);
+  return a ? a->f() : def;
+}
+
+std::vector<int64_t> attr_ints(const onnx::NodeProto& n, const std::string& name) {
+  const auto* a = find_attr(n, name);
+  if (!a) return {};
+  return {a->ints().begin(), a->ints().end()};
+}
+
+std::string attr_string(const onnx::NodeProto& n, const std::string& name, const std::string& def) {
+  const auto* a = find_attr(n, name);
+  return a ? a->s() : def;
+}
+
+void set_attr_int(onnx::NodeProto& n, const std::string& name, int64_t v) {
+  for (auto& a : *n.mutable_attribute())
+    if (a.name() == name) {
+      a.set_i(v);
+      return;
+    }
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+
+void remove_attr(onnx::NodeProto& n, const std::string& name) {
+  auto* attrs = n.mutable_attribute();
+  for (int i = 0; i < attrs->size(); ++i)
+    if (attrs->Get(i).name() == name) {
+      attrs->DeleteSubrange(i, 1);
+      return;
+    }
+}
+
+std::string describe(const onnx::NodeProto& n) {
+  return n.op_type() + " '" + (n.name().empty() ? (n.output_size() ? n.output(0) : std::string("?")) : n.name()) + "'";
+}
+
+}  // namespace qtool::quantize

@@ -1,0 +1,85 @@
+// A thin editing layer over onnx::ModelProto for the preparation passes and the QDQ rewrite:
+// producer/consumer indices, initializer lookup, attribute access, unique names, opset.
+// Only the main graph is edited; models whose subgraphs (If/Loop/Scan) read main-graph tensors are
+// handled by treating those reads as consumers, so nothing they use is removed or renamed.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace qtool::quantize {
+
+class Graph {
+ public:
+  explicit Graph(onnx::ModelProto& model);
+
+  onnx::ModelProto& model() { return model_; }
+  onnx::GraphProto& proto() { return *model_.mutable_graph(); }
+  const onnx::GraphProto& proto() const { return model_.graph(); }
+
+  // Default-domain opset version.
+  int64_t opset() const;
+  void set_opset(int64_t v);
+
+  // Rebuild the indices; call after editing nodes directly through proto().
+  void reindex();
+
+  int node_count() const { return proto().node_size(); }
+  onnx::NodeProto& node(int i) { return *proto().mutable_node(i); }
+  const onnx::NodeProto& node(int i) const { return proto().node(i); }
+
+  // -1 when the tensor is a graph input, an initializer or unknown.
+  int producer(const std::string& tensor) const;
+  // Node indices reading `tensor` (each node once), in graph order.
+  const std::vector<int>& consumers(const std::string& tensor) const;
+  bool is_graph_output(const std::string& tensor) const { return graph_outputs_.count(tensor) > 0; }
+  bool is_graph_input(const std::string& tensor) const { return graph_inputs_.count(tensor) > 0; }
+  bool used_by_subgraph(const std::string& tensor) const { return subgraph_reads_.count(tensor) > 0; }
+
+  const onnx::TensorProto* initializer(const std::string& name) const;
+  bool is_initializer(const std::string& name) const { return initializer(name) != nullptr; }
+  // Decoded initializer (throws BadInputError for undecodable data).
+  Tensor initializer_tensor(const std::string& name) const;
+  // Adds or replaces an initializer.
+  void set_initializer(const std::string& name, const Tensor& t);
+  void remove_initializer(const std::string& name);
+
+  // A name not used by any tensor or node yet: base, base_1, base_2 ...; reserved at once.
+  std::string unique_name(const std::string& base);
+
+  // Marks nodes for removal; compact() drops them (keeping the order of the rest) and reindexes.
+  void remove_node(int i) { removed_.insert(i); }
+  // Queues `n` to be inserted right before node i (keeps the graph topologically sorted).
+  void insert_before(int i, onnx::NodeProto n) { inserted_[i].push_back(std::move(n)); }
+  void compact();
+
+ private:
+  onnx::ModelProto& model_;
+  std::map<std::string, int> producer_;
+  std::map<std::string, std::vector<int>> consumers_;
+  std::map<std::string, int> initializers_;
+  std::set<std::string> graph_outputs_, graph_inputs_, subgraph_reads_, used_names_;
+  std::set<int> removed_;
+  std::map<int, std::vector<onnx::NodeProto>> inserted_;
+};
+
+// Attribute helpers (nullptr / default when absent).
+const onnx::AttributeProto* find_attr(const onnx::NodeProto& n, const std::string& name);
+int64_t attr_int(const onnx::NodeProto& n, const std::string& name, int64_t def);
+float attr_float(const onnx::NodeProto& n, const std::string& name, float def);
+std::vector<int64_t> attr_ints(const onnx::NodeProto& n, const std::string& name);
+std::string attr_string(const onnx::NodeProto& n, const std::string& name, const std::string& def);
+void set_attr_int(onnx::NodeProto& n, const std::string& name, int64_t v);
+void remove_attr(onnx::NodeProto& n, const std::string& name);
+
+// "Conv 'conv1'" for messages.
+std::string describe(const onnx::NodeProto& n);
+
+}  // namespace qtool::quantize

@@ -1,0 +1,35 @@
+// How each op type is quantized in QDQ form: which inputs carry data (quantized as activations),
+// which is a weight or a bias, and whether the op passes its input's quantization through unchanged.
+// The list is explicit (op_roles.cc); which ops are quantized at all is policy and lives in configs/.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <string_view>
+#include <vector>
+
+namespace qtool::quantize {
+
+enum class OpKind {
+  Compute,      // inputs and output get their own Q/DQ (Conv, MatMul, Add, Concat, Sigmoid, unknown ops...)
+  PassThrough,  // output keeps input 0's parameters (MaxPool, Reshape, Transpose, Resize nearest...)
+  Activation,   // Relu/Clip: quantized after the producer, which then needs no Q/DQ of its own
+};
+
+struct OpRole {
+  OpKind kind = OpKind::Compute;
+  std::vector<int> data_inputs;  // empty = every input (variadic: Concat, Sum, unknown ops)
+  int weight_input = -1;         // a float initializer there is quantized as a weight
+  int bias_input = -1;           // int32 bias with scale s_input * s_weight
+};
+
+class Graph;
+// `g` (optional) lets roles depend on which inputs are constants (Min/Max against a constant pass through).
+OpRole op_role(const onnx::NodeProto& node, const Graph* g = nullptr);
+// Output-channel axis of the weight for per-channel quantization; -1 when per-channel does not apply.
+int64_t weight_channel_axis(const onnx::NodeProto& node, int64_t weight_rank);
+// Axis along which per_block weights are blocked: the reduction (input-channel / K) axis, as ONNX Runtime's
+// MatMulNBits and TensorRT's int4 weight-only kernels expect.
+int64_t weight_block_axis(const onnx::NodeProto& node, int64_t weight_rank);
+
+}  // namespace qtool::quantize

@@ -1,0 +1,106 @@
+// BatchNormalization (inference) after Conv, ConvTranspose (group 1) or Gemm folds into the producer:
+//   s = scale / sqrt(var + eps);  W'[c] = W[c] * s[c];  b'[c] = (b[c] - mean[c]) * s[c] + B[c]
+// where c is the output-channel axis of W (Conv: 0, ConvTranspose: 1, Gemm: 0 with transB else 1).
+// The producer then writes the BatchNormalization's output tensor, so downstream names are unchanged.
+#include <cmath>
+
+#include "core/error.h"
+#include "onnx/tensor_proto.h"
+#include "quantize/passes/passes.h"
+
+namespace qtool::quantize {
+namespace {
+
+bool is_float_init(const Graph& g, const std::string& name) {
+  const auto* t = g.initializer(name);
+  return t && t->data_type() == onnx::TensorProto::FLOAT;
+}
+
+class FoldBatchNorm final : public NodePass {
+ public:
+  std::string_view name() const override { return "fold_batchnorm"; }
+  std::vector<std::string_view> op_types() const override { return {"BatchNormalization"}; }
+
+  bool match(const Graph& g, int i) const override {
+    const auto& bn = g.node(i);
+    if (bn.input_size() != 5 || bn.output_size() != 1 || attr_int(bn, "training_mode", 0) != 0) return false;
+    if (attr_int(bn, "spatial", 1) != 1) return false;
+    for (int k = 1; k < 5; ++k)
+      if (!is_float_init(g, bn.input(k))) return false;
+    const std::string& x = bn.input(0);
+    const int p = g.producer(x);
+    if (p < 0 || g.consumers(x).size() != 1 || g.is_graph_output(x) || g.used_by_subgraph(x)) return false;
+    const auto& prod = g.node(p);
+    if (prod.output_size() != 1) return false;
+    const std::string& op = prod.op_type();
+    if (op != "Conv" && op != "ConvTranspose" && op != "Gemm") return false;
+    if (op == "ConvTranspose" && attr_int(prod, "group", 1) != 1) return false;
+    if (prod.input_size() < 2 || !is_float_init(g, prod.input(1))) return false;
+    if (prod.input_size() >= 3 && !prod.input(2).empty()) {
+      if (!is_float_init(g, prod.input(2))) return false;
+      if (op == "Gemm") {  // C must be per output column: [N] or [1,N]
+        const auto* c = g.initializer(prod.input(2));
+        const int64_t numel = onnxio::proto_numel(*c);
+        if (c->dims_size() > 2 || (c->dims_size() == 2 && c->dims(0) != 1) || numel == 0) return false;
+      }
+    }
+    return true;
+  }
+
+  void rewrite(Graph& g, int i) const override {
+    onnx::NodeProto bn = g.node(i);
+    auto& prod = g.node(g.producer(bn.input(0)));
+    const std::string op = prod.op_type();
+    const float eps = attr_float(bn, "epsilon", 1e-5f);
+    const Tensor gamma = g.initializer_tensor(bn.input(1)), beta = g.initializer_tensor(bn.input(2));
+    const Tensor mean = g.initializer_tensor(bn.input(3)), var = g.initializer_tensor(bn.input(4));
+    const int64_t channels = gamma.numel();
+
+    Tensor w = g.initializer_tensor(prod.input(1)).clone();
+    int64_t axis = 0;
+    if (op == "ConvTranspose") axis = 1;
+    if (op == "Gemm") axis = attr_int(prod, "transB", 0) ? 0 : 1;
+    if (w.rank() <= axis || w.dim(axis) != channels)
+      throw BadInputError(describe(bn) + ": " + std::to_string(channels) + " channels but the weight of " +
+                          describe(prod) + " has shape " + shape_str(w.shape()));
+    std::vector<float> s(static_cast<size_t>(channels));
+    for (int64_t c = 0; c < channels; ++c) s[c] = gamma.data<float>()[c] / std::sqrt(var.data<float>()[c] + eps);
+
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < axis; ++d) outer *= w.dim(d);
+    for (int64_t d = axis + 1; d < w.rank(); ++d) inner *= w.dim(d);
+    float* wd = w.data<float>();
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t c = 0; c < channels; ++c)
+        for (int64_t k = 0; k < inner; ++k) wd[(o * channels + c) * inner + k] *= s[c];
+
+    std::vector<float> b(static_cast<size_t>(channels), 0.0f);
+    if (prod.input_size() >= 3 && !prod.input(2).empty()) {
+      const Tensor old_b = g.initializer_tensor(prod.input(2));
+      const float beta_gemm = op == "Gemm" ? attr_float(prod, "beta", 1.0f) : 1.0f;
+      for (int64_t c = 0; c < channels; ++c) b[c] = beta_gemm * old_b.data<float>()[old_b.numel() == 1 ? 0 : c];
+    }
+    for (int64_t c = 0; c < channels; ++c) b[c] = (b[c] - mean.data<float>()[c]) * s[c] + beta.data<float>()[c];
+
+    // New initializers (the old ones may be shared with other nodes; dead ones are removed later).
+    const std::string base = bn.output(0);
+    const std::string wname = g.unique_name(prod.input(1) + "_bnfolded");
+    const std::string bname = g.unique_name(base + "_bias");
+    g.set_initializer(wname, w);
+    g.set_initializer(bname, Tensor::from_vector<float>({channels}, b));
+    prod.set_input(1, wname);
+    if (prod.input_size() < 3)
+      prod.add_input(bname);
+    else
+      prod.set_input(2, bname);
+    if (op == "Gemm") remove_attr(prod, "beta");  // beta is folded into the new bias
+    prod.set_output(0, bn.output(0));
+    g.remove_node(i);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<NodePass> make_fold_batchnorm_pass() { return std::make_unique<FoldBatchNorm>(); }
+
+}  // namespace qtool::quantize

@@ -1,0 +1,136 @@
+#include "quantize/passes/passes.h"
+
+#include <set>
+
+#include "core/error.h"
+#include "runtime/session.h"
+
+namespace qtool::quantize {
+
+int remove_dead_nodes(Graph& g) {
+  int removed = 0;
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int i = g.node_count() - 1; i >= 0; --i) {
+      const auto& n = g.node(i);
+      bool live = false;
+      for (const auto& o : n.output())
+        live = live || (!o.empty() && (!g.consumers(o).empty() || g.is_graph_output(o) || g.used_by_subgraph(o)));
+      if (!live) {
+        g.remove_node(i);
+        ++removed;
+        changed = true;
+      }
+    }
+    g.compact();
+  }
+  // Initializers nobody reads (those also listed as graph inputs are part of the interface: kept).
+  std::vector<std::string> unused;
+  for (const auto& t : g.proto().initializer())
+    if (g.consumers(t.name()).empty() && !g.is_graph_output(t.name()) && !g.is_graph_input(t.name()) &&
+        !g.used_by_subgraph(t.name()))
+      unused.push_back(t.name());
+  for (const auto& name : unused) g.remove_initializer(name);
+  g.reindex();
+  return removed;
+}
+
+namespace {
+
+// Ops never folded: randomness, quantization nodes (an existing QDQ model keeps its integer weights) and
+// control flow (subgraphs).
+bool foldable_op(const onnx::NodeProto& n) {
+  static const std::set<std::string> kSkip = {"QuantizeLinear",
+                                              "DequantizeLinear",
+                                              "DynamicQuantizeLinear",
+                                              "RandomNormal",
+                                              "RandomUniform",
+                                              "RandomNormalLike",
+                                              "RandomUniformLike",
+                                              "Multinomial",
+                                              "Bernoulli",
+                                              "If",
+                                              "Loop",
+                                              "Scan",
+                                              "Constant"};
+  return (n.domain().empty() || n.domain() == "ai.onnx") && !kSkip.count(n.op_type());
+}
+
+}  // namespace
+
+int fold_constants(Graph& g) {
+  // Each node whose inputs are all initializers runs once in qtool's interpreter; its outputs become
+  // initializers. Graph order is topological, so chains fold in one sweep. Outputs much larger than the
+  // inputs (ConstantOfShape, Expand, Tile) stay computed at run time to keep the file small.
+  int folded = 0;
+  for (int i = 0; i < g.node_count(); ++i) {
+    const onnx::NodeProto& n = g.node(i);
+    if (!foldable_op(n) || n.output_size() == 0) continue;
+    bool all_const = true;
+    int64_t in_bytes = 0;
+    for (const auto& in : n.input()) {
+      if (in.empty()) continue;
+      const auto* t = g.initializer(in);
+      all_const = all_const && t && !g.is_graph_input(in);
+      if (t)
+        in_bytes += static_cast<int64_t>(t->raw_data().size()) + 4 * t->float_data_size() + 8 * t->int64_data_size();
+    }
+    bool has_out = false;
+    for (const auto& o : n.output()) has_out = has_out || (!o.empty() && !g.is_graph_output(o));
+    if (!all_const || !has_out) continue;
+    onnx::ModelProto one;
+    one.set_ir_version(g.model().ir_version());
+    *one.mutable_opset_import() = g.model().opset_import();
+    auto* og = one.mutable_graph();
+    og->set_name("fold");
+    *og->add_node() = n;
+    for (const auto& in : n.input())
+      if (!in.empty()) *og->add_initializer() = *g.initializer(in);
+    for (const auto& o : n.output())
+      if (!o.empty()) og->add_output()->set_name(o);
+    std::map<std::string, Tensor> outs;
+    try {
+      outs = runtime::Session(one).run({});
+    } catch (const Error&) {
+      continue;  // not computable here (unsupported kernel, dtype...): leave it to the runtime
+    }
+    int64_t out_bytes = 0;
+    for (const auto& [name, t] : outs) out_bytes += static_cast<int64_t>(t.nbytes());
+    if (out_bytes > std::max<int64_t>(2 * in_bytes, 1 << 16)) continue;
+    for (const auto& [name, t] : outs) g.set_initializer(name, t);
+    g.remove_node(i);
+    ++folded;
+  }
+  g.compact();
+  return folded;
+}
+
+int drop_initializer_inputs(Graph& g) {
+  auto* inputs = g.proto().mutable_input();
+  int dropped = 0;
+  for (int i = inputs->size() - 1; i >= 0; --i)
+    if (g.is_initializer(inputs->Get(i).name())) {
+      inputs->DeleteSubrange(i, 1);
+      ++dropped;
+    }
+  g.reindex();
+  return dropped;
+}
+
+PrepareReport prepare_model(onnx::ModelProto& model, int64_t min_opset) {
+  Graph g(model);
+  PrepareReport r;
+  r.opset_before = g.opset();
+  r.rewrites["drop_initializer_inputs"] = drop_initializer_inputs(g);
+  r.rewrites["lift_constants"] = run_pass(g, *make_lift_constants_pass());
+  r.rewrites["fold_constants"] = fold_constants(g);
+  r.rewrites["fold_batchnorm"] = run_pass(g, *make_fold_batchnorm_pass());
+  upgrade_opset(g, min_opset);
+  r.rewrites["relu_min_to_clip"] = run_pass(g, *make_relu_min_to_clip_pass());
+  r.rewrites["drop_redundant_relu"] = run_pass(g, *make_drop_redundant_relu_pass());
+  r.rewrites["remove_dead_nodes"] = remove_dead_nodes(g);
+  r.opset_after = g.opset();
+  return r;
+}
+
+}  // namespace qtool::quantize

@@ -1,0 +1,41 @@
+// The preparation passes and the order prepare_model() runs them in.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "quantize/passes/pass.h"
+
+namespace qtool::quantize {
+
+// Constant nodes holding tensors become initializers (output name kept).
+std::unique_ptr<NodePass> make_lift_constants_pass();
+// BatchNormalization after Conv / ConvTranspose (group 1) / Gemm folds into the weights and bias;
+// the producer takes over the BatchNormalization's output name.
+std::unique_ptr<NodePass> make_fold_batchnorm_pass();
+// Initializers also listed as graph inputs (IR < 4 style) stop being inputs: they are weights, and a
+// caller cannot usefully override them. The model's real inputs are unchanged.
+int drop_initializer_inputs(Graph& g);
+// Relu -> Min(c >= 0) becomes Clip(0, c); a Relu after Clip(lo >= 0, hi) goes away (relu_clip.cc).
+std::unique_ptr<NodePass> make_relu_min_to_clip_pass();
+std::unique_ptr<NodePass> make_drop_redundant_relu_pass();
+// Nodes whose outputs nobody reads (and that are not graph outputs) and unused initializers go away.
+int remove_dead_nodes(Graph& g);
+// Nodes with only initializer inputs run once in qtool's interpreter (lib/runtime) and become initializers.
+int fold_constants(Graph& g);
+// Raises the default-domain opset to `target`, converting the ops whose semantics changed on the way
+// (Clip 11, Slice 10, Pad 11, Resize 11, Dropout 12, Squeeze/Unsqueeze/ReduceSum/Split/Softmax 13).
+// An op whose change qtool cannot convert is an UnsupportedError naming the node.
+void upgrade_opset(Graph& g, int64_t target);
+
+struct PrepareReport {
+  std::map<std::string, int> rewrites;  // pass name -> count
+  int64_t opset_before = 0, opset_after = 0;
+};
+// All passes in order: drop initializer inputs, lift constants, fold constants, fold BatchNormalization, upgrade opset,
+// dead nodes.
+PrepareReport prepare_model(onnx::ModelProto& model, int64_t min_opset);
+
+}  // namespace qtool::quantize

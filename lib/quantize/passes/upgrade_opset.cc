@@ -1,0 +1,268 @@
+// Opset upgrade: each converter is a NodePass for one op whose inputs or semantics changed at a given
+// version. upgrade_opset() runs those that apply between the model's opset and the target, refuses
+// ops it cannot convert, then sets the opset import.
+#include <onnx/shape_inference/implementation.h>
+
+#include <map>
+
+#include "core/error.h"
+#include "quantize/passes/passes.h"
+
+namespace qtool::quantize {
+namespace {
+
+// Moves an ints attribute into a new int64 initializer input at position `pos` (filling gaps with "").
+void attr_to_input(Graph& g, onnx::NodeProto& n, const std::string& attr, int pos, const std::string& suffix) {
+  const auto* a = find_attr(n, attr);
+  if (!a) return;
+  std::vector<int64_t> v(a->ints().begin(), a->ints().end());
+  const std::string name = g.unique_name((n.name().empty() ? n.output(0) : n.name()) + "_" + suffix);
+  g.set_initializer(name, Tensor::from_vector<int64_t>({static_cast<int64_t>(v.size())}, v));
+  while (n.input_size() < pos) n.add_input("");
+  if (n.input_size() == pos)
+    n.add_input(name);
+  else
+    n.set_input(pos, name);
+  remove_attr(n, attr);
+}
+
+// A converter applies to nodes of `ops` when the model's opset is below `since`.
+class Converter : public NodePass {
+ public:
+  Converter(int64_t since, int64_t from) : since_(since), from_(from) {}
+  int64_t since() const { return since_; }
+  bool applies(int64_t from) const { return from < since_; }
+  bool match(const Graph&, int) const override { return from_ < since_; }
+
+ protected:
+  int64_t since_, from_;
+};
+
+// Squeeze/Unsqueeze/ReduceSum (13): axes attribute -> input 1. Split (13): split attribute -> input 1.
+class AxesToInput final : public Converter {
+ public:
+  using Converter::Converter;
+  std::string_view name() const override { return "opset13_axes_to_input"; }
+  std::vector<std::string_view> op_types() const override { return {"Squeeze", "Unsqueeze", "ReduceSum", "Split"}; }
+  void rewrite(Graph& g, int i) const override {
+    auto& n = g.node(i);
+    if (n.op_type() == "Split")
+      attr_to_input(g, n, "split", 1, "split");
+    else
+      attr_to_input(g, n, "axes", 1, "axes");
+  }
+};
+
+// The other Reduce* ops (18): axes attribute -> input 1.
+class ReduceAxesToInput final : public Converter {
+ public:
+  using Converter::Converter;
+  std::string_view name() const override { return "opset18_reduce_axes_to_input"; }
+  std::vector<std::string_view> op_types() const override {
+    return {"ReduceMean", "ReduceMax",    "ReduceMin",       "ReduceProd",     "ReduceL1",
+            "ReduceL2",   "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"};
+  }
+  void rewrite(Graph& g, int i) const override { attr_to_input(g, g.node(i), "axes", 1, "axes"); }
+};
+
+// Clip (11): min/max attributes -> inputs 1, 2 (float scalars; attribute Clip only took float types).
+class ClipToInputs final : public Converter {
+ public:
+  using Converter::Converter;
+  std::string_view name() const override { return "opset11_clip_inputs"; }
+  std::vector<std::string_view> op_types() const override { return {"Clip"}; }
+  void rewrite(Graph& g, int i) const override {
+    auto& n = g.node(i);
+    const std::string base = n.name().empty() ? n.output(0) : n.name();
+    const auto* lo = find_attr(n, "min");
+    const auto* hi = find_attr(n, "max");
+    std::string lo_name, hi_name;
+    if (lo) g.set_initializer(lo_name = g.unique_name(base + "_min"), Tensor::scalar<float>(lo->f()));
+    if (hi) g.set_initializer(hi_name = g.unique_name(base + "_max"), Tensor::scalar<float>(hi->f()));
+    remove_attr(n, "min");
+    remove_attr(n, "max");
+    if (hi) {
+      n.add_input(lo_name);  // "" (no lower bound) when only max was given
+      n.add_input(hi_name);
+    } else if (lo) {
+      n.add_input(lo_name);
+    }
+  }
+};
+
+// Slice (10): starts/ends/axes attributes -> inputs 1, 2, 3.
+class SliceToInputs final : public Converter {
+ public:
+  using Converter::Converter;
+  std::string_view name() const override { return "opset10_slice_inputs"; }
+  std::vector<std::string_view> op_types() const override { return {"Slice"}; }
+  void rewrite(Graph& g, int i) const override {
+    auto& n = g.node(i);
+    attr_to_input(g, n, "starts", 1, "starts");
+    attr_to_input(g, n, "ends", 2, "ends");
+    attr_to_input(g, n, "axes", 3, "axes");
+  }
+};
+
+// Pad (11): pads/value attributes -> inputs 1, 2.
+class PadToInputs final : public Converter {
+ public:
+  using Converter::Converter;
+  std::string_view name() const override { return "opset11_pad_inputs"; }
+  std::vector<std::string_view> op_types() const override { return {"Pad"}; }
+  void rewrite(Graph& g, int i) const override {
+    auto& n = g.node(i);
+    const float value = attr_float(n, "value", 0.0f);
+    remove_attr(n, "value");
+    attr_to_input(g, n, "pads", 1, "pads");
+    const std::string vname = g.unique_name((n.name().empty() ? n.output(0) : n.name()) + "_value");
+    g.set_initializer(vname, Tensor::scalar<float>(value));
+    n.add_input(vname);
+  }
+};
+
+// Resize (11): inputs (X, scales) -> (X, roi, scales); opset 10 Resize is "asymmetric" nearest/linear.
+class ResizeV11 final : public Converter {
+ public:
+  using Converter::Converter;
+  std::string_view name() const override { return "opset11_resize_inputs"; }
+  std::vector<std::string_view> op_types() const override { return {"Resize"}; }
+  bool match(const Graph& g, int i) const override { return Converter::match(g, i) && from_ == 10; }
+  void rewrite(Graph& g, int i) const override {
+    auto& n = g.node(i);
+    const std::string scales = n.input(1);
+    const std::string roi = g.unique_name((n.name().empty() ? n.output(0) : n.name()) + "_roi");
+    g.set_initializer(roi, Tensor(DType::Float32, {0}));
+    n.set_input(1, roi);
+    n.add_input(scales);
+    set_attr_string(n, "coordinate_transformation_mode", "asymmetric");
+    if (attr_string(n, "mode", "nearest") == "nearest") set_attr_string(n, "nearest_mode", "floor");
+  }
+
+ private:
+  static void set_attr_string(onnx::NodeProto& n, const std::string& name, const std::string& v) {
+    remove_attr(n, name);
+    auto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(v);
+  }
+};
+
+// Dropout (12 changed its inputs): in an inference graph it is the identity.
+class DropoutToIdentity final : public Converter {
+ public:
+  using Converter::Converter;
+  std::string_view name() const override { return "dropout_to_identity"; }
+  std::vector<std::string_view> op_types() const override { return {"Dropout"}; }
+  bool match(const Graph& g, int i) const override {
+    const auto& n = g.node(i);
+    return Converter::match(g, i) && (n.output_size() < 2 || n.output(1).empty() || g.consumers(n.output(1)).empty());
+  }
+  void rewrite(Graph& g, int i) const override {
+    auto& n = g.node(i);
+    n.set_op_type("Identity");
+    n.clear_attribute();
+    while (n.input_size() > 1) n.mutable_input()->RemoveLast();
+    while (n.output_size() > 1) n.mutable_output()->RemoveLast();
+  }
+};
+
+// Softmax/LogSoftmax/Hardmax (13): before 13 the input is flattened to 2-D at `axis` (default 1) and
+// normalised over the second dimension; from 13 over `axis` alone. Same when axis is the last
+// dimension; otherwise Flatten(axis) -> op(axis=1) -> Reshape(Shape(x)) reproduces the old meaning.
+class SoftmaxAxis13 final : public Converter {
+ public:
+  SoftmaxAxis13(int64_t since, int64_t from, std::map<std::string, int> ranks)
+      : Converter(since, from), ranks_(std::move(ranks)) {}
+  std::string_view name() const override { return "opset13_softmax_axis"; }
+  std::vector<std::string_view> op_types() const override { return {"Softmax", "LogSoftmax", "Hardmax"}; }
+  void rewrite(Graph& g, int i) const override {
+    auto& n = g.node(i);
+    const int64_t axis = attr_int(n, "axis", 1);
+    auto r = ranks_.find(n.input(0));
+    if (axis == -1 || (r != ranks_.end() && axis == r->second - 1)) {
+      set_attr_int(n, "axis", -1);
+      return;
+    }
+    const std::string base = n.name().empty() ? n.output(0) : n.name();
+    const std::string x = n.input(0), y = n.output(0);
+    const std::string flat = g.unique_name(base + "_flat"), shape = g.unique_name(base + "_shape"),
+                      y2 = g.unique_name(base + "_2d");
+    onnx::NodeProto sh, fl, rs;
+    sh.set_op_type("Shape"), sh.set_name(g.unique_name(base + "_Shape")), sh.add_input(x), sh.add_output(shape);
+    fl.set_op_type("Flatten"), fl.set_name(g.unique_name(base + "_Flatten")), fl.add_input(x), fl.add_output(flat);
+    set_attr_int(fl, "axis", axis);
+    rs.set_op_type("Reshape"), rs.set_name(g.unique_name(base + "_Reshape")), rs.add_input(y2), rs.add_input(shape);
+    rs.add_output(y);
+    n.set_input(0, flat);
+    n.set_output(0, y2);
+    set_attr_int(n, "axis", 1);
+    g.insert_before(i, sh);
+    g.insert_before(i, fl);
+    g.insert_before(i + 1, rs);
+  }
+
+ private:
+  std::map<std::string, int> ranks_;
+};
+
+// Ops with changes no converter handles: upgrading past `since` is refused.
+struct Blocked {
+  std::string_view op;
+  int64_t since;
+};
+constexpr Blocked kBlocked[] = {{"Upsample", 10},          {"TopK", 10},    {"Scan", 9},   {"Loop", 11}, {"If", 11},
+                                {"BatchNormalization", 9}, {"Dropout", 12}, {"Resize", 11}};
+
+std::map<std::string, int> infer_ranks(const onnx::ModelProto& model) {
+  std::map<std::string, int> ranks;
+  onnx::ModelProto copy = model;
+  try {
+    onnx::shape_inference::InferShapes(copy);
+  } catch (const std::exception&) {
+    return ranks;  // ranks stay unknown; converters fall back to the always-correct rewrite
+  }
+  auto add = [&](const onnx::ValueInfoProto& vi) {
+    if (vi.type().has_tensor_type() && vi.type().tensor_type().has_shape())
+      ranks[vi.name()] = vi.type().tensor_type().shape().dim_size();
+  };
+  for (const auto& vi : copy.graph().value_info()) add(vi);
+  for (const auto& vi : copy.graph().input()) add(vi);
+  for (const auto& vi : copy.graph().output()) add(vi);
+  return ranks;
+}
+
+}  // namespace
+
+void upgrade_opset(Graph& g, int64_t target) {
+  const int64_t from = g.opset();
+  if (from >= target) return;
+  std::vector<std::unique_ptr<Converter>> converters;
+  converters.push_back(std::make_unique<SliceToInputs>(10, from));
+  converters.push_back(std::make_unique<ClipToInputs>(11, from));
+  converters.push_back(std::make_unique<PadToInputs>(11, from));
+  converters.push_back(std::make_unique<ResizeV11>(11, from));
+  converters.push_back(std::make_unique<DropoutToIdentity>(12, from));
+  converters.push_back(std::make_unique<AxesToInput>(13, from));
+  converters.push_back(std::make_unique<ReduceAxesToInput>(18, from));
+  if (from < 13 && target >= 13)
+    converters.push_back(std::make_unique<SoftmaxAxis13>(13, from, infer_ranks(g.model())));
+  for (const auto& c : converters)
+    if (c->since() <= target) run_pass(g, *c);
+  for (int i = 0; i < g.node_count(); ++i) {
+    const auto& n = g.node(i);
+    if (!n.domain().empty() && n.domain() != "ai.onnx") continue;
+    for (const auto& b : kBlocked)
+      if (n.op_type() == b.op && from < b.since && target >= b.since)
+        throw UnsupportedError(describe(n) + ": cannot upgrade " + std::string(b.op) + " from opset " +
+                               std::to_string(from) + " to " + std::to_string(target) +
+                               " (its semantics changed at opset " + std::to_string(b.since) +
+                               "); re-export the model with opset >= " + std::to_string(target));
+  }
+  g.set_opset(target);
+  // IR version 7 is the first that knows opset 13.
+  if (g.model().ir_version() < 7) g.model().set_ir_version(7);
+}
+
+}  // namespace qtool::quantize

@@ -1,0 +1,397 @@
+#include "quantize/qconfig.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/error.h"
+#include "quantize/builtin_configs.h"
+
+namespace qtool::quantize {
+namespace {
+
+using json = nlohmann::json;
+
+struct Names {
+  std::string_view name;
+  int value;
+};
+constexpr std::array kGranularityNames = {Names{"per_tensor", 0}, Names{"per_channel", 1}, Names{"per_block", 2}};
+constexpr std::array kRoundingNames = {Names{"nearest", 0}, Names{"kernel_sum", 1}};
+
+// Parsing context: the source file and JSON path, for error messages.
+class Ctx {
+ public:
+  explicit Ctx(std::string source) : source_(std::move(source)) {}
+  [[noreturn]] void fail(const std::string& path, const std::string& what) const {
+    throw BadInputError(source_ + ": " + path + ": " + what);
+  }
+  static std::string got(const json& j) { return j.dump(); }
+
+  const json& object(const json& j, const std::string& path, std::initializer_list<std::string_view> allowed) const {
+    if (!j.is_object()) fail(path, "expected an object, got " + got(j));
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      bool ok = false;
+      for (auto a : allowed) ok = ok || it.key() == a;
+      if (!ok) {
+        std::string list;
+        for (auto a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+        fail(path + "." + it.key(), "unknown key (expected one of " + list + ")");
+      }
+    }
+    return j;
+  }
+  bool boolean(const json& j, const std::string& path) const {
+    if (!j.is_boolean()) fail(path, "expected true or false, got " + got(j));
+    return j.get<bool>();
+  }
+  int64_t integer(const json& j, const std::string& path) const {
+    if (!j.is_number_integer()) fail(path, "expected an integer, got " + got(j));
+    return j.get<int64_t>();
+  }
+  double number(const json& j, const std::string& path) const {
+    if (!j.is_number()) fail(path, "expected a number, got " + got(j));
+    return j.get<double>();
+  }
+  std::string string(const json& j, const std::string& path) const {
+    if (!j.is_string()) fail(path, "expected a string, got " + got(j));
+    return j.get<std::string>();
+  }
+  template <size_t N>
+  int choice(const json& j, const std::string& path, const std::array<Names, N>& names) const {
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + std::string(n.name);
+    if (!j.is_string()) fail(path, "expected one of " + list + ", got " + got(j));
+    for (const auto& n : names)
+      if (j.get<std::string>() == n.name) return n.value;
+    fail(path, "expected one of " + list + ", got " + got(j));
+  }
+
+ private:
+  std::string source_;
+};
+
+std::string key_path(const std::string& parent, const std::string& key) {
+  // Keys that are not identifiers are quoted: $.node_names["conv 1"]
+  bool ident = !key.empty();
+  for (char c : key) ident = ident && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '*');
+  return ident ? parent + "." + key : parent + "[" + json(key).dump() + "]";
+}
+
+enum class SlotKind { Activation, Weight, Bias, Output };
+
+void check_dtype(const Ctx& ctx, DType d, SlotKind kind, const std::string& path) {
+  const auto& info = dtype_info(d);
+  if (kind == SlotKind::Bias) {
+    if (d != DType::Int32)
+      ctx.fail(path, "bias dtype must be int32 (use \"bias\": null to keep biases float), got \"" +
+                         std::string(info.name) + "\"");
+    return;
+  }
+  const bool ok = d == DType::Int8 || d == DType::UInt8 || d == DType::Int16 || d == DType::UInt16 ||
+                  d == DType::Int4 || d == DType::UInt4 || d == DType::Float8E4M3FN || d == DType::Float8E5M2;
+  if (!ok)
+    ctx.fail(path, "expected one of int8, uint8, int16, uint16, int4, uint4, float8e4m3fn, float8e5m2, got \"" +
+                       std::string(info.name) + "\"");
+  if ((d == DType::Int4 || d == DType::UInt4) && kind != SlotKind::Weight)
+    ctx.fail(path, "4-bit types are supported for weights only");
+}
+
+TensorSettingsPatch parse_patch(const Ctx& ctx, const json& j, const std::string& path, SlotKind kind) {
+  ctx.object(j, path,
+             {"dtype", "symmetric", "granularity", "axis", "block_size", "narrow_range", "reduce_range", "method",
+              "rounding", "percentile", "range", "scale", "zero_point"});
+  TensorSettingsPatch p;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    const std::string kp = path + "." + k;
+    const json& v = it.value();
+    if (k == "dtype") {
+      auto d = dtype_from_name(ctx.string(v, kp));
+      if (!d) ctx.fail(kp, "unknown dtype " + v.dump());
+      check_dtype(ctx, *d, kind, kp);
+      p.dtype = d;
+    } else if (k == "symmetric") {
+      p.symmetric = ctx.boolean(v, kp);
+    } else if (k == "granularity") {
+      p.granularity = static_cast<Granularity>(ctx.choice(v, kp, kGranularityNames));
+      if (*p.granularity != Granularity::PerTensor && kind != SlotKind::Weight && kind != SlotKind::Bias)
+        ctx.fail(kp, "activations are quantized per_tensor only");
+    } else if (k == "axis") {
+      p.axis = ctx.integer(v, kp);
+    } else if (k == "block_size") {
+      p.block_size = ctx.integer(v, kp);
+      if (*p.block_size < 2) ctx.fail(kp, "block_size must be at least 2, got " + v.dump());
+    } else if (k == "narrow_range") {
+      p.narrow_range = ctx.boolean(v, kp);
+    } else if (k == "reduce_range") {
+      p.reduce_range = ctx.boolean(v, kp);
+    } else if (k == "method") {
+      std::string list;
+      for (RangeMethod m : calib::kRangeMethods)
+        list += (list.empty() ? "" : ", ") + std::string(calib::range_method_name(m));
+      const auto m = v.is_string() ? calib::range_method_from_name(v.get<std::string>()) : std::nullopt;
+      if (!m) ctx.fail(kp, "expected one of " + list + ", got " + v.dump());
+      p.method = *m;
+    } else if (k == "rounding") {
+      p.rounding = static_cast<Rounding>(ctx.choice(v, kp, kRoundingNames));
+      if (kind != SlotKind::Weight) ctx.fail(kp, "rounding applies to weights only");
+    } else if (k == "percentile") {
+      const double pc = ctx.number(v, kp);
+      if (!(pc > 50.0 && pc <= 100.0)) ctx.fail(kp, "percentile must be in (50, 100], got " + v.dump());
+      p.percentile = pc;
+    } else if (k == "range") {
+      if (!v.is_array() || v.size() != 2 || !v[0].is_number() || !v[1].is_number())
+        ctx.fail(kp, "expected [lo, hi] (two numbers), got " + v.dump());
+      const double lo = v[0].get<double>(), hi = v[1].get<double>();
+      if (!(lo <= hi)) ctx.fail(kp, "lo must not exceed hi, got " + v.dump());
+      p.range = std::make_pair(lo, hi);
+    } else if (k == "scale") {
+      const double s = ctx.number(v, kp);
+      if (!(s > 0.0)) ctx.fail(kp, "scale must be positive, got " + v.dump());
+      p.scale = s;
+    } else if (k == "zero_point") {
+      p.zero_point = ctx.integer(v, kp);
+    }
+  }
+  if (p.scale.has_value() != p.zero_point.has_value())
+    ctx.fail(path, "\"scale\" and \"zero_point\" must be given together");
+  if (p.granularity == Granularity::PerBlock && kind == SlotKind::Weight && !p.block_size)
+    ctx.fail(path + ".granularity", "per_block needs \"block_size\"");
+  return p;
+}
+
+SettingsSlot parse_slot(const Ctx& ctx, const json& j, const std::string& path, SlotKind kind) {
+  SettingsSlot s;
+  s.present = true;
+  if (j.is_null()) {
+    s.is_null = true;
+    return s;
+  }
+  s.patch = parse_patch(ctx, j, path, kind);
+  return s;
+}
+
+Rule parse_rule(const Ctx& ctx, const json& j, const std::string& path) {
+  Rule r;
+  r.path = path;
+  if (j.is_null()) {
+    r.is_null = true;
+    return r;
+  }
+  ctx.object(j, path, {"activation", "weight", "bias", "output"});
+  if (j.contains("activation"))
+    r.activation = parse_slot(ctx, j["activation"], path + ".activation", SlotKind::Activation);
+  if (j.contains("weight")) r.weight = parse_slot(ctx, j["weight"], path + ".weight", SlotKind::Weight);
+  if (j.contains("bias")) r.bias = parse_slot(ctx, j["bias"], path + ".bias", SlotKind::Bias);
+  if (j.contains("output")) r.output = parse_slot(ctx, j["output"], path + ".output", SlotKind::Output);
+  return r;
+}
+
+// Opset the settings need from DequantizeLinear/QuantizeLinear.
+int64_t opset_for(const TensorSettingsPatch& p) {
+  int64_t v = 10;
+  if (p.granularity == Granularity::PerChannel) v = std::max<int64_t>(v, 13);
+  if (p.dtype == DType::Float8E4M3FN || p.dtype == DType::Float8E5M2) v = std::max<int64_t>(v, 19);
+  if (p.dtype == DType::Int4 || p.dtype == DType::UInt4 || p.dtype == DType::Int16 || p.dtype == DType::UInt16 ||
+      p.granularity == Granularity::PerBlock)
+    v = std::max<int64_t>(v, 21);
+  return v;
+}
+
+int64_t opset_for(const Rule& r) {
+  int64_t v = 10;
+  for (const SettingsSlot* s : {&r.activation, &r.weight, &r.bias, &r.output})
+    if (s->present && !s->is_null) v = std::max(v, opset_for(s->patch));
+  return v;
+}
+
+}  // namespace
+
+std::string_view granularity_name(Granularity g) { return kGranularityNames.at(static_cast<size_t>(g)).name; }
+std::string_view rounding_name(Rounding r) { return kRoundingNames.at(static_cast<size_t>(r)).name; }
+
+void apply_patch(TensorSettings& s, const TensorSettingsPatch& p) {
+  if (p.dtype) s.dtype = *p.dtype;
+  if (p.symmetric) s.symmetric = *p.symmetric;
+  if (p.granularity) s.granularity = *p.granularity;
+  if (p.axis) s.axis = p.axis;
+  if (p.block_size) s.block_size = *p.block_size;
+  if (p.narrow_range) s.narrow_range = *p.narrow_range;
+  if (p.reduce_range) s.reduce_range = *p.reduce_range;
+  if (p.method) s.method = *p.method;
+  if (p.percentile) s.percentile = *p.percentile;
+  if (p.rounding) s.rounding = *p.rounding;
+  if (p.range) s.range = p.range;
+  if (p.scale) s.scale = p.scale;
+  if (p.zero_point) s.zero_point = p.zero_point;
+}
+
+QConfig QConfig::parse(const std::string& json_text, const std::string& source) {
+  const Ctx ctx(source);
+  json j;
+  try {
+    j = json::parse(json_text);
+  } catch (const json::parse_error& e) {
+    throw BadInputError(source + ": not valid JSON (" + std::string(e.what()) + ")");
+  }
+  ctx.object(
+      j, "$",
+      {"format", "version", "name", "description", "global", "op_types", "node_name_regex", "node_names", "tensors"});
+  QConfig c;
+  c.source_ = source;
+  if (!j.contains("format") || j["format"] != "qtool-qconfig")
+    ctx.fail("$.format", "expected \"qtool-qconfig\", got " + (j.contains("format") ? j["format"].dump() : "nothing"));
+  if (!j.contains("version") || ctx.integer(j["version"], "$.version") != 1)
+    ctx.fail("$.version", "expected 1, got " + (j.contains("version") ? j["version"].dump() : "nothing"));
+  if (j.contains("name")) c.name_ = ctx.string(j["name"], "$.name");
+  if (j.contains("description")) ctx.string(j["description"], "$.description");
+  if (!j.contains("global")) ctx.fail("$.global", "missing (a rule object, or null to quantize nothing by default)");
+  c.global_ = parse_rule(ctx, j["global"], "$.global");
+  c.required_opset_ = std::max(c.required_opset_, opset_for(c.global_));
+  if (j.contains("op_types")) {
+    const json& ops = j["op_types"];
+    if (!ops.is_object()) ctx.fail("$.op_types", "expected an object {op type: rule}, got " + ops.dump());
+    for (auto it = ops.begin(); it != ops.end(); ++it) {
+      const std::string p = key_path("$.op_types", it.key());
+      Rule r = parse_rule(ctx, it.value(), p);
+      c.required_opset_ = std::max(c.required_opset_, opset_for(r));
+      if (it.key() == "*")
+        c.op_types_default_ = std::move(r);
+      else
+        c.op_types_.emplace(it.key(), std::move(r));
+    }
+  }
+  if (j.contains("node_name_regex")) {
+    const json& arr = j["node_name_regex"];
+    if (!arr.is_array()) ctx.fail("$.node_name_regex", "expected a list of {\"pattern\": ..., \"rule\": ...}");
+    for (size_t i = 0; i < arr.size(); ++i) {
+      const std::string p = "$.node_name_regex[" + std::to_string(i) + "]";
+      ctx.object(arr[i], p, {"pattern", "rule"});
+      if (!arr[i].contains("pattern")) ctx.fail(p + ".pattern", "missing");
+      if (!arr[i].contains("rule")) ctx.fail(p + ".rule", "missing (a rule object, or null to keep matches float)");
+      RegexRule rr;
+      rr.pattern = ctx.string(arr[i]["pattern"], p + ".pattern");
+      try {
+        rr.re = std::regex(rr.pattern, std::regex::ECMAScript);
+      } catch (const std::regex_error& e) {
+        ctx.fail(p + ".pattern", "bad regular expression " + json(rr.pattern).dump() + " (" + e.what() + ")");
+      }
+      rr.rule = parse_rule(ctx, arr[i]["rule"], p + ".rule");
+      c.required_opset_ = std::max(c.required_opset_, opset_for(rr.rule));
+      c.regex_rules_.push_back(std::move(rr));
+    }
+  }
+  if (j.contains("node_names")) {
+    const json& nn = j["node_names"];
+    if (!nn.is_object()) ctx.fail("$.node_names", "expected an object {node name: rule}, got " + nn.dump());
+    for (auto it = nn.begin(); it != nn.end(); ++it) {
+      Rule r = parse_rule(ctx, it.value(), key_path("$.node_names", it.key()));
+      c.required_opset_ = std::max(c.required_opset_, opset_for(r));
+      c.node_names_.emplace(it.key(), std::move(r));
+    }
+  }
+  if (j.contains("tensors")) {
+    const json& tt = j["tensors"];
+    if (!tt.is_object()) ctx.fail("$.tensors", "expected an object {tensor name: settings}, got " + tt.dump());
+    for (auto it = tt.begin(); it != tt.end(); ++it) {
+      // A tensor override may name a weight or an activation: weight fields are accepted here.
+      SettingsSlot s = parse_slot(ctx, it.value(), key_path("$.tensors", it.key()), SlotKind::Weight);
+      if (s.present && !s.is_null) c.required_opset_ = std::max(c.required_opset_, opset_for(s.patch));
+      c.tensors_.emplace(it.key(), std::move(s));
+    }
+  }
+  return c;
+}
+
+QConfig QConfig::load(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw BadInputError("cannot open config '" + path.string() + "': check the path");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse(ss.str(), path.filename().string());
+}
+
+QConfig QConfig::builtin_default() { return parse(std::string(kBuiltinInt8Config), "built-in int8.json"); }
+
+NodeQuant QConfig::resolve(const std::string& node_name, const std::string& op_type) const {
+  std::vector<const Rule*> levels{&global_};
+  if (auto it = op_types_.find(op_type); it != op_types_.end())
+    levels.push_back(&it->second);
+  else if (op_types_default_)
+    levels.push_back(&*op_types_default_);
+  for (const auto& rr : regex_rules_)
+    if (std::regex_search(node_name, rr.re)) {
+      levels.push_back(&rr.rule);
+      break;
+    }
+  if (auto it = node_names_.find(node_name); it != node_names_.end()) levels.push_back(&it->second);
+
+  // Built-in starting points: uint8 asymmetric activations, int8 symmetric per-channel weights, int32 biases.
+  TensorSettings act, wt, bias;
+  wt.dtype = DType::Int8;
+  wt.symmetric = true;
+  wt.granularity = Granularity::PerChannel;
+  bias.dtype = DType::Int32;
+  bias.symmetric = true;
+  bool act_on = true, wt_on = true, bias_on = true, out_on = true;
+  TensorSettingsPatch out_patch;
+  std::vector<const TensorSettingsPatch*> out_patches;
+
+  NodeQuant nq;
+  for (const Rule* r : levels) {
+    nq.applied.push_back(r->path);
+    nq.quantized = !r->is_null;
+    if (r->is_null) continue;
+    auto merge = [](const SettingsSlot& s, TensorSettings& t, bool& on) {
+      if (!s.present) return;
+      on = !s.is_null;
+      if (on) apply_patch(t, s.patch);
+    };
+    merge(r->activation, act, act_on);
+    merge(r->weight, wt, wt_on);
+    merge(r->bias, bias, bias_on);
+    if (r->output.present) {
+      out_on = !r->output.is_null;
+      if (out_on) out_patches.push_back(&r->output.patch);
+    }
+  }
+  if (!nq.quantized) return nq;
+  if (act_on) nq.activation = act;
+  if (wt_on) nq.weight = wt;
+  if (bias_on) nq.bias = bias;
+  if (act_on && out_on) {
+    TensorSettings out = act;
+    for (const auto* p : out_patches) apply_patch(out, *p);
+    nq.output = out;
+  }
+  return nq;
+}
+
+const SettingsSlot* QConfig::tensor_override(const std::string& tensor_name) const {
+  auto it = tensors_.find(tensor_name);
+  return it == tensors_.end() ? nullptr : &it->second;
+}
+
+void QConfig::check_names(const std::vector<std::string>& node_names,
+                          const std::vector<std::string>& tensor_names) const {
+  const Ctx ctx(source_);
+  for (const auto& [name, rule] : node_names_)
+    if (std::find(node_names.begin(), node_names.end(), name) == node_names.end())
+      ctx.fail(rule.path, "no node of the model is named " + json(name).dump());
+  for (size_t i = 0; i < regex_rules_.size(); ++i) {
+    bool any = false;
+    for (const auto& n : node_names) any = any || std::regex_search(n, regex_rules_[i].re);
+    if (!any)
+      ctx.fail("$.node_name_regex[" + std::to_string(i) + "].pattern",
+               json(regex_rules_[i].pattern).dump() + " matches no node name of the model");
+  }
+  for (const auto& [name, slot] : tensors_)
+    if (std::find(tensor_names.begin(), tensor_names.end(), name) == tensor_names.end())
+      ctx.fail(key_path("$.tensors", name), "no tensor of the model is named " + json(name).dump());
+}
+
+}  // namespace qtool::quantize

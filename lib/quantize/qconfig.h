@@ -1,0 +1,129 @@
+// QConfig: which nodes and tensors are quantized, and how. Parsed once from JSON (configs/*.json, the
+// schema is in the README, "qtool quantize"); inside the library everything is enums and numbers.
+//
+// Levels, least to most specific (as PyTorch's QConfigMapping):
+//   global -> op_types[op] (or op_types["*"] for unlisted ops) -> node_name_regex (first match wins)
+//   -> node_names[name] -> tensors[name] (one tensor's settings).
+// Each level holds a rule: an object with optional "activation", "weight", "bias" and "output" settings,
+// or null, which keeps the node float. A more specific rule overrides field by field; a settings block
+// set to null keeps that kind of tensor float (e.g. "bias": null keeps biases float, "output": null
+// leaves node outputs without Q/DQ).
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "calib/range_select.h"
+#include "core/dtype.h"
+
+namespace qtool::quantize {
+
+enum class Granularity { PerTensor, PerChannel, PerBlock };
+// Range-selection methods are calibration's (the calibration file records one range per method).
+using RangeMethod = calib::RangeMethod;
+// Weight rounding: to nearest, or per kernel so that the rounding errors of one (output, input) channel's
+// taps sum to at most half a step (see qparams.h).
+enum class Rounding { Nearest, KernelSum };
+
+std::string_view granularity_name(Granularity g);
+std::string_view rounding_name(Rounding r);
+
+// Settings for one kind of tensor; every field optional so levels can be merged field by field.
+struct TensorSettingsPatch {
+  std::optional<DType> dtype;
+  std::optional<bool> symmetric;
+  std::optional<Granularity> granularity;
+  std::optional<int64_t> axis;        // per_channel axis; unset = the op's natural axis
+  std::optional<int64_t> block_size;  // per_block
+  std::optional<bool> narrow_range;   // int8 [-127,127] instead of [-128,127]
+  std::optional<bool> reduce_range;   // 7-bit range (older x86 without VNNI)
+  std::optional<RangeMethod> method;
+  std::optional<Rounding> rounding;
+  std::optional<double> percentile;                // parameter of method percentile (used when qtool calibrates itself)
+  std::optional<std::pair<double, double>> range;  // fixed [lo, hi], ignores calibration
+  std::optional<double> scale;                     // fixed scale (with zero_point), e.g. Sigmoid 1/256
+  std::optional<int64_t> zero_point;
+};
+
+// A settings slot in a rule: absent (inherit), null (keep float) or a patch.
+struct SettingsSlot {
+  bool present = false;
+  bool is_null = false;
+  TensorSettingsPatch patch;
+};
+
+struct Rule {
+  bool is_null = false;  // null rule: keep the node float
+  SettingsSlot activation, weight, bias, output;
+  std::string path;  // JSON path, for --explain and errors: "$.op_types.Conv"
+};
+
+// Fully resolved settings for one tensor.
+struct TensorSettings {
+  DType dtype = DType::UInt8;
+  bool symmetric = false;
+  Granularity granularity = Granularity::PerTensor;
+  std::optional<int64_t> axis;
+  int64_t block_size = 0;
+  bool narrow_range = false;
+  bool reduce_range = false;
+  RangeMethod method = RangeMethod::MinMax;
+  double percentile = 99.999;
+  Rounding rounding = Rounding::Nearest;
+  std::optional<std::pair<double, double>> range;
+  std::optional<double> scale;
+  std::optional<int64_t> zero_point;
+};
+
+// What the mapping says about one node.
+struct NodeQuant {
+  bool quantized = false;
+  std::optional<TensorSettings> activation, weight, bias, output;  // nullopt = keep float
+  std::vector<std::string> applied;  // JSON paths of the rules that applied, least specific first
+};
+
+struct RegexRule {
+  std::string pattern;
+  std::regex re;
+  Rule rule;
+};
+
+class QConfig {
+ public:
+  // Parses and validates; every error is a BadInputError naming `source` and the JSON path.
+  static QConfig parse(const std::string& json_text, const std::string& source);
+  static QConfig load(const std::filesystem::path& path);
+  // The built-in default (configs/int8.json embedded at build time).
+  static QConfig builtin_default();
+
+  NodeQuant resolve(const std::string& node_name, const std::string& op_type) const;
+  // Tensor-level override, if any (nullptr when none). is_null: keep the tensor float.
+  const SettingsSlot* tensor_override(const std::string& tensor_name) const;
+
+  // Names in node_names / tensors and regexes that matched nothing: BadInputError with the JSON path.
+  void check_names(const std::vector<std::string>& node_names, const std::vector<std::string>& tensor_names) const;
+
+  const std::string& source() const { return source_; }
+  const std::string& name() const { return name_; }
+  // Smallest opset the config's dtypes/granularities need (13 per-channel, 19 fp8, 21 int4/per-block).
+  int64_t required_opset() const { return required_opset_; }
+
+ private:
+  std::string source_, name_;
+  Rule global_;
+  std::map<std::string, Rule> op_types_;
+  std::optional<Rule> op_types_default_;  // "*"
+  std::vector<RegexRule> regex_rules_;
+  std::map<std::string, Rule> node_names_;
+  std::map<std::string, SettingsSlot> tensors_;
+  int64_t required_opset_ = 10;
+};
+
+// Applies a patch on top of resolved settings.
+void apply_patch(TensorSettings& s, const TensorSettingsPatch& p);
+
+}  // namespace qtool::quantize

@@ -1,0 +1,429 @@
+#include "quantize/qdq.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <optional>
+#include <set>
+
+#include "core/error.h"
+#include "quantize/graph.h"
+#include "quantize/op_roles.h"
+#include "quantize/qparams.h"
+
+namespace qtool::quantize {
+namespace {
+
+struct ActQ {
+  QParams params;
+};
+
+class QdqBuilder {
+ public:
+  QdqBuilder(onnx::ModelProto& model, const QConfig& cfg, const calib::CalibrationTable& ranges)
+      : g_(model), cfg_(cfg), ranges_(ranges) {}
+
+  QdqReport run() {
+    check_names();
+    const int n = g_.node_count();
+    nq_.resize(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) nq_[i] = cfg_.resolve(g_.node(i).name(), g_.node(i).op_type());
+    fused_.assign(static_cast<size_t>(n), false);
+    report_.nodes.resize(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) plan_node(i);
+    emit();
+    return std::move(report_);
+  }
+
+ private:
+  void check_names() {
+    std::vector<std::string> nodes, tensors;
+    for (const auto& nd : g_.proto().node()) {
+      nodes.push_back(nd.name());
+      for (const auto& o : nd.output()) tensors.push_back(o);
+    }
+    for (const auto& in : g_.proto().input()) tensors.push_back(in.name());
+    for (const auto& t : g_.proto().initializer()) tensors.push_back(t.name());
+    cfg_.check_names(nodes, tensors);
+  }
+
+  // Settings for an activation tensor after the tensor-level override; nullopt = keep it float.
+  std::optional<TensorSettings> tensor_settings(const std::string& t, TensorSettings s) const {
+    if (const SettingsSlot* o = cfg_.tensor_override(t)) {
+      if (o->is_null) return std::nullopt;
+      apply_patch(s, o->patch);
+    }
+    return s;
+  }
+
+  std::optional<QParams> act_params(const std::string& t, const TensorSettings& base) const {
+    auto s = tensor_settings(t, base);
+    if (!s) return std::nullopt;
+    if (s->scale) {
+      return fixed_params(*s->scale, *s->zero_point, s->dtype);
+    }
+    std::optional<std::pair<double, double>> r = s->range;
+    if (!r) {
+      r = range_of(t, s->method);
+      if (!r) return std::nullopt;
+      // A tensor read only by a clamp (Min/Clip with constant bounds) needs no more range than the clamp's
+      // output: quantizing with that range clips nothing the clamp would not, and resolves values finer.
+      const auto& cons = g_.consumers(t);
+      if (cons.size() == 1 && !g_.is_graph_output(t) && is_const_clamp(cons[0]))
+        if (auto out = range_of(g_.node(cons[0]).output(0), s->method))
+          r = std::make_pair(std::max(r->first, out->first), std::min(r->second, out->second));
+    }
+    return params_from_range(r->first, r->second, *s);
+  }
+
+  // The calibrated range of `t` for `method` (min/max when the file lacks that method); nullopt if none.
+  std::optional<std::pair<double, double>> range_of(const std::string& t, RangeMethod method) const {
+    const calib::TensorCalibration* c = ranges_.find(t);
+    if (!c) return std::nullopt;
+    if (auto it = c->ranges.find(method); it != c->ranges.end()) return std::make_pair(it->second.lo, it->second.hi);
+    if (c->minmax) return std::make_pair(c->minmax->lo, c->minmax->hi);
+    return std::nullopt;
+  }
+
+  bool is_const_clamp(int c) const {
+    const auto& n = g_.node(c);
+    if (n.op_type() != "Min" && n.op_type() != "Clip") return false;
+    for (int k = 1; k < n.input_size(); ++k)
+      if (!n.input(k).empty() && !g_.is_initializer(n.input(k))) return false;
+    return n.op_type() == "Clip" || n.input_size() == 2;
+  }
+
+  bool float_initializer(const std::string& t) const {
+    const auto* p = g_.initializer(t);
+    return p && p->data_type() == onnx::TensorProto::FLOAT;
+  }
+
+  void keep_float(int i, const std::string& why) {
+    auto& e = report_.nodes[i];
+    e.quantized = false;
+    e.note = why;
+  }
+
+  // Weight input k of node i -> integer initializer + DequantizeLinear; nullopt when it stays float.
+  std::optional<QParams> quantize_weight(int i, int k, const NodeQuant& q) {
+    const std::string name = g_.node(i).input(k);
+    std::optional<TensorSettings> wset = q.weight;
+    if (const SettingsSlot* o = cfg_.tensor_override(name); o && wset) {
+      if (o->is_null)
+        wset.reset();
+      else
+        apply_patch(*wset, o->patch);
+    }
+    if (!wset || !float_initializer(name)) return std::nullopt;
+    const Tensor w = g_.initializer_tensor(name);
+    TensorSettings ws = *wset;
+    int64_t axis = -1;
+    if (ws.granularity != Granularity::PerTensor) {
+      axis = ws.axis                                     ? *ws.axis
+             : ws.granularity == Granularity::PerChannel ? weight_channel_axis(g_.node(i), w.rank())
+                                                         : weight_block_axis(g_.node(i), w.rank());
+      if (axis < 0 && ws.axis) axis += w.rank();
+      if (axis < 0 || axis >= w.rank()) ws.granularity = Granularity::PerTensor, axis = -1;
+    }
+    const QParams p = weight_params(w, ws, axis);
+    const std::string dq = add_const_dq(name, quantize_tensor(w, p, ws.rounding), p, i);
+    g_.node(i).set_input(k, dq);
+    ++report_.weights_quantized;
+    report_.nodes[i].tensors.push_back(explain(name, "weight", p));
+    return p;
+  }
+
+  void plan_node(int i) {
+    const onnx::NodeProto& node = g_.node(i);
+    NodeExplain& e = report_.nodes[i];
+    e.node = node.name().empty() && node.output_size() ? "(" + node.output(0) + ")" : node.name();
+    e.op_type = node.op_type();
+    e.rules = nq_[i].applied;
+    const NodeQuant& q = nq_[i];
+    if (!q.quantized) return keep_float(i, "rule keeps it float");
+    const OpRole role = op_role(node, &g_);
+    if (!q.activation) {  // weight-only quantization (e.g. int4 / fp8 weights): no activation Q/DQ
+      if (role.weight_input < 0 || role.weight_input >= node.input_size() || !quantize_weight(i, role.weight_input, q))
+        return keep_float(i, "activation: null and no weight to quantize");
+      e.quantized = true;
+      e.note = "weight only";
+      return;
+    }
+
+    if (role.kind == OpKind::Activation) {
+      if (!fused_[i])
+        return keep_float(i, "not after a quantized node (a standalone " + node.op_type() + " stays float)");
+      const std::string& out = node.output(0);
+      TensorSettings os = q.output ? *q.output : *q.activation;
+      if (auto p = act_params(out, os); p && !g_.is_graph_output(out)) add_act(out, *p, i, "output");
+      e.quantized = true;
+      e.note = "fused: its producer's output has no Q/DQ";
+      return;
+    }
+
+    if (role.kind == OpKind::PassThrough) {
+      const std::string& in = node.input(0);
+      auto it = act_.find(in);
+      if (it == act_.end()) return keep_float(i, "input " + in + " is not quantized");
+      const QParams p = it->second.params;
+      for (const auto& out : node.output())
+        if (!out.empty() && !g_.is_graph_output(out) && tensor_settings(out, *q.activation))
+          add_act(out, p, i, "output");
+      e.quantized = true;
+      e.note = "pass-through: output keeps the input's scale and zero point";
+      return;
+    }
+
+    // A weightless op whose output gets no Q (a graph output, or "output": null) has no integer form in ONNX
+    // Runtime (DQ -> op -> Q is what it fuses): quantizing its inputs would only add error.
+    const bool has_weight = role.weight_input >= 0 && role.weight_input < node.input_size() &&
+                            float_initializer(node.input(role.weight_input));
+    if (!has_weight && (!q.output || node.output_size() != 1 || g_.is_graph_output(node.output(0))))
+      return keep_float(i, "no weight and its output is not quantized: float is as fast and exact");
+
+    // Compute ops: every data input must be quantizable.
+    std::vector<int> data = role.data_inputs;
+    if (data.empty())
+      for (int k = 0; k < node.input_size(); ++k) data.push_back(k);
+    if (role.weight_input >= 0 && std::find(data.begin(), data.end(), role.weight_input) == data.end())
+      data.push_back(role.weight_input);
+    struct Plan {
+      int index;
+      std::string name;
+      enum { Act, Weight, Const } kind;
+      std::optional<QParams> params;
+    };
+    std::vector<Plan> plans;
+    for (int k : data) {
+      if (k >= node.input_size() || node.input(k).empty()) continue;
+      const std::string& t = node.input(k);
+      if (g_.is_initializer(t)) {
+        if (!float_initializer(t)) return keep_float(i, "input " + t + " is not float");
+        if (k == role.weight_input) {
+          plans.push_back({k, t, Plan::Weight, std::nullopt});
+        } else {
+          plans.push_back({k, t, Plan::Const, std::nullopt});
+        }
+        continue;
+      }
+      std::optional<QParams> p;
+      if (auto it = act_.find(t); it != act_.end())
+        p = it->second.params;
+      else
+        p = act_params(t, *q.activation);
+      if (!p) {
+        if (!tensor_settings(t, *q.activation)) continue;  // the config keeps this tensor float
+        return keep_float(i, "no calibration range for input " + t);
+      }
+      plans.push_back({k, t, Plan::Act, p});
+    }
+    // Commit.
+    onnx::NodeProto& mnode = g_.node(i);
+    std::optional<float> input_scale;
+    std::vector<float> weight_scales;
+    for (auto& pl : plans) {
+      if (pl.kind == Plan::Act) {
+        add_act(pl.name, *pl.params, -2, "input");
+        if (pl.index == 0) input_scale = pl.params->scales()[0];
+        e.tensors.push_back(explain(pl.name, "input", *pl.params));
+      }
+    }
+    for (auto& pl : plans) {
+      if (pl.kind == Plan::Weight) {
+        if (auto p = quantize_weight(i, pl.index, q)) weight_scales = p->scales();
+      } else if (pl.kind == Plan::Const) {
+        const Tensor c = g_.initializer_tensor(pl.name);
+        const QParams p = weight_params(
+            c,
+            [&] {
+              TensorSettings s = *q.activation;
+              s.granularity = Granularity::PerTensor;
+              return s;
+            }(),
+            -1);
+        const std::string dq = add_const_dq(pl.name, quantize_tensor(c, p), p, i);
+        mnode.set_input(pl.index, dq);
+        e.tensors.push_back(explain(pl.name, "constant", p));
+      }
+    }
+    // Bias: int32 with scale s_input * s_weight.
+    if (role.bias_input >= 0 && q.bias && input_scale && !weight_scales.empty() &&
+        role.bias_input < node.input_size() && float_initializer(node.input(role.bias_input))) {
+      const std::string b = node.input(role.bias_input);
+      const Tensor bt = g_.initializer_tensor(b);
+      const bool per_col = bt.rank() == 1 && (weight_scales.size() == 1 || bt.numel() == (int64_t)weight_scales.size());
+      if (per_col) {
+        const QParams bp = bias_params(*input_scale, weight_scales, bt.numel());
+        const std::string dq = add_const_dq(b, quantize_bias(bt, bp), bp, i);
+        g_.node(i).set_input(role.bias_input, dq);
+        ++report_.biases_quantized;
+        e.tensors.push_back(explain(b, "bias", bp));
+      }
+    }
+    // Output.
+    if (q.output && node.output_size() == 1) {
+      const std::string& out = node.output(0);
+      const auto& cons = g_.consumers(out);
+      if (!g_.is_graph_output(out) && cons.size() == 1 && fusable_activation(cons[0])) {
+        fused_[cons[0]] = true;
+        e.note = "output quantized after " + g_.node(cons[0]).op_type();
+      } else if (!g_.is_graph_output(out)) {
+        if (auto p = act_params(out, *q.output)) {
+          add_act(out, *p, i, "output");
+          e.tensors.push_back(explain(out, "output", *p));
+        }
+      }
+    }
+    e.quantized = true;
+  }
+
+  bool fusable_activation(int c) const {
+    const auto& n = g_.node(c);
+    if (op_role(n).kind != OpKind::Activation || !nq_[c].quantized || !nq_[c].activation) return false;
+    if (g_.is_graph_output(n.output(0))) return false;
+    if (n.op_type() == "Clip")  // constant bounds only
+      for (int k = 1; k < n.input_size(); ++k)
+        if (!n.input(k).empty() && !g_.is_initializer(n.input(k))) return false;
+    return true;
+  }
+
+  static TensorExplain explain(const std::string& t, const std::string& role, const QParams& p) {
+    return {t, role, p.dtype(), p.scales(), p.zero_points(), p.axis};
+  }
+
+  void add_act(const std::string& t, const QParams& p, int producer_hint, const std::string&) {
+    (void)producer_hint;
+    if (!act_.count(t)) {
+      act_.emplace(t, ActQ{p});
+      act_order_.push_back(t);
+    }
+  }
+
+  // Integer initializer + scale + zero point + DequantizeLinear before node `before`; returns the DQ output.
+  std::string add_const_dq(const std::string& name, const Tensor& q, const QParams& p, int before) {
+    const std::string qn = g_.unique_name(name + "_quantized");
+    const std::string sn = g_.unique_name(name + "_scale");
+    const std::string zn = g_.unique_name(name + "_zero_point");
+    const std::string out = g_.unique_name(name + "_dq");
+    g_.set_initializer(qn, q);
+    g_.set_initializer(sn, p.scale);
+    g_.set_initializer(zn, p.zero_point);
+    onnx::NodeProto dq;
+    dq.set_op_type("DequantizeLinear");
+    dq.set_name(g_.unique_name(name + "_DequantizeLinear"));
+    dq.add_input(qn);
+    dq.add_input(sn);
+    dq.add_input(zn);
+    dq.add_output(out);
+    if (p.axis >= 0 && p.scale.rank() > 0) set_attr_int(dq, "axis", p.axis);
+    if (p.block_size > 0) set_attr_int(dq, "block_size", p.block_size);
+    g_.insert_before(before, std::move(dq));
+    return out;
+  }
+
+  // Min/Max against a constant between two tensors with the same parameters runs on the integers:
+  // Q(min(DQ(q), c)) = min(q, Q(c)) exactly (Q is monotone), so x -> Q -> Min(q, Q(c)) -> DQ replaces
+  // x -> Q -> DQ -> Min -> Q -> DQ, one Q and one DQ fewer and no float pass (ONNX Runtime runs uint8 Min).
+  std::map<std::string, int> integer_clamps() const {
+    std::map<std::string, int> out;
+    for (int i = 0; i < g_.node_count(); ++i) {
+      const auto& n = g_.node(i);
+      if ((n.op_type() != "Min" && n.op_type() != "Max") || !report_.nodes[i].quantized || n.input_size() != 2 ||
+          !float_initializer(n.input(1)) || n.output_size() != 1)
+        continue;
+      auto a = act_.find(n.input(0)), b = act_.find(n.output(0));
+      if (a == act_.end() || b == act_.end() || dtype_info(a->second.params.dtype()).bits != 8) continue;
+      if (a->second.params.scales() == b->second.params.scales() &&
+          a->second.params.zero_points() == b->second.params.zero_points() &&
+          a->second.params.dtype() == b->second.params.dtype())
+        out[n.output(0)] = i;
+    }
+    return out;
+  }
+
+  // The float tensor node i read before emit() redirected it to a DQ output.
+  std::string original_input(int i) const { return clamp_inputs_.at(i); }
+
+  // Names of an activation's Q/DQ pair, with its scale and zero point stored as initializers.
+  struct Names {
+    std::string scale, zero_point, q, dq;
+  };
+  Names names_for(const std::string& t, const QParams& p) {
+    Names n{g_.unique_name(t + "_scale"), g_.unique_name(t + "_zero_point"), g_.unique_name(t + "_q"),
+            g_.unique_name(t + "_dq")};
+    g_.set_initializer(n.scale, p.scale);
+    g_.set_initializer(n.zero_point, p.zero_point);
+    return n;
+  }
+  onnx::NodeProto make_qdq_node(const std::string& op, const std::string& in, const Names& nm, const std::string& out,
+                                const std::string& base) {
+    onnx::NodeProto n;
+    n.set_op_type(op);
+    n.set_name(g_.unique_name(base + "_" + op));
+    n.add_input(in), n.add_input(nm.scale), n.add_input(nm.zero_point), n.add_output(out);
+    return n;
+  }
+  // Every reader of `t` reads `to` instead.
+  void redirect_consumers(const std::string& t, const std::string& to) {
+    for (int c : g_.consumers(t)) {
+      auto& cn = g_.node(c);
+      for (int k = 0; k < cn.input_size(); ++k)
+        if (cn.input(k) == t) cn.set_input(k, to);
+    }
+  }
+
+  void emit() {
+    for (int i = 0; i < g_.node_count(); ++i)
+      if (g_.node(i).input_size() > 0) clamp_inputs_[i] = g_.node(i).input(0);
+    const std::map<std::string, int> clamps = integer_clamps();
+    std::map<std::string, std::string> q_of;  // tensor -> its QuantizeLinear output
+    for (const std::string& t : act_order_) {
+      const QParams& p = act_.at(t).params;
+      if (auto it = clamps.find(t); it != clamps.end()) {
+        auto& n = g_.node(it->second);
+        const Names nm = names_for(t, p);
+        const std::string c = n.input(1), cq = g_.unique_name(c + "_quantized");
+        g_.set_initializer(cq, quantize_tensor(g_.initializer_tensor(c), p));
+        n.set_input(0, q_of.at(original_input(it->second)));
+        n.set_input(1, cq);
+        n.set_output(0, nm.q);
+        redirect_consumers(t, nm.dq);
+        g_.insert_before(it->second + 1, make_qdq_node("DequantizeLinear", nm.q, nm, nm.dq, t));
+        q_of[t] = nm.q;
+        continue;
+      }
+      const Names nm = names_for(t, p);
+      redirect_consumers(t, nm.dq);
+      q_of[t] = nm.q;
+      onnx::NodeProto qn = make_qdq_node("QuantizeLinear", t, nm, nm.q, t);
+      onnx::NodeProto dqn = make_qdq_node("DequantizeLinear", nm.q, nm, nm.dq, t);
+      const int prod = g_.producer(t);
+      g_.insert_before(prod + 1, std::move(qn));
+      g_.insert_before(prod + 1, std::move(dqn));
+      ++report_.qdq_pairs;
+    }
+    for (size_t i = 0; i < report_.nodes.size(); ++i) {
+      const auto& e = report_.nodes[i];
+      (e.quantized ? report_.quantized_ops : report_.float_ops)[e.op_type]++;
+    }
+    g_.compact();
+  }
+
+  Graph g_;
+  const QConfig& cfg_;
+  const calib::CalibrationTable& ranges_;
+  std::vector<NodeQuant> nq_;
+  std::vector<bool> fused_;
+  std::map<std::string, ActQ> act_;
+  std::vector<std::string> act_order_;
+  std::map<int, std::string> clamp_inputs_;
+  QdqReport report_;
+};
+
+}  // namespace
+
+QdqReport insert_qdq(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges) {
+  return QdqBuilder(model, config, ranges).run();
+}
+
+}  // namespace qtool::quantize

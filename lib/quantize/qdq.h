@@ -1,0 +1,45 @@
+// The QDQ rewrite: given a prepared float model, a QConfig and activation ranges, inserts
+// QuantizeLinear/DequantizeLinear pairs on activations and turns weights/biases into integer
+// initializers followed by DequantizeLinear, in the form ONNX Runtime and TensorRT fuse.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "calib/calibration_table.h"
+#include "quantize/qconfig.h"
+
+namespace onnx {
+class ModelProto;
+}
+
+namespace qtool::quantize {
+
+struct TensorExplain {
+  std::string tensor, role;  // role: input, output, weight, bias
+  DType dtype = DType::Undefined;
+  std::vector<float> scale;
+  std::vector<int64_t> zero_point;
+  int64_t axis = -1;
+};
+
+struct NodeExplain {
+  std::string node, op_type;
+  std::vector<std::string> rules;  // JSON paths that applied, least specific first
+  bool quantized = false;
+  std::string note;  // why it stayed float, or how it was handled
+  std::vector<TensorExplain> tensors;
+};
+
+struct QdqReport {
+  std::map<std::string, int> quantized_ops, float_ops;  // by op type
+  int qdq_pairs = 0, weights_quantized = 0, biases_quantized = 0;
+  std::vector<NodeExplain> nodes;
+};
+
+// Rewrites `model` in place; activation ranges come from the calibration table (`qtool calibrate`). Config names that
+// match nothing are BadInputErrors.
+QdqReport insert_qdq(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges);
+
+}  // namespace qtool::quantize

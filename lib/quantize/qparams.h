@@ -1,0 +1,45 @@
+// Quantization parameters of the tensors the QDQ rewrite creates, built on lib/quant (choose_qparams,
+// compute_minmax, quantize_linear: ONNX / ONNX Runtime exact arithmetic). What this file adds: the mapping from
+// QConfig settings to a quant::QSpec, weights that keep an existing grid, kernel-sum rounding and int32 biases.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "core/tensor.h"
+#include "quant/qparams.h"
+#include "quantize/qconfig.h"
+
+namespace qtool::quantize {
+
+// Scale / zero point tensors exactly as QuantizeLinear / DequantizeLinear take them, with their attributes.
+struct QParams {
+  Tensor scale;            // float32: scalar (per tensor), [C] (per axis) or blocked shape (opset 21)
+  Tensor zero_point;       // the quantized dtype, same shape
+  int64_t axis = -1;       // per-axis and blocked
+  int64_t block_size = 0;  // blocked
+  DType dtype() const { return zero_point.dtype(); }
+  std::vector<float> scales() const;
+  std::vector<int64_t> zero_points() const;
+};
+
+quant::QSpec spec_for(const TensorSettings& s);
+// Per-tensor parameters for the observed range [lo, hi].
+QParams params_from_range(double lo, double hi, const TensorSettings& s);
+// Fixed parameters (e.g. Sigmoid output: uint8, scale 1/256, zero point 0).
+QParams fixed_params(double scale, int64_t zero_point, DType dtype);
+
+// Weights whose values are already integer multiples of one step that fits the target range (a model
+// exported from a quantized one, such as the vendor mobilenetv2) keep that step: re-quantizing on a new
+// grid would add error where none is needed. Returns the step, or nullopt (symmetric signed settings only).
+std::optional<float> existing_grid(const Tensor& w, const TensorSettings& s);
+// Weight parameters per tensor, per channel (along `axis`) or per block, from the data's min/max.
+QParams weight_params(const Tensor& w, const TensorSettings& s, int64_t axis);
+// Float -> quantized with ONNX QuantizeLinear arithmetic. Rounding::KernelSum (tensors of rank >= 3, integer
+// dtypes) then re-rounds each (output, input) channel's taps so their rounding errors sum to at most 1/2.
+Tensor quantize_tensor(const Tensor& x, const QParams& p, Rounding rounding = Rounding::Nearest);
+// Bias: int32, scale = s_input * s_weight[c], zero point 0 (ONNX Runtime's QLinearConv convention).
+QParams bias_params(float input_scale, const std::vector<float>& weight_scales, int64_t channels);
+Tensor quantize_bias(const Tensor& b, const QParams& p);
+
+}  // namespace qtool::quantize

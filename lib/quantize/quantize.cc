@@ -1,0 +1,65 @@
+#include "quantize/quantize.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "onnx/tensor_proto.h"
+
+namespace qtool::quantize {
+
+int64_t initializer_bytes(const onnx::ModelProto& model) {
+  int64_t total = 0;
+  auto add = [&](const onnx::TensorProto& t) {
+    const auto* info = dtype_info_or_null(t.data_type());
+    if (info && info->cls != DTypeClass::String && info->cls != DTypeClass::None)
+      total += static_cast<int64_t>(storage_bytes(info->dtype, onnxio::proto_numel(t)));
+  };
+  for (const auto& t : model.graph().initializer()) add(t);
+  for (const auto& n : model.graph().node())  // weights held by Constant nodes count too
+    if (n.op_type() == "Constant")
+      for (const auto& a : n.attribute())
+        if (a.name() == "value" && a.has_t()) add(a.t());
+  return total;
+}
+
+QdqReport explain_model(const onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges) {
+  onnx::ModelProto copy = model;
+  return quantize_model(copy, config, ranges).qdq;
+}
+
+std::string explain_text(const QdqReport& report) {
+  std::string out;
+  char buf[512];
+  for (const auto& n : report.nodes) {
+    std::string rules;
+    for (const auto& p : n.rules) rules += (rules.empty() ? "" : " > ") + p;
+    std::snprintf(buf, sizeof buf, "%-40s %-18s %-6s ", n.node.c_str(), n.op_type.c_str(),
+                  n.quantized ? "int" : "float");
+    out += buf + rules + (n.note.empty() ? "" : " : " + n.note) + "\n";
+    for (const auto& t : n.tensors) {
+      if (t.scale.size() == 1)
+        std::snprintf(buf, sizeof buf, "scale=%.6g zp=%lld", t.scale[0], static_cast<long long>(t.zero_point[0]));
+      else
+        std::snprintf(buf, sizeof buf, "scale=[%zu values, axis %lld]", t.scale.size(), static_cast<long long>(t.axis));
+      out += "    " + t.role + " " + t.tensor + " " + std::string(dtype_name(t.dtype)) + " " + buf + "\n";
+    }
+  }
+  return out;
+}
+
+QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges) {
+  QuantizeSummary s;
+  s.weight_bytes_before = initializer_bytes(model);
+  // Opset 13 at least: per-channel DequantizeLinear, and ONNX Runtime's QDQ fusions expect it.
+  s.prepare = prepare_model(model, std::max<int64_t>(13, config.required_opset()));
+  s.qdq = insert_qdq(model, config, ranges);
+  Graph g(model);
+  remove_dead_nodes(g);
+  s.opset = g.opset();
+  s.weight_bytes_after = initializer_bytes(model);
+  return s;
+}
+
+}  // namespace qtool::quantize

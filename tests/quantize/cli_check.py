@@ -1,0 +1,134 @@
+#!/usr/bin/python3
+"""`qtool quantize` as a CLI: exit codes and one-line errors with JSON paths, deterministic output bytes,
+the TensorRT profile's structure, graph inputs/outputs unchanged, --explain. Prints one JSON line."""
+import filecmp
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+
+import onnx
+from onnx import numpy_helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import qtest  # noqa: E402
+
+failures = []
+
+
+def expect(name, cond, detail=''):
+    if not cond:
+        failures.append(f'{name}: {detail}')
+
+
+def run(args):
+    r = subprocess.run([qtool] + args, capture_output=True, text=True)
+    return r.returncode, r.stdout, r.stderr
+
+
+qtool = qtest.qtool()
+work = tempfile.mkdtemp(prefix='qtool-cli-')
+model = os.path.join(qtest.MODELS, 'superres-espcn-3x.onnx')
+calib = os.path.join(work, 'sr.calib.json')
+qtest.calibrate(model, [{'input': qtest.t('superres_bus_lr_y.npy')}], calib)
+
+# Config errors: exit code 2, one line naming the file and the JSON path.
+bad = os.path.join(work, 'bad.json')
+with open(bad, 'w') as f:
+    json.dump({'format': 'qtool-qconfig', 'version': 1, 'global': {},
+               'op_types': {'Conv': {'weight': {'granularity': 'perchannel'}}}}, f)
+rc, out, err = run(['quantize', model, '-o', os.path.join(work, 'x.onnx'), '--calib', calib, '--config', bad])
+expect('bad granularity exit code', rc == 2, rc)
+expect('bad granularity message', 'bad.json: $.op_types.Conv.weight.granularity: expected one of per_tensor, '
+       'per_channel, per_block, got "perchannel"' in err, err)
+expect('bad granularity one line', err.strip().count('\n') == 0, err)
+with open(bad, 'w') as f:
+    json.dump({'format': 'qtool-qconfig', 'version': 1, 'global': {}, 'node_names': {'no_such_node': None}}, f)
+rc, out, err = run(['quantize', model, '-o', os.path.join(work, 'x.onnx'), '--calib', calib, '--config', bad])
+expect('unknown node name', rc == 2 and '$.node_names.no_such_node: no node of the model is named' in err, err)
+rc, out, err = run(['quantize', model, '-o', os.path.join(work, 'x.onnx')])
+expect('no calibration source is a usage error', rc == 1, (rc, err))
+rc, out, err = run(['quantize', model, '-o', os.path.join(work, 'x.onnx'), '--calib', calib, '--random', '4'])
+expect('--calib and --random exclude each other', rc == 1, (rc, err))
+rc, out, err = run(['quantize', model, '-o', os.path.join(work, 'x.onnx'), '--calib', model])
+expect('calibration file that is not JSON', rc == 2 and 'not valid JSON' in err, (rc, err))
+
+# With no calibration file, --random N calibrates first (`qtool quantize MODEL -o OUT --random 32` just works).
+rc, out, err = run(['quantize', model, '-o', os.path.join(work, 'r.onnx'), '--random', '2', '--threads', '2'])
+expect('--random calibrates first', rc == 0 and 'quantized: Conv 4' in out, (rc, out, err))
+
+# Calibrating inside quantize gives the same bytes with 1 and 2 threads.
+t1, t2 = os.path.join(work, 't1.onnx'), os.path.join(work, 't2.onnx')
+for p, n in ((t1, '1'), (t2, '2')):
+    rc, out, err = run(['quantize', model, '-o', p, '--data', 'input=' + qtest.t('superres_bus_lr_y.npy'), '--threads', n])
+    expect('--data calibrates first', rc == 0, err)
+expect('byte-identical across thread counts', filecmp.cmp(t1, t2, shallow=False))
+
+# Deterministic: the same bytes twice.
+a, b = os.path.join(work, 'a.onnx'), os.path.join(work, 'b.onnx')
+for p in (a, b):
+    rc, out, err = run(['quantize', model, '-o', p, '--calib', calib])
+    expect('quantize runs', rc == 0, err)
+expect('byte-identical output', filecmp.cmp(a, b, shallow=False))
+expect('summary printed', 'quantized:' in out and 'kept float:' in out and 'MB ->' in out, out)
+
+# Structure of the default (ORT) output.
+src, q = onnx.load(model), onnx.load(a)
+inits = {i.name for i in src.graph.initializer}
+expect('graph inputs unchanged', [i.name for i in q.graph.input] == [i.name for i in src.graph.input if i.name not in inits])
+expect('graph outputs unchanged', [o.name for o in q.graph.output] == [o.name for o in src.graph.output])
+ops = Counter(n.op_type for n in q.graph.node)
+expect('one Q per activation', ops['QuantizeLinear'] == 7, ops)
+qinit = {i.name: numpy_helper.to_array(i) for i in q.graph.initializer}
+expect('int8 weights', qinit['conv1.weight_quantized'].dtype.name == 'int8')
+expect('per-channel weight scales', qinit['conv1.weight_scale'].shape == (64,))
+expect('int32 bias', qinit['conv1.bias_quantized'].dtype.name == 'int32')
+expect('names unique', len({o for n in q.graph.node for o in n.output}) == sum(len(n.output) for n in q.graph.node))
+
+# TensorRT profile: int8 symmetric activations on weighted ops' inputs only, biases float, no output Q/DQ.
+trt = os.path.join(work, 'trt.onnx')
+rc, out, err = run(['quantize', model, '-o', trt, '--calib', calib, '--config',
+                    os.path.join(qtest.ROOT, 'configs', 'int8-tensorrt.json')])
+expect('trt profile runs', rc == 0, err)
+t = onnx.load(trt)
+tinit = {i.name: numpy_helper.to_array(i) for i in t.graph.initializer}
+tops = Counter(n.op_type for n in t.graph.node)
+expect('trt: one Q per conv input', tops['QuantizeLinear'] == 4, tops)
+expect('trt: biases stay float', 'conv1.bias' in tinit and 'conv1.bias_quantized' not in tinit)
+expect('trt: symmetric int8 activations', tinit['input_zero_point'].dtype.name == 'int8' and int(tinit['input_zero_point']) == 0)
+expect('trt: narrow-range weights', int(tinit['conv2.weight_quantized'].min()) >= -127)
+
+# --explain names the rules per node.
+rc, out, err = run(['quantize', model, '-o', os.path.join(work, 'e.onnx'), '--calib', calib, '--explain'])
+expect('explain', rc == 0 and '$.global > $.op_types.Conv' in out and 'values, axis 0' in out, out[:400])
+
+# qtool inspect MODEL --config --calib --explain shows the same per-node decisions without writing a model.
+rc, out, err = run(['inspect', model, '--explain', '--calib', calib, '--config',
+                    os.path.join(qtest.ROOT, 'configs', 'int8-tensorrt.json')])
+expect('inspect --explain', rc == 0 and '$.global > $.op_types.*' in out and 'input int8 scale=' in out, out[:400])
+
+# Weight-only int4 (blocked, opset 21) and FP8 (opset 19) on digits-vit: ONNX Runtime runs them accurately.
+import numpy as np  # noqa: E402
+digits = os.path.join(qtest.MODELS, 'digits-vit.onnx')
+dcal = os.path.join(work, 'digits.calib.json')
+qtest.calibrate(digits, [{'pixel_values': qtest.t('digits_calib_images.npy')}], dcal)
+labels = np.load(qtest.t('digits_test_labels.npy'))
+for cfg, dtype, opset in (('int4-weights', 22, 21), ('fp8-weights', 17, 19)):
+    out = os.path.join(work, cfg + '.onnx')
+    rc, _, err = run(['quantize', digits, '-o', out, '--calib', dcal, '--config',
+                      os.path.join(qtest.ROOT, 'configs', 'examples', cfg + '.json')])
+    expect(cfg + ' runs', rc == 0, err)
+    m = onnx.load(out)
+    expect(cfg + ' opset', [o.version for o in m.opset_import if o.domain in ('', 'ai.onnx')] == [opset])
+    expect(cfg + ' dtype', any(i.data_type == dtype for i in m.graph.initializer))
+    expect(cfg + ' no activation Q', not any(n.op_type == 'QuantizeLinear' for n in m.graph.node))
+    if cfg.startswith('int4'):
+        expect('int4 block_size', any(a.name == 'block_size' and a.i == 32 for n in m.graph.node for a in n.attribute))
+    o, _ = qtest.ort_run(out, {'pixel_values': qtest.t('digits_test_images.npy')}, os.path.join(work, cfg))
+    acc = float((o['logits'].argmax(1) == labels).mean())
+    expect(cfg + ' accuracy in ORT', acc >= 0.95, acc)
+
+print(json.dumps({'ok': not failures, 'failures': failures}))
+sys.exit(1 if failures else 0)

@@ -1,0 +1,243 @@
+// Preparation passes and the QDQ rewrite on tiny graphs built inline: each runs through qtool's interpreter
+// before and after, and the structure of the result is checked (STYLE.md point 11).
+#include <onnx/onnx_pb.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <random>
+
+#include "onnx/tensor_proto.h"
+#include "quantize/graph.h"
+#include "quantize/passes/passes.h"
+#include "quantize/qdq.h"
+#include "quantize/qparams.h"
+#include "runtime/session.h"
+
+using namespace qtool;
+using namespace qtool::quantize;
+
+namespace {
+
+Tensor random_tensor(Shape shape, uint32_t seed, float lo = -1, float hi = 1) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(static_cast<size_t>(shape_numel(shape)));
+  for (auto& x : v) x = u(rng);
+  return Tensor::from_vector<float>(shape, v);
+}
+
+struct Builder {
+  onnx::ModelProto m;
+  explicit Builder(int64_t opset) {
+    m.set_ir_version(7);
+    auto* o = m.add_opset_import();
+    o->set_domain("");
+    o->set_version(opset);
+    m.mutable_graph()->set_name("t");
+  }
+  void input(const std::string& name, const Shape& shape) {
+    auto* vi = m.mutable_graph()->add_input();
+    vi->set_name(name);
+    auto* tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(1);
+    for (auto d : shape) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  }
+  void output(const std::string& name) { m.mutable_graph()->add_output()->set_name(name); }
+  void init(const std::string& name, const Tensor& t) {
+    onnxio::tensor_to_proto(t, name, *m.mutable_graph()->add_initializer());
+  }
+  onnx::NodeProto& node(const std::string& op, std::vector<std::string> in, std::vector<std::string> out,
+                        const std::string& name = "") {
+    auto* n = m.mutable_graph()->add_node();
+    n->set_op_type(op);
+    n->set_name(name.empty() ? out[0] + "_node" : name);
+    for (auto& s : in) n->add_input(s);
+    for (auto& s : out) n->add_output(s);
+    return *n;
+  }
+};
+
+void attr_f(onnx::NodeProto& n, const std::string& name, float v) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::FLOAT);
+  a->set_f(v);
+}
+void attr_ints(onnx::NodeProto& n, const std::string& name, std::vector<int64_t> v) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (auto x : v) a->add_ints(x);
+}
+
+Tensor run1(const onnx::ModelProto& m, const Tensor& x, const std::string& out = "y") {
+  return runtime::Session(m).run({{"x", x}}).at(out);
+}
+
+double max_diff(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  double d = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) d = std::max(d, std::fabs(double(a.data<float>()[i]) - b.data<float>()[i]));
+  return d;
+}
+
+int count_op(const onnx::ModelProto& m, const std::string& op) {
+  int n = 0;
+  for (const auto& nd : m.graph().node()) n += nd.op_type() == op;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("passes: BatchNormalization folds into Conv and keeps the output name") {
+  Builder b(13);
+  b.input("x", {1, 3, 8, 8});
+  b.init("w", random_tensor({4, 3, 3, 3}, 1));
+  b.init("cb", random_tensor({4}, 2));
+  b.init("g", random_tensor({4}, 3, 0.5f, 1.5f));
+  b.init("beta", random_tensor({4}, 4));
+  b.init("mean", random_tensor({4}, 5));
+  b.init("var", random_tensor({4}, 6, 0.1f, 2.0f));
+  b.node("Conv", {"x", "w", "cb"}, {"c"});
+  attr_f(b.node("BatchNormalization", {"c", "g", "beta", "mean", "var"}, {"y"}), "epsilon", 1e-3f);
+  b.output("y");
+  const Tensor x = random_tensor({1, 3, 8, 8}, 7);
+  const Tensor before = run1(b.m, x);
+  onnx::ModelProto m = b.m;
+  const PrepareReport r = prepare_model(m, 13);
+  CHECK(r.rewrites.at("fold_batchnorm") == 1);
+  CHECK(count_op(m, "BatchNormalization") == 0);
+  REQUIRE(m.graph().node_size() == 1);
+  CHECK(m.graph().node(0).output(0) == "y");
+  CHECK(max_diff(before, run1(m, x)) < 1e-5);
+}
+
+TEST_CASE("passes: opset 9 -> 13 converts Clip, Squeeze, Slice and Softmax and keeps results") {
+  Builder b(9);
+  b.input("x", {2, 1, 3, 5});
+  auto& clip = b.node("Clip", {"x"}, {"c"});
+  attr_f(clip, "min", -0.25f);
+  attr_f(clip, "max", 0.5f);
+  attr_ints(b.node("Squeeze", {"c"}, {"s"}), "axes", {1});
+  auto& sl = b.node("Slice", {"s"}, {"sl"});
+  attr_ints(sl, "starts", {1});
+  attr_ints(sl, "ends", {4});
+  attr_ints(sl, "axes", {2});
+  auto& sm = b.node("Softmax", {"sl"}, {"y"});  // opset 9, axis 1: softmax over the flattened [3 x 3]
+  (void)sm;
+  b.output("y");
+  const Tensor x = random_tensor({2, 1, 3, 5}, 11);
+  const Tensor before = run1(b.m, x);
+  onnx::ModelProto m = b.m;
+  prepare_model(m, 13);
+  CHECK(Graph(m).opset() == 13);
+  for (const auto& n : m.graph().node()) {
+    INFO(n.op_type());
+    if (n.op_type() == "Clip") CHECK(n.input_size() == 3);
+    if (n.op_type() == "Squeeze") CHECK(n.input_size() == 2);
+    if (n.op_type() == "Slice") CHECK(n.input_size() == 4);
+  }
+  CHECK(count_op(m, "Flatten") == 1);  // axis 1 of a rank-3 tensor is not the last: the old meaning is kept
+  CHECK(max_diff(before, run1(m, x)) < 1e-6);
+}
+
+TEST_CASE("passes: Relu -> Min(C >= 0) -> Relu loses the redundant Relu") {
+  Builder b(13);
+  b.input("x", {1, 4, 2, 2});
+  b.init("c", Tensor::from_vector<float>({1, 4, 1, 1}, {0.5f, 1.0f, 0.0f, 6.0f}));
+  b.node("Relu", {"x"}, {"r"});
+  b.node("Min", {"r", "c"}, {"m"});
+  b.node("Relu", {"m"}, {"y"});
+  b.output("y");
+  const Tensor x = random_tensor({1, 4, 2, 2}, 3, -2, 8);
+  const Tensor before = run1(b.m, x);
+  onnx::ModelProto m = b.m;
+  const PrepareReport r = prepare_model(m, 13);
+  CHECK(r.rewrites.at("drop_redundant_relu") == 1);
+  CHECK(count_op(m, "Relu") == 1);
+  CHECK(max_diff(before, run1(m, x)) == 0.0);
+}
+
+TEST_CASE("qdq: Conv -> Relu -> Reshape gets Q/DQ after the Relu, int32 bias, shared pass-through params") {
+  Builder b(13);
+  b.input("x", {1, 2, 6, 6});
+  b.init("w", random_tensor({3, 2, 3, 3}, 21));
+  b.init("bias", random_tensor({3}, 22));
+  b.init("shape", Tensor::from_vector<int64_t>({2}, {1, -1}));
+  b.node("Conv", {"x", "w", "bias"}, {"c"}, "conv");
+  b.node("Relu", {"c"}, {"r"}, "relu");
+  b.node("Reshape", {"r", "shape"}, {"f"}, "flat");
+  b.node("Sigmoid", {"f"}, {"y"}, "sig");
+  b.output("y");
+  calib::CalibrationTable ranges;
+  for (const auto& [name, lo, hi] : std::vector<std::tuple<std::string, float, float>>{
+           {"x", -1, 1}, {"c", -3, 4}, {"r", 0, 4}, {"f", 0, 4}, {"y", 0.5f, 1}}) {
+    calib::TensorCalibration tc;
+    tc.minmax = calib::Range{lo, hi};
+    ranges.tensors[name] = tc;
+  }
+  const Tensor x = random_tensor({1, 2, 6, 6}, 23);
+  const Tensor before = run1(b.m, x);
+  onnx::ModelProto m = b.m;
+  const QdqReport rep = insert_qdq(m, QConfig::builtin_default(), ranges);
+  Graph g(m);
+  // Activations: x (Conv input), r (Relu output), f (Reshape output, same params as r). Not c, not y.
+  CHECK(count_op(m, "QuantizeLinear") == 3);
+  CHECK(g.initializer("c_scale") == nullptr);
+  CHECK(g.initializer("y_scale") == nullptr);
+  const float s_r = g.initializer_tensor("r_scale").data<float>()[0];
+  CHECK(s_r == Approx(4.0 / 255));
+  CHECK(g.initializer_tensor("f_scale").data<float>()[0] == s_r);
+  CHECK(g.initializer_tensor("r_zero_point").data<uint8_t>()[0] == 0);
+  // Bias: int32, scale = s_x * s_w[c].
+  const Tensor bs = g.initializer_tensor("bias_scale"), ws = g.initializer_tensor("w_scale");
+  const float s_x = g.initializer_tensor("x_scale").data<float>()[0];
+  REQUIRE(bs.numel() == 3);
+  for (int c = 0; c < 3; ++c) CHECK(bs.data<float>()[c] == Approx(s_x * ws.data<float>()[c]));
+  CHECK(g.initializer_tensor("bias_quantized").dtype() == DType::Int32);
+  CHECK(g.initializer_tensor("w_quantized").dtype() == DType::Int8);
+  CHECK(rep.quantized_ops.at("Conv") == 1);
+  CHECK(rep.float_ops.at("Sigmoid") == 1);  // its output is a graph output (no Q): no integer form, stays float
+  // The QDQ model computes nearly the same thing.
+  CHECK(max_diff(before, run1(m, x)) < 0.02);
+}
+
+TEST_CASE("qdq: kernel-sum rounding keeps each kernel's rounding error within half a step") {
+  const Tensor w = random_tensor({4, 3, 3, 3}, 31);
+  TensorSettings s;
+  s.dtype = DType::Int8;
+  s.symmetric = true;
+  s.granularity = Granularity::PerChannel;
+  const QParams p = weight_params(w, s, 0);
+  const Tensor near = quantize_tensor(w, p, Rounding::Nearest);
+  const Tensor ks = quantize_tensor(w, p, Rounding::KernelSum);
+  const auto sc = p.scales();
+  int changed = 0;
+  for (int o = 0; o < 4; ++o)
+    for (int i = 0; i < 3; ++i) {
+      double err = 0;
+      for (int k = 0; k < 9; ++k) {
+        const int64_t idx = (o * 3 + i) * 9 + k;
+        err += ks.data<int8_t>()[idx] - w.data<float>()[idx] / sc[o];
+        const int d = ks.data<int8_t>()[idx] - near.data<int8_t>()[idx];
+        CHECK(std::abs(d) <= 1);
+        changed += d != 0;
+      }
+      CHECK(std::fabs(err) <= 0.5 + 1e-9);
+    }
+  CHECK(changed > 0);
+}
+
+TEST_CASE("qdq: weights already on a per-tensor grid keep it exactly") {
+  std::vector<float> v;
+  for (int i = 0; i < 2 * 3 * 3 * 3; ++i) v.push_back(static_cast<float>((i * 37) % 255 - 127) * 0.01f);
+  const Tensor w = Tensor::from_vector<float>({2, 3, 3, 3}, v);
+  TensorSettings s;
+  s.dtype = DType::Int8;
+  s.symmetric = true;
+  s.granularity = Granularity::PerChannel;
+  REQUIRE(existing_grid(w, s));
+  const QParams p = weight_params(w, s, 0);
+  const Tensor q = quantize_tensor(w, p, Rounding::KernelSum);
+  for (int64_t i = 0; i < w.numel(); ++i) CHECK(q.data<int8_t>()[i] * p.scales()[0] == Approx(v[i]).margin(1e-6));
+}

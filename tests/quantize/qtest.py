@@ -1,0 +1,74 @@
+"""Shared helpers for qtool's quantization acceptance tests (run with Debian's /usr/bin/python3).
+
+ONNX Runtime 1.30 runs through scripts/ort/*.mjs (node); calibration is `qtool calibrate` (lib/calib).
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
+SHARED = os.environ.get('QTOOL_SHARED_DIR', os.path.join(ROOT, '..', 'shared'))
+MODELS = os.path.join(SHARED, 'models')
+TENSORS = os.path.join(SHARED, 'data', 'tensors')
+ORT_RUN = os.path.join(ROOT, 'scripts', 'ort', 'ort_run.mjs')
+ORT_TOOLS = os.path.join(ROOT, 'scripts', 'ort', 'quantize_tools.mjs')
+
+
+def t(name):
+    return os.path.join(TENSORS, name)
+
+
+def sh(cmd, **kw):
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if r.returncode != 0:
+        sys.stderr.write(f"command failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout}\n{r.stderr}\n")
+        raise SystemExit(1)
+    return r.stdout
+
+
+def ort_run(model, inputs, outdir, threads=2, repeat=0, optimized=None):
+    """Runs model on {name: npy path}; returns ({output: np.ndarray}, result json)."""
+    cmd = ['node', ORT_RUN, model, '--output-dir', outdir, '--threads', str(threads), '--repeat', str(repeat)]
+    for k, v in inputs.items():
+        cmd += ['--input', f'{k}={v}']
+    if optimized:
+        cmd += ['--optimized-model', optimized]
+    res = json.loads(sh(cmd).strip().splitlines()[-1])
+    outs = {k: np.load(v['file']) for k, v in res['outputs'].items()}
+    return outs, res
+
+
+def calibrate(model, samples, out_json, threads=2):
+    """Runs `qtool calibrate` on samples: a list of {input name: .npy path}. One dict: its files are passed as
+    --data NAME=FILE (first axis = samples); several: written as a folder of one .npz per sample."""
+    cmd = [qtool(), 'calibrate', model, '-o', out_json, '--threads', str(threads)]
+    if len(samples) == 1:
+        for k, v in samples[0].items():
+            cmd += ['--data', f'{k}={v}']
+        sh(cmd)
+        return
+    with tempfile.TemporaryDirectory() as d:
+        for i, smp in enumerate(samples):
+            np.savez(os.path.join(d, f'sample_{i:04d}.npz'), **{k: np.load(v) for k, v in smp.items()})
+        sh(cmd + ['--data', d])
+
+
+def qtool():
+    return os.environ.get('QTOOL_EXE', os.path.join(ROOT, 'build', 'bin', 'qtool'))
+
+
+def quantize(model, out, calib, config=None, extra=()):
+    cmd = [qtool(), 'quantize', model, '-o', out, '--calib', calib, '--json'] + list(extra)
+    if config:
+        cmd += ['--config', config]
+    return json.loads(sh(cmd).strip().splitlines()[-1])
+
+
+def softmax(x, axis=-1):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
