@@ -12,6 +12,9 @@ THREADS="${THREADS:-$(nproc)}"
 SHAPE="${SHAPE:-1,3,320,320}"
 MODEL="$ROOT/../shared/models/ppocrv4-det.onnx"
 PY=/usr/bin/python3
+# OpenMP threads that spin while waiting make every figure depend on the machine's load (the shared 2-core
+# development machine runs several jobs): wait passively unless told otherwise.
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 
 cmake --build "$BUILD" -j2 --target qtool bench_calib_observers bench_calib_overhead >/dev/null
 

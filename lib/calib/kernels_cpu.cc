@@ -82,27 +82,90 @@ BatchSummary summarize(std::span<const float> x, int threads) {
   return s;
 }
 
-// Counting values into bins. Indices are computed a block at a time by a loop the compiler vectorises, then
-// counted into 4 interleaved 32-bit sub-histograms: runs of equal bins (a ReLU's zeros) no longer serialise on
-// one counter, and the counters stay in L1. Index `bins` is the slot for rejected values (NaN, ±inf, out of range).
+// The index loops are compiled for AVX-512, AVX2 and baseline x86-64 and picked at load time (function
+// multiversioning). They are branch-free (out-of-window values are replaced by the dump slot before the
+// conversion to int), so every clone vectorises; the arithmetic is the same IEEE operations in every clone.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define QTOOL_CALIB_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define QTOOL_CALIB_CLONES
+#endif
+
+// idx[i] = floor(x[i]·scale - first) when that lies in [0, bins), else bins (NaN, ±inf, outside the window).
+// y = v·2^-e - first is exact in double for every value inside the window (v·2^-e is exact, and |y| < bins),
+// so for y >= 0 the truncating conversion is the floor.
+// Both loops also widen [lo, hi] to the range of the indices they wrote.
+QTOOL_CALIB_CLONES void grid_indices(const float* x, size_t m, double scale, double first, double bins, int32_t* idx,
+                                     int32_t& lo, int32_t& hi) {
+  int32_t a = lo, b = hi;
+#pragma omp simd reduction(min : a) reduction(max : b)
+  for (size_t i = 0; i < m; ++i) {
+    const double y = static_cast<double>(x[i]) * scale - first;
+    const auto k = static_cast<int32_t>(y >= 0.0 && y < bins ? y : bins);
+    idx[i] = k;
+    a = std::min(a, k);
+    b = std::max(b, k);
+  }
+  lo = a;
+  hi = b;
+}
+
+// idx[i] = torch.histc's bin of x[i] (float arithmetic, last edge inclusive), or bins when x[i] is outside
+// [lo, hi] or NaN. For v in [lo, hi], (v - lo)·bins/width lies in [0, bins], so the conversion is in range.
+QTOOL_CALIB_CLONES void histc_indices(const float* x, size_t m, float lo, float hi, float bins, int32_t* idx,
+                                      int32_t& kmin, int32_t& kmax) {
+  const float width = hi - lo, last = bins - 1;
+  int32_t a = kmin, b = kmax;
+#pragma omp simd reduction(min : a) reduction(max : b)
+  for (size_t i = 0; i < m; ++i) {
+    const float v = x[i];
+    const float pos = (v - lo) * bins / width;
+    const auto k = static_cast<int32_t>(v >= lo && v <= hi ? std::min(pos, last) : bins);
+    idx[i] = k;
+    a = std::min(a, k);
+    b = std::max(b, k);
+  }
+  kmin = a;
+  kmax = b;
+}
+
+// Per-thread 16-bit sub-histograms, all zero between uses (count_bins re-zeroes only what it touched).
+std::vector<uint16_t>& scratch(size_t size) {
+  thread_local std::vector<uint16_t> sub;
+  if (sub.size() < size) sub.assign(size, 0);
+  return sub;
+}
+
+// Counting values into bins. Indices are computed a block at a time by index(x, m, idx, lo, hi) (one of the
+// loops above), then counted into 4 interleaved 16-bit sub-histograms: runs of equal bins (a ReLU's zeros) do
+// not serialise on one counter. Index `bins` is the slot for rejected values (NaN, ±inf, out of range). Only
+// the range of bins the data touched is flushed and re-zeroed, so a small tensor does not pay for a wide window.
 template <class Index, class Out>
 void count_bins(const float* x, size_t n, size_t bins, Index index, Out* out) {
-  constexpr size_t kBlock = 512, kFlush = size_t{1} << 30;  // 32-bit sub-counters are flushed before they can wrap
-  if (n < 4 * kBlock) {                                     // small tensors: a plain loop, no sub-histograms to set up
-    for (size_t i = 0; i < n; ++i) {
-      const size_t k = static_cast<size_t>(index(x[i]));
-      if (k < bins) out[k] += 1;
+  // Sub-counters are 16-bit (half the cache footprint of 32-bit ones). Sub-histogram r only counts values at
+  // positions = r mod 4 of a block (the tail of the last block goes to r = 0: < 4 more), so one flush chunk
+  // of kFlush values adds at most kFlush/4 + 3 <= 65535 to any sub-counter: they cannot wrap.
+  constexpr size_t kBlock = 512, kFlush = 4 * 65535 / kBlock * kBlock - kBlock;
+  int32_t idx[kBlock];
+  int32_t lo = static_cast<int32_t>(bins), hi = 0;
+  if (n < 4 * kBlock) {  // small tensors: no sub-histograms
+    for (size_t b = 0; b < n; b += kBlock) {
+      const size_t m = std::min(kBlock, n - b);
+      index(x + b, m, idx, lo, hi);
+      for (size_t i = 0; i < m; ++i)
+        if (static_cast<size_t>(idx[i]) < bins) out[idx[i]] += 1;
     }
     return;
   }
   const size_t stride = bins + 1;
-  std::vector<uint32_t> sub(4 * stride, 0);
-  int32_t idx[kBlock];
+  std::vector<uint16_t>& sub = scratch(4 * stride);
   for (size_t done = 0; done < n;) {
     const size_t end = std::min(n, done + kFlush);
+    lo = static_cast<int32_t>(bins);
+    hi = 0;
     for (size_t b = done; b < end; b += kBlock) {
       const size_t m = std::min(kBlock, end - b);
-      for (size_t i = 0; i < m; ++i) idx[i] = index(x[b + i]);
+      index(x + b, m, idx, lo, hi);
       size_t i = 0;
       for (; i + 4 <= m; i += 4) {
         ++sub[static_cast<size_t>(idx[i])];
@@ -112,10 +175,11 @@ void count_bins(const float* x, size_t n, size_t bins, Index index, Out* out) {
       }
       for (; i < m; ++i) ++sub[static_cast<size_t>(idx[i])];
     }
-    for (size_t k = 0; k < bins; ++k) {
+    const auto a = static_cast<size_t>(lo), z = static_cast<size_t>(hi) + 1;  // touched: [a, z), dump included
+    for (size_t k = a; k < std::min(z, bins); ++k) {
       out[k] += static_cast<Out>(uint64_t{sub[k]} + sub[stride + k] + sub[2 * stride + k] + sub[3 * stride + k]);
     }
-    std::fill(sub.begin(), sub.end(), 0u);
+    for (size_t r = 0; r < 4; ++r) std::fill(sub.begin() + r * stride + a, sub.begin() + r * stride + z, uint16_t{0});
     done = end;
   }
 }
@@ -135,15 +199,11 @@ void count_bins_parallel(std::span<const float> x, size_t bins, Index index, Out
     for (size_t i = 0; i < bins; ++i) out[i] += local[bins * static_cast<size_t>(t) + i];
 }
 
-// y = v·2^-e - first is exact in double for every value inside the window (v·2^-e is exact, and |y| < bins),
-// so for y >= 0 the truncating cast is the floor. The comparison rejects NaN and ±inf.
 void histogram_add(std::span<const float> x, const GridWindow& grid, std::span<uint64_t> counts, int threads) {
   const double scale = std::ldexp(1.0, -grid.exponent), first = static_cast<double>(grid.first);
-  const double nb = static_cast<double>(grid.bins);
-  const auto dump = static_cast<int32_t>(grid.bins);
-  auto index = [=](float v) {
-    const double y = static_cast<double>(v) * scale - first;
-    return y >= 0.0 && y < nb ? static_cast<int32_t>(y) : dump;
+  const double bins = static_cast<double>(grid.bins);
+  auto index = [=](const float* v, size_t m, int32_t* idx, int32_t& lo, int32_t& hi) {
+    grid_indices(v, m, scale, first, bins, idx, lo, hi);
   };
   count_bins_parallel(x, static_cast<size_t>(grid.bins), index, counts.data(), threads);
 }
@@ -173,11 +233,9 @@ void channel_minmax(std::span<const float> x, int64_t outer, int64_t channels, i
 
 // torch.histc's CPU arithmetic (float): bin = (int64)((v - lo) · bins / (hi - lo)), last edge inclusive.
 void histc_add(std::span<const float> x, float lo, float hi, std::span<double> hist, int threads) {
-  const float nb = static_cast<float>(hist.size()), width = hi - lo;
-  const auto last = static_cast<int32_t>(hist.size()) - 1, dump = last + 1;
-  auto index = [=](float v) {
-    const int32_t pos = static_cast<int32_t>((v - lo) * nb / width);
-    return v >= lo && v <= hi ? std::min(pos, last) : dump;
+  const float bins = static_cast<float>(hist.size());
+  auto index = [=](const float* v, size_t m, int32_t* idx, int32_t& kmin, int32_t& kmax) {
+    histc_indices(v, m, lo, hi, bins, idx, kmin, kmax);
   };
   count_bins_parallel(x, hist.size(), index, hist.data(), threads);
 }

@@ -1,11 +1,12 @@
 // Observer overhead of calibration: time per sample of the plain forward pass (the interpreter as `qtool run`
 // uses it) against the same runs with every float tensor observed by a Calibrator (as `qtool calibrate`).
 //   bench_calib_overhead MODEL --shape NAME=d0,d1,... [--samples N] [--threads T]
-// Inputs are seeded random normal values. Prints one JSON line.
+// Inputs are seeded random normal values. Prints one JSON line: wall and process CPU time per sample.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string>
 
 #include "calib/calibrate.h"
@@ -14,6 +15,15 @@
 #include "runtime/session.h"
 
 using namespace qtool;
+
+namespace {
+// CPU time of the whole process (all threads): less sensitive than wall time to other jobs on a shared machine.
+double cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
@@ -53,14 +63,19 @@ int main(int argc, char** argv) {
     observed.tap = [&](const std::string& name, const Tensor& v) { calibrator.observe(name, v); };
 
     session.run(source->batch(0, 1));  // warm-up
-    double plain = 0, with_observers = 0;
+    double plain = 0, with_observers = 0, plain_cpu = 0, observed_cpu = 0;
     for (int64_t i = 0; i < samples; ++i) {  // interleaved, so machine noise hits both alike
       const auto in = source->batch(i, 1);
+      const double c0 = cpu_seconds();
       auto t0 = std::chrono::steady_clock::now();
       session.run(in);
       auto t1 = std::chrono::steady_clock::now();
+      const double c1 = cpu_seconds();
       session.run(in, observed);
       auto t2 = std::chrono::steady_clock::now();
+      const double c2 = cpu_seconds();
+      plain_cpu += c1 - c0;
+      observed_cpu += c2 - c1;
       plain += std::chrono::duration<double>(t1 - t0).count();
       with_observers += std::chrono::duration<double>(t2 - t1).count();
     }
@@ -69,9 +84,11 @@ int main(int argc, char** argv) {
     const double finish = std::chrono::duration<double>(std::chrono::steady_clock::now() - t3).count();
     std::printf(
         "{\"model\": \"%s\", \"samples\": %lld, \"threads\": %d, \"tensors\": %zu, \"plain_s_per_sample\": %.6f, "
-        "\"observed_s_per_sample\": %.6f, \"overhead\": %.4f, \"finish_s\": %.4f}\n",
+        "\"observed_s_per_sample\": %.6f, \"overhead\": %.4f, \"plain_cpu_s_per_sample\": %.6f, "
+        "\"observed_cpu_s_per_sample\": %.6f, \"cpu_overhead\": %.4f, \"finish_s\": %.4f}\n",
         model_path.c_str(), static_cast<long long>(samples), session.threads(), table.tensors.size(),
-        plain / double(samples), with_observers / double(samples), with_observers / plain - 1.0, finish);
+        plain / double(samples), with_observers / double(samples), with_observers / plain - 1.0,
+        plain_cpu / double(samples), observed_cpu / double(samples), observed_cpu / plain_cpu - 1.0, finish);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;

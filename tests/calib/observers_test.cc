@@ -74,6 +74,27 @@ TEST_CASE("OpenMP observer kernels equal their reference twins") {
   }
 }
 
+TEST_CASE("OpenMP histogram kernels stay exact on long runs of one bin (sub-counter flushes) and tiny inputs") {
+  // 700001 values, 1 thread: several flush chunks of the 16-bit sub-counters in one call; most values are 0
+  // (a ReLU's output), so one bin gets far more than 65535 counts.
+  std::vector<float> x = random_values(700001, 11, 2.0f);
+  for (size_t i = 0; i < x.size(); ++i)
+    if (x[i] < 0.5f) x[i] = 0.0f;
+  for (const size_t n : {x.size(), size_t{5}, size_t{2047}}) {
+    INFO(n);
+    const std::span<const float> xs(x.data(), n);
+    const GridWindow grid{-6, -1000, 4096};
+    std::vector<uint64_t> ha(4096, 0), hb(4096, 0);
+    ref_backend().histogram_add(xs, grid, ha, 1);
+    cpu_backend().histogram_add(xs, grid, hb, 1);
+    CHECK(ha == hb);
+    std::vector<double> ca(2048, 0), cb(2048, 0);
+    ref_backend().histc_add(xs, -2.0f, 3.0f, ca, 1);
+    cpu_backend().histc_add(xs, -2.0f, 3.0f, cb, 1);
+    CHECK(ca == cb);
+  }
+}
+
 namespace {
 
 // Six samples [1,3,16,16] whose spread grows sample after sample (the grid must coarsen on the way).
