@@ -33,7 +33,7 @@ FONT = {
 }
 LINES = [["QTOOL INT8 DEMO", "CALIBRATE 2026"], ["HELLO WORLD: 3.14", "ONNX RUNTIME"],
          ["QUANTIZATION TEST", "PER CHANNEL"], ["MODEL 42 OK", "FAST AND EXACT"]]
-H, W, SCALE = 96, 320, 3
+H, W, SCALE = 128, 416, 4
 
 
 assert all(len(g) == 35 for g in FONT.values()), "every glyph is 7 rows of 5"
@@ -42,7 +42,7 @@ assert all(len(g) == 35 for g in FONT.values()), "every glyph is 7 rows of 5"
 def render(lines, rng):
     img = np.full((H, W), 245.0, dtype=np.float32)
     for row, text in enumerate(lines):
-        y0 = 14 + row * 40
+        y0 = 18 + row * 52
         x = 10
         for ch in text:
             glyph = np.array([c == '#' for c in FONT[ch]], dtype=bool).reshape(7, 5)
@@ -52,6 +52,9 @@ def render(lines, rng):
                 break
             img[y0:y0 + h, x:x + w][block] = 20.0
             x += w + SCALE
+    # Soften the strokes (3x3 box blur) as a scanned or photographed print would be.
+    pad = np.pad(img, 1, mode="edge")
+    img = sum(pad[dy:dy + H, dx:dx + W] for dy in range(3) for dx in range(3)) / 9.0
     img += rng.normal(0, 4, img.shape).astype(np.float32)
     return np.clip(img, 0, 255)
 
