@@ -208,10 +208,8 @@ Action add_inspect_command(CLI::App& app) {
   // Quantization preview (lib/quantize): which QConfig rule applies to each node and what it would become.
   auto qconfig = std::make_shared<std::string>(), calib = std::make_shared<std::string>();
   auto explain = std::make_shared<bool>(false);
-  sub->add_option("--config", *qconfig, "QConfig JSON for --explain (default: built-in int8)")
-      ->check(CLI::ExistingFile);
-  sub->add_option("--calib", *calib, "Calibration file for --explain (scales of activations)")
-      ->check(CLI::ExistingFile);
+  sub->add_option("--config", *qconfig, "QConfig JSON for --explain (default: built-in int8)");
+  sub->add_option("--calib", *calib, "Calibration file for --explain (scales of activations)");
   sub->add_flag("--explain", *explain, "Per node: the QConfig rules that apply, int/float, dtype, scale, zero point");
   return [model, json, qconfig, calib, explain]() -> int {
     if (*explain) {

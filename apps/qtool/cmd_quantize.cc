@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "calib/calibrate.h"
@@ -45,12 +46,10 @@ nlohmann::json summary_json(const quantize::QuantizeSummary& s, const QuantizeAr
 Action add_quantize_command(CLI::App& app) {
   auto* sub = app.add_subcommand("quantize", "Quantize a float ONNX model to int8 QDQ form (ONNX Runtime / TensorRT)");
   auto a = std::make_shared<QuantizeArgs>();
-  sub->add_option("MODEL", a->model, "Float .onnx model")->required()->check(CLI::ExistingFile);
+  sub->add_option("MODEL", a->model, "Float .onnx model")->required();
   sub->add_option("-o,--output", a->output, "Output .onnx path")->required();
-  sub->add_option("--config", a->config, "QConfig JSON (default: the built-in configs/int8.json)")
-      ->check(CLI::ExistingFile);
-  auto* calib =
-      sub->add_option("--calib", a->calib, "Calibration file from 'qtool calibrate'")->check(CLI::ExistingFile);
+  sub->add_option("--config", a->config, "QConfig JSON (default: the built-in configs/int8.json)");
+  auto* calib = sub->add_option("--calib", a->calib, "Calibration file from 'qtool calibrate'");
   auto* data =
       sub->add_option("--data", a->data, "Calibrate first on these inputs (NAME=FILE.npy|.npz ..., or a folder)");
   auto* random = sub->add_option("--random", a->random, "Calibrate first on N random standard-normal inputs");
@@ -65,6 +64,13 @@ Action add_quantize_command(CLI::App& app) {
       "Only run the preparation passes (constants, BatchNorm folding, opset upgrade) and write the float model");
   sub->add_flag("--json", a->json, "Print the summary as one JSON object");
   return [a]() -> int {
+    // Cheap checks first, so a mistake is reported before minutes of calibration.
+    if (!a->prepare_only && a->calib.empty() && a->data.empty() && a->random <= 0)
+      throw UsageError(
+          "quantize: give activation ranges with --calib CALIB.json, or --data / --random to calibrate first");
+    std::error_code ec;
+    if (std::filesystem::equivalent(a->output, a->model, ec))
+      throw BadInputError("refusing to overwrite the input model '" + a->model + "': choose another path with -o");
     const quantize::QConfig cfg =
         a->config.empty() ? quantize::QConfig::builtin_default() : quantize::QConfig::load(a->config);
     onnxio::LoadedModel m = onnxio::load_model(a->model);
@@ -83,7 +89,7 @@ Action add_quantize_command(CLI::App& app) {
     calib::CalibrationTable ranges;
     if (!a->calib.empty()) {
       ranges = calib::read_calibration(a->calib);
-    } else if (!a->data.empty() || a->random > 0) {  // calibrate first, as `qtool calibrate` would
+    } else {  // --data or --random: calibrate first, as `qtool calibrate` would
       calib::CalibrateOptions o;
       calibrate_data_options(a->data, a->random, a->seed, a->shapes, o);
       o.threads = a->threads;
@@ -92,9 +98,6 @@ Action add_quantize_command(CLI::App& app) {
       for (const std::string& note : r.notes) spdlog::warn("{}", note);
       spdlog::info("calibrated on {} ({} runs, {:.1f} s)", r.data, r.runs, r.seconds);
       ranges = std::move(r.table);
-    } else {
-      throw UsageError(
-          "quantize: give activation ranges with --calib CALIB.json, or --data / --random to calibrate first");
     }
     const auto s = quantize::quantize_model(*m.proto, cfg, ranges);
     onnxio::save_model(*m.proto, a->output, so);

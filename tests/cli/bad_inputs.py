@@ -127,6 +127,21 @@ check(["convert", valid, "-o", os.path.join(d, "new.onnx"), "--external-data", "
 if os.path.exists(os.path.join(d, "new.onnx")) or os.path.exists(os.path.join(scratch, "m1", "escape.data")):
     failures.append("a refused convert left files behind")
 
+# The other commands report a missing model, config or calibration file the same way; quantize refuses
+# to overwrite its input before it calibrates (no minutes of work lost to a typo).
+tiny = os.path.join(models, "tiny_conv.onnx")
+missing = os.path.join(scratch, "missing.onnx")
+out = os.path.join(scratch, "out.onnx")
+check(["run", missing], missing)
+check(["calibrate", missing, "--random", "2", "-o", os.path.join(scratch, "c.json")], missing)
+check(["quantize", missing, "-o", out, "--random", "2"], missing)
+check(["quantize", tiny, "-o", out, "--calib", os.path.join(scratch, "missing.json")], "missing.json")
+check(["quantize", tiny, "-o", out, "--config", os.path.join(scratch, "missing.json"), "--random", "2"],
+      "missing.json")
+check(["quantize", valid, "-o", valid, "--random", "2000000"], valid)
+if os.path.exists(out):
+    failures.append("a refused quantize wrote its output")
+
 # Corrupted copies of the bundled models (random bytes overwritten, fixed seed): exit 0 or 2, never a
 # crash, and a failure is one line.
 rng = random.Random(1234)
@@ -150,7 +165,7 @@ for i in range(150):
 print(f"corrupted models: {outcomes[0]} still valid, {outcomes[2]} rejected with one line, no crash")
 
 # Usage errors exit with 1.
-for args in (["inspect"], ["convert", valid], ["inspect", valid, "--no-such-flag"]):
+for args in (["inspect"], ["convert", valid], ["inspect", valid, "--no-such-flag"], ["quantize", tiny, "-o", out]):
     p = subprocess.run([qtool] + args, capture_output=True, text=True)
     if p.returncode != 1:
         failures.append(f"qtool {' '.join(args)}: exit code {p.returncode}, expected 1")
@@ -158,4 +173,4 @@ for args in (["inspect"], ["convert", valid], ["inspect", valid, "--no-such-flag
 if failures:
     print("\nFAILED:\n  " + "\n  ".join(failures))
     sys.exit(1)
-print(f"\nall {3 * len(cases) + 3} bad-input cases exit 2 with one line naming the file")
+print(f"\nall {3 * len(cases) + 9} bad-input cases exit 2 with one line naming the file")
