@@ -105,7 +105,8 @@ class QdqBuilder {
   }
 
   // Weight input k of node i -> integer initializer + DequantizeLinear; nullopt when it stays float.
-  std::optional<QParams> quantize_weight(int i, int k, const NodeQuant& q) {
+  std::optional<QParams> quantize_weight(int i, int k, const NodeQuant& q, const Tensor* bias = nullptr,
+                                         std::optional<float> input_scale = std::nullopt) {
     const std::string name = g_.node(i).input(k);
     std::optional<TensorSettings> wset = q.weight;
     if (const SettingsSlot* o = cfg_.tensor_override(name); o && wset) {
@@ -125,7 +126,8 @@ class QdqBuilder {
       if (axis < 0 && ws.axis) axis += w.rank();
       if (axis < 0 || axis >= w.rank()) ws.granularity = Granularity::PerTensor, axis = -1;
     }
-    const QParams p = weight_params(w, ws, axis);
+    QParams p = weight_params(w, ws, axis);
+    if (bias && input_scale && q.bias && p.block_size == 0) widen_for_bias(p, *bias, *input_scale);
     const std::string dq = add_const_dq(name, quantize_tensor(w, p, ws.rounding), p, i);
     g_.node(i).set_input(k, dq);
     ++report_.weights_quantized;
@@ -230,7 +232,11 @@ class QdqBuilder {
     }
     for (auto& pl : plans) {
       if (pl.kind == Plan::Weight) {
-        if (auto p = quantize_weight(i, pl.index, q)) weight_scales = p->scales();
+        std::optional<Tensor> bias;
+        if (role.bias_input >= 0 && role.bias_input < node.input_size() &&
+            float_initializer(node.input(role.bias_input)))
+          bias = g_.initializer_tensor(node.input(role.bias_input));
+        if (auto p = quantize_weight(i, pl.index, q, bias ? &*bias : nullptr, input_scale)) weight_scales = p->scales();
       } else if (pl.kind == Plan::Const) {
         const Tensor c = g_.initializer_tensor(pl.name);
         const QParams p = weight_params(
@@ -254,10 +260,14 @@ class QdqBuilder {
       const bool per_col = bt.rank() == 1 && (weight_scales.size() == 1 || bt.numel() == (int64_t)weight_scales.size());
       if (per_col) {
         const QParams bp = bias_params(*input_scale, weight_scales, bt.numel());
-        const std::string dq = add_const_dq(b, quantize_bias(bt, bp), bp, i);
-        g_.node(i).set_input(role.bias_input, dq);
-        ++report_.biases_quantized;
-        e.tensors.push_back(explain(b, "bias", bp));
+        if (auto qb = quantize_bias(bt, bp)) {
+          const std::string dq = add_const_dq(b, *qb, bp, i);
+          g_.node(i).set_input(role.bias_input, dq);
+          ++report_.biases_quantized;
+          e.tensors.push_back(explain(b, "bias", bp));
+        } else {
+          e.note = "bias " + b + " kept float: it exceeds int32 at scale s_input * s_weight";
+        }
       }
     }
     // Output.

@@ -157,6 +157,19 @@ Tensor quantize_tensor(const Tensor& x, const QParams& p, Rounding rounding) {
   return q;
 }
 
+void widen_for_bias(QParams& weight, const Tensor& bias, float input_scale) {
+  const int64_t n = weight.scale.numel();
+  if (bias.dtype() != DType::Float32 || bias.rank() != 1 || (n != 1 && n != bias.numel()) || !(input_scale > 0)) return;
+  float* sd = weight.scale.data<float>();
+  const float* bd = bias.data<float>();
+  constexpr double kMaxCode = 2147483647.0 * 0.5;  // headroom: ORT adds the zero-point corrections in int32
+  for (int64_t c = 0; c < bias.numel(); ++c) {
+    float& s = sd[n == 1 ? 0 : c];
+    const double need = std::fabs(static_cast<double>(bd[c])) / (static_cast<double>(input_scale) * kMaxCode);
+    if (need > s) s = static_cast<float>(need);
+  }
+}
+
 QParams bias_params(float input_scale, const std::vector<float>& weight_scales, int64_t channels) {
   QParams p;
   std::vector<float> s(static_cast<size_t>(weight_scales.size() == 1 ? 1 : channels));
@@ -171,13 +184,14 @@ QParams bias_params(float input_scale, const std::vector<float>& weight_scales, 
   return p;
 }
 
-Tensor quantize_bias(const Tensor& b, const QParams& p) {
+std::optional<Tensor> quantize_bias(const Tensor& b, const QParams& p) {
   // int32 codes can exceed 2^24, beyond what quantize_linear's float32 path represents exactly: double here.
   const float* sd = p.scale.data<float>();
   std::vector<int32_t> q(static_cast<size_t>(b.numel()));
   for (int64_t c = 0; c < b.numel(); ++c) {
     const double v = std::nearbyint(static_cast<double>(b.data<float>()[c]) / sd[p.scale.numel() == 1 ? 0 : c]);
-    q[static_cast<size_t>(c)] = static_cast<int32_t>(std::clamp(v, -2147483648.0, 2147483647.0));
+    if (!(v >= -2147483648.0 && v <= 2147483647.0)) return std::nullopt;
+    q[static_cast<size_t>(c)] = static_cast<int32_t>(v);
   }
   return Tensor::from_vector<int32_t>(b.shape(), q);
 }

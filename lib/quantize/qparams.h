@@ -38,8 +38,14 @@ QParams weight_params(const Tensor& w, const TensorSettings& s, int64_t axis);
 // Float -> quantized with ONNX QuantizeLinear arithmetic. Rounding::KernelSum (tensors of rank >= 3, integer
 // dtypes) then re-rounds each (output, input) channel's taps so their rounding errors sum to at most 1/2.
 Tensor quantize_tensor(const Tensor& x, const QParams& p, Rounding rounding = Rounding::Nearest);
+// Widens weight scales (per tensor or per channel of a bias of the same length) where the int32 bias code
+// b[c] / (s_input * s_weight[c]) would not fit int32, as ONNX Runtime's quantizer does: with 16-bit activations
+// and weights s_input * s_weight can be ~1e-9, and ORT saturates even a bias left float when it fuses the node.
+void widen_for_bias(QParams& weight, const Tensor& bias, float input_scale);
 // Bias: int32, scale = s_input * s_weight[c], zero point 0 (ONNX Runtime's QLinearConv convention).
 QParams bias_params(float input_scale, const std::vector<float>& weight_scales, int64_t channels);
-Tensor quantize_bias(const Tensor& b, const QParams& p);
+// nullopt when a code does not fit int32 (tiny s_input * s_weight, e.g. 16-bit activations and weights):
+// saturating would silently change the bias, so the caller keeps it float.
+std::optional<Tensor> quantize_bias(const Tensor& b, const QParams& p);
 
 }  // namespace qtool::quantize

@@ -241,3 +241,28 @@ TEST_CASE("qdq: weights already on a per-tensor grid keep it exactly") {
   const Tensor q = quantize_tensor(w, p, Rounding::KernelSum);
   for (int64_t i = 0; i < w.numel(); ++i) CHECK(q.data<int8_t>()[i] * p.scales()[0] == Approx(v[i]).margin(1e-6));
 }
+
+TEST_CASE("qdq: a bias that would overflow int32 widens its channel's weight scale instead of saturating") {
+  // 16-bit weights and activations: s_input * s_weight ~ 1e-9, so a bias of 19 needs codes ~2e10 (silero VAD's
+  // first encoder Conv). ONNX Runtime saturates such a bias even when it is left float, so the weight scale grows.
+  const Tensor w = Tensor::from_vector<float>({2, 1, 1}, {1e-4f, 0.5f});
+  const Tensor b = Tensor::from_vector<float>({2}, {19.0f, 0.1f});
+  TensorSettings s;
+  s.dtype = DType::Int16;
+  s.symmetric = true;
+  s.granularity = Granularity::PerChannel;
+  QParams p = weight_params(w, s, 0);
+  const float s_in = 3e-4f;
+  const float before0 = p.scales()[0], before1 = p.scales()[1];
+  CHECK_FALSE(quantize_bias(b, bias_params(s_in, p.scales(), 2)));  // would not fit: reported, not clamped
+  widen_for_bias(p, b, s_in);
+  CHECK(p.scales()[0] > before0);
+  CHECK(p.scales()[1] == before1);  // this channel's bias already fits
+  const QParams bp = bias_params(s_in, p.scales(), 2);
+  const auto qb = quantize_bias(b, bp);
+  REQUIRE(qb);
+  for (int c = 0; c < 2; ++c)
+    CHECK(qb->data<int32_t>()[c] * static_cast<double>(bp.scales()[c]) == Approx(b.data<float>()[c]).epsilon(1e-6));
+  const Tensor q = quantize_tensor(w, p);
+  CHECK(q.data<int16_t>()[0] * static_cast<double>(p.scales()[0]) == Approx(1e-4).margin(p.scales()[0]));
+}
