@@ -189,6 +189,19 @@ void depthwise_channels8_2d(const float* in, const float* w, const float* bias, 
   int64_t* toff = heap_off.empty() ? off : heap_off.data();
   for (int64_t kh = 0; kh < KH; ++kh)
     for (int64_t kw = 0; kw < KW; ++kw) toff[kh * KW + kw] = kh * dh * PW + kw * dw;
+  if (ntaps == 9) {  // 3x3: the nine weight vectors stay in registers
+    Float8 wk[9];
+    for (int t = 0; t < 9; ++t) wk[t] = wv[t];
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        const Float8* src = buf + oh * sh * PW + ow * sw;
+        Float8 acc = b;
+        for (int t = 0; t < 9; ++t) acc += src[toff[t]] * wk[t];
+        const int64_t o = oh * OW + ow;
+        for (int64_t c = 0; c < nc; ++c) out[c * ov + o] = acc[c];
+      }
+    return;
+  }
   for (int64_t oh = 0; oh < OH; ++oh)
     for (int64_t ow = 0; ow < OW; ++ow) {
       const Float8* src = buf + oh * sh * PW + ow * sw;
