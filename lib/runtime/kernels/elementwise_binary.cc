@@ -75,18 +75,20 @@ Tensor arith(Arith op, const Tensor& a, const Tensor& b, const NodeInfo& n, int 
         });
       else
         return apply_binary<T, T, T>(a, b, dt, n, th, [](T x, T y) { return std::fmod(x, y); });
-    // NaN propagates as in ONNX Runtime (std::max/min would drop a NaN in the second operand).
+    // NaN propagates as in ONNX Runtime (std::max/min would drop a NaN in the second operand). Written
+    // as selects without branches so the loops vectorise (Relu6 = Min(Relu(x), 6) in mobilenets): a NaN
+    // x fails the comparison and is returned; a NaN y is returned by the first select.
     case Arith::Max:
       return apply_binary<T, T, T>(a, b, dt, n, th, [](T x, T y) {
-        if constexpr (std::is_floating_point_v<T>)
-          if (std::isnan(x) || std::isnan(y)) return x + y;
-        return x < y ? y : x;
+        const T m = x < y ? y : x;
+        if constexpr (std::is_floating_point_v<T>) return y != y ? y : m;
+        return m;
       });
     case Arith::Min:
       return apply_binary<T, T, T>(a, b, dt, n, th, [](T x, T y) {
-        if constexpr (std::is_floating_point_v<T>)
-          if (std::isnan(x) || std::isnan(y)) return x + y;
-        return y < x ? y : x;
+        const T m = y < x ? y : x;
+        if constexpr (std::is_floating_point_v<T>) return y != y ? y : m;
+        return m;
       });
   }
   throw InternalError("unhandled arithmetic op");
