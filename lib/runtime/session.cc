@@ -3,11 +3,9 @@
 #include <omp.h>
 
 #if defined(__GLIBC__)
-#include <malloc.h>
 #endif
 
 #include <cstdlib>
-#include <mutex>
 
 #include "onnx/model_io.h"
 
@@ -185,28 +183,8 @@ std::string describe_decl(const ValueDecl& d) {
   return s + "]";
 }
 
-namespace {
-// Activations are allocated and freed on every forward pass. glibc's defaults return big freed blocks
-// to the kernel (munmap, or trimming the heap top), so the next pass page-faults the same megabytes in
-// again: about 2200 faults and a quarter of the CPU time per mobilenetv2 pass. Keeping blocks up to
-// 64 MiB on the heap and trimming only above 256 MiB free removes that; the peak RSS is unchanged
-// (memory is reused, not added). Process-wide and set once, by the first Session; an explicit
-// MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_ in the environment wins.
-void keep_freed_activations_mapped() {
-#if defined(__GLIBC__)
-  static std::once_flag once;
-  std::call_once(once, [] {
-    if (!std::getenv("MALLOC_MMAP_THRESHOLD_")) mallopt(M_MMAP_THRESHOLD, 64 << 20);
-    if (!std::getenv("MALLOC_TRIM_THRESHOLD_")) mallopt(M_TRIM_THRESHOLD, 256 << 20);
-  });
-#endif
-}
-}  // namespace
-
 Session::Session(std::shared_ptr<const Graph> graph, SessionOptions options)
-    : graph_(std::move(graph)), threads_(resolve_threads(options.threads)) {
-  keep_freed_activations_mapped();
-}
+    : graph_(std::move(graph)), threads_(resolve_threads(options.threads)) {}
 
 Session::Session(const onnx::ModelProto& model, SessionOptions options) : Session(Graph::from_model(model), options) {}
 
