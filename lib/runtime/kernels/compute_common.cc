@@ -40,25 +40,6 @@ const Tensor& float_input(const KernelContext& ctx, size_t i) {
   return t;
 }
 
-int64_t normalize_axis(const NodeInfo& node, int64_t axis, int64_t rank) {
-  if (axis < -rank || axis >= std::max<int64_t>(rank, 1))
-    throw BadInputError(node.label() + ": axis " + std::to_string(axis) + " is out of range for rank " +
-                        std::to_string(rank));
-  return axis < 0 ? axis + rank : axis;
-}
-
-std::vector<int64_t> int_values(const NodeInfo& node, const Tensor& t, const char* what) {
-  if (t.dtype() == DType::Int64) return {t.data<int64_t>(), t.data<int64_t>() + t.numel()};
-  if (t.dtype() == DType::Int32) return {t.data<int32_t>(), t.data<int32_t>() + t.numel()};
-  throw BadInputError(node.label() + ": input '" + what + "' must be int64, got " + std::string(dtype_name(t.dtype())));
-}
-
-std::vector<int64_t> strides_of(const Shape& shape) {
-  std::vector<int64_t> s(shape.size(), 1);
-  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * shape[i + 1];
-  return s;
-}
-
 AutoPad parse_auto_pad(const NodeInfo& node) {
   const std::string s = node.attrs.get_string("auto_pad", "NOTSET");
   if (s == "NOTSET") return AutoPad::NotSet;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/kernel.h"
+#include "runtime/kernels/common.h"  // normalize_axis, read_ints, strides_of
 
 // Hot loops are compiled three times (baseline x86-64, x86-64-v3 = AVX2+FMA, x86-64-v4 = AVX-512) and the
 // running CPU picks one by its features when the program loads (GCC function multiversioning; "arch=haswell"
@@ -35,12 +36,6 @@ float* scratch_floats(size_t n);
 
 // Input i as float32; UnsupportedError naming the node, input and dtype otherwise.
 const Tensor& float_input(const KernelContext& ctx, size_t i);
-// Axis in [-rank, rank) -> [0, rank); BadInputError naming the node otherwise.
-int64_t normalize_axis(const NodeInfo& node, int64_t axis, int64_t rank);
-// A 1-D int64 tensor's values (e.g. `axes`, `sizes` inputs); BadInputError when not int64/int32.
-std::vector<int64_t> int_values(const NodeInfo& node, const Tensor& t, const char* what);
-// Strides of a C-ordered shape.
-std::vector<int64_t> strides_of(const Shape& shape);
 
 // Calls fn(T{}) with T the element type of `dt` when `dt` is in `allowed` (a subset of float, double,
 // int32, int64, int8, uint8); otherwise an UnsupportedError naming the node and dtype.

@@ -112,7 +112,7 @@ std::vector<float> broadcast_to(const NodeInfo& node, const Tensor& t, const Sha
 
 void layer_norm(KernelContext& ctx) {
   const Tensor& X = float_input(ctx, 0);
-  const int64_t axis = normalize_axis(ctx.node, ctx.node.attrs.get_int("axis", -1), X.rank());
+  const int64_t axis = normalize_axis(ctx.node.attrs.get_int("axis", -1), X.rank(), ctx.node);
   const float eps = ctx.node.attrs.get_float("epsilon", 1e-5f);
   const Shape norm_shape(X.shape().begin() + axis, X.shape().end());
   const int64_t D = shape_numel(norm_shape), rows = D ? X.numel() / D : 0;

@@ -182,7 +182,7 @@ class RecurrentKernel final : public Kernel {
     const float* bias = opt(3, dirs_ * 2 * G * H, "B");
     std::vector<int64_t> lens(Bn, S);
     if (ctx.has_input(4)) {
-      lens = int_values(node_, ctx.input(4), "sequence_lens");
+      lens = read_ints(ctx.input(4), node_, "sequence_lens");
       if (static_cast<int64_t>(lens.size()) != Bn)
         throw BadInputError(node_.label() + ": sequence_lens needs one value per batch");
       for (int64_t l : lens)

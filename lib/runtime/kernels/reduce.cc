@@ -143,14 +143,14 @@ class ReduceKernel final : public Kernel {
   void run(KernelContext& ctx) override {
     const Tensor& X = ctx.input(0);
     std::vector<int64_t> axes = axes_;
-    if (axes_from_input_ && ctx.has_input(1)) axes = int_values(node_, ctx.input(1), "axes");
+    if (axes_from_input_ && ctx.has_input(1)) axes = read_ints(ctx.input(1), node_, "axes");
     const int64_t rank = X.rank();
     if (axes.empty() && noop_) {
       ctx.outputs[0] = X;
       return;
     }
     std::vector<bool> reduced(rank, axes.empty());
-    for (int64_t a : axes) reduced[normalize_axis(node_, a, rank)] = true;
+    for (int64_t a : axes) reduced[normalize_axis(a, rank, node_)] = true;
     Shape ys;
     for (int64_t i = 0; i < rank; ++i)
       if (!reduced[i])
@@ -185,7 +185,7 @@ class ReduceKernel final : public Kernel {
 template <bool Max>
 void arg_extreme(KernelContext& ctx) {
   const Tensor& X = ctx.input(0);
-  const int64_t axis = normalize_axis(ctx.node, ctx.node.attrs.get_int("axis", 0), X.rank());
+  const int64_t axis = normalize_axis(ctx.node.attrs.get_int("axis", 0), X.rank(), ctx.node);
   const bool keep = ctx.node.attrs.get_int("keepdims", 1) != 0;
   const bool last = ctx.node.attrs.get_int("select_last_index", 0) != 0;
   int64_t outer = 1, inner = 1;

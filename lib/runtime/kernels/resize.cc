@@ -297,7 +297,7 @@ class ResizeKernel final : public Kernel {
     if (attrs_.axes.empty()) {
       for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
     } else {
-      for (int64_t ax : attrs_.axes) axes.push_back(normalize_axis(node_, ax, rank));
+      for (int64_t ax : attrs_.axes) axes.push_back(normalize_axis(ax, rank, node_));
     }
     const size_t na = axes.size();
     const bool legacy_inputs = upsample_ || node_.opset < 11;
@@ -309,7 +309,7 @@ class ResizeKernel final : public Kernel {
     }
     std::vector<int64_t> sizes;
     if (!legacy_inputs && ctx.has_input(sizes_i) && ctx.input(sizes_i).numel() > 0)
-      sizes = int_values(node_, ctx.input(sizes_i), "sizes");
+      sizes = read_ints(ctx.input(sizes_i), node_, "sizes");
     if (scales.empty() == sizes.empty())
       throw BadInputError(node_.label() + ": exactly one of 'scales' and 'sizes' must be given");
     if ((!scales.empty() && scales.size() != na) || (!sizes.empty() && sizes.size() != na))

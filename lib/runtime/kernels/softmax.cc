@@ -22,7 +22,7 @@ void softmax_like(KernelContext& ctx) {
   const Tensor& X = float_input(ctx, 0);
   const bool legacy = ctx.node.opset < 13;
   const int64_t rank = X.rank();
-  const int64_t axis = rank == 0 ? 0 : normalize_axis(ctx.node, ctx.node.attrs.get_int("axis", legacy ? 1 : -1), rank);
+  const int64_t axis = rank == 0 ? 0 : normalize_axis(ctx.node.attrs.get_int("axis", legacy ? 1 : -1), rank, ctx.node);
   int64_t outer = 1, len = 1, inner = 1;
   for (int64_t i = 0; i < rank; ++i) {
     if (i < axis)
