@@ -40,6 +40,16 @@ const Tensor& float_input(const KernelContext& ctx, size_t i) {
   return t;
 }
 
+ConvOperands conv_operands(const KernelContext& ctx) {
+  const Tensor& X = float_input(ctx, 0);
+  const Tensor& W = float_input(ctx, 1);
+  const Tensor* B = ctx.has_input(2) ? &float_input(ctx, 2) : nullptr;
+  if (X.rank() < 3 || W.rank() != X.rank())
+    throw BadInputError(ctx.node.label() + ": X " + shape_str(X.shape()) + " and W " + shape_str(W.shape()) +
+                        " must have the same rank >= 3");
+  return {X, W, B, static_cast<size_t>(X.rank() - 2)};
+}
+
 AutoPad parse_auto_pad(const NodeInfo& node) {
   const std::string s = node.attrs.get_string("auto_pad", "NOTSET");
   if (s == "NOTSET") return AutoPad::NotSet;

@@ -37,6 +37,15 @@ float* scratch_floats(size_t n);
 // Input i as float32; UnsupportedError naming the node, input and dtype otherwise.
 const Tensor& float_input(const KernelContext& ctx, size_t i);
 
+// The operands of Conv and ConvTranspose: float X, W and optional bias B, X and W of one rank >= 3.
+struct ConvOperands {
+  const Tensor& X;
+  const Tensor& W;
+  const Tensor* B;
+  size_t spatial_dims;  // rank - 2
+};
+ConvOperands conv_operands(const KernelContext& ctx);
+
 // Calls fn(T{}) with T the element type of `dt` when `dt` is in `allowed` (a subset of float, double,
 // int32, int64, int8, uint8); otherwise an UnsupportedError naming the node and dtype.
 template <class F>

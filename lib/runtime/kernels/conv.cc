@@ -229,13 +229,7 @@ class ConvKernel final : public Kernel {
   }
 
   void run(KernelContext& ctx) override {
-    const Tensor& X = float_input(ctx, 0);
-    const Tensor& W = float_input(ctx, 1);
-    const Tensor* B = ctx.has_input(2) ? &float_input(ctx, 2) : nullptr;
-    if (X.rank() < 3 || W.rank() != X.rank())
-      throw BadInputError(node_.label() + ": X " + shape_str(X.shape()) + " and W " + shape_str(W.shape()) +
-                          " must have the same rank >= 3");
-    const size_t nd = static_cast<size_t>(X.rank() - 2);
+    const auto [X, W, B, nd] = conv_operands(ctx);
     const Window win = parsed_ ? win_ : Window::parse(node_, nd, {W.shape().begin() + 2, W.shape().end()});
     const int64_t N = X.dim(0), C = X.dim(1), M = W.dim(0);
     if (C != W.dim(1) * group_ || M % group_ != 0)
