@@ -1,10 +1,12 @@
 // qtool quantize MODEL -o OUT.onnx [--config QCONFIG.json] (--calib CALIB.json | --data ... | --random N)
+#include <omp.h>
 #include <onnx/onnx_pb.h>
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "calib/calibrate.h"
 #include "calib/calibration_table.h"
@@ -12,6 +14,7 @@
 #include "core/error.h"
 #include "onnx/model_io.h"
 #include "quantize/quantize.h"
+#include "runtime/session.h"
 
 namespace qtool::cli {
 namespace {
@@ -23,7 +26,36 @@ struct QuantizeArgs {
   uint64_t seed = 0;
   int threads = 0;
   bool json = false, explain = false, prepare_only = false;
+  std::string guard;  // --accuracy-guard on|off
+  std::optional<double> min_sqnr, state_min_sqnr;
 };
+
+// At most this many calibration samples are kept in memory for the accuracy guard (the first ones).
+constexpr int64_t kGuardSamples = 512;
+
+nlohmann::json guard_json(const quantize::GuardReport& g) {
+  nlohmann::json j;
+  j["ran"] = g.ran;
+  j["met"] = g.met;
+  j["note"] = g.note;
+  j["samples"] = g.samples;
+  j["evaluations"] = g.evaluations;
+  j["seconds"] = g.seconds;
+  j["outputs"] = nlohmann::json::array();
+  for (const auto& o : g.outputs)
+    j["outputs"].push_back({{"output", o.output},
+                            {"state", o.state},
+                            {"threshold_db", o.threshold_db},
+                            {"sqnr_db", o.sqnr_db},
+                            {"final_sqnr_db", o.final_sqnr_db}});
+  j["kept_float"] = nlohmann::json::array();
+  for (const auto& t : g.kept_float)
+    j["kept_float"].push_back({{"tensor", t.tensor},
+                               {"kind", t.weight ? "weight" : "activation"},
+                               {"isolated_sqnr_db", t.isolated_sqnr_db},
+                               {"worst_output", t.worst_output}});
+  return j;
+}
 
 nlohmann::json summary_json(const quantize::QuantizeSummary& s, const QuantizeArgs& a) {
   nlohmann::json j;
@@ -38,7 +70,21 @@ nlohmann::json summary_json(const quantize::QuantizeSummary& s, const QuantizeAr
   j["weight_bytes_before"] = s.weight_bytes_before;
   j["weight_bytes_after"] = s.weight_bytes_after;
   j["prepare"] = s.prepare.rewrites;
+  j["accuracy_guard"] = guard_json(s.guard);
   return j;
+}
+
+void print_guard(const quantize::GuardReport& g) {
+  std::printf("accuracy guard: %s\n", g.note.c_str());
+  if (!g.ran) return;
+  for (const auto& o : g.outputs)
+    std::printf("  output %s%s: SQNR %.1f dB -> %.1f dB (threshold %.1f dB)\n", o.output.c_str(),
+                o.state ? " (state)" : "", o.sqnr_db, o.final_sqnr_db, o.threshold_db);
+  for (const auto& t : g.kept_float)
+    std::printf("  kept float: %s %s (alone it costs %s %.1f dB)\n", t.weight ? "weight" : "activation",
+                t.tensor.c_str(), t.worst_output.c_str(), t.isolated_sqnr_db);
+  std::printf("  %lld samples, %lld evaluations, %.1f s\n", static_cast<long long>(g.samples),
+              static_cast<long long>(g.evaluations), g.seconds);
 }
 
 }  // namespace
@@ -50,14 +96,24 @@ Action add_quantize_command(CLI::App& app) {
   sub->add_option("-o,--output", a->output, "Output .onnx path")->required();
   sub->add_option("--config", a->config, "QConfig JSON (default: the built-in configs/int8.json)");
   auto* calib = sub->add_option("--calib", a->calib, "Calibration file from 'qtool calibrate'");
-  auto* data =
-      sub->add_option("--data", a->data, "Calibrate first on these inputs (NAME=FILE.npy|.npz ..., or a folder)");
+  auto* data = sub->add_option(
+      "--data", a->data,
+      "Calibrate first on these inputs (NAME=FILE.npy|.npz ..., or a folder); with --calib: samples for the "
+      "accuracy guard only");
   auto* random = sub->add_option("--random", a->random, "Calibrate first on N random standard-normal inputs");
   sub->add_option("--seed", a->seed, "Seed for --random (default 0)");
   sub->add_option("--shape", a->shapes, "NAME=d0,d1,... input shape for --random where the model leaves dims open");
   sub->add_option("--threads", a->threads, "Threads for calibration (default 0 = all cores)");
-  calib->excludes(data)->excludes(random);
+  calib->excludes(random);
   data->excludes(random);
+  sub->add_option("--accuracy-guard", a->guard,
+                  "on|off: compare float and quantized outputs on the calibration samples and keep the most "
+                  "sensitive tensors float until each output meets its SQNR threshold (default: the config's "
+                  "accuracy_guard; needs --data or --random)")
+      ->check(CLI::IsMember({"on", "off"}));
+  sub->add_option("--min-sqnr", a->min_sqnr, "Accuracy guard: SQNR threshold in dB for every graph output");
+  sub->add_option("--state-min-sqnr", a->state_min_sqnr,
+                  "Accuracy guard: SQNR threshold in dB for outputs declared like an input (recurrent state)");
   sub->add_flag("--explain", a->explain, "Print, per node, the rules that applied and the resulting parameters");
   sub->add_flag(
       "--prepare-only", a->prepare_only,
@@ -71,8 +127,16 @@ Action add_quantize_command(CLI::App& app) {
     std::error_code ec;
     if (std::filesystem::equivalent(a->output, a->model, ec))
       throw BadInputError("refusing to overwrite the input model '" + a->model + "': choose another path with -o");
-    const quantize::QConfig cfg =
+    quantize::QConfig cfg =
         a->config.empty() ? quantize::QConfig::builtin_default() : quantize::QConfig::load(a->config);
+    {
+      quantize::AccuracyGuardSettings g = cfg.accuracy_guard();
+      if (a->guard == "on" && !g.enabled) g = quantize::QConfig::builtin_default().accuracy_guard();
+      if (a->guard == "off") g.enabled = false;
+      if (a->min_sqnr) g.min_sqnr_db = *a->min_sqnr;
+      if (a->state_min_sqnr) g.state_min_sqnr_db = *a->state_min_sqnr;
+      cfg.set_accuracy_guard(g);
+    }
     onnxio::LoadedModel m = onnxio::load_model(a->model);
     onnxio::SaveOptions so;
     so.protect_input = a->model;
@@ -87,19 +151,32 @@ Action add_quantize_command(CLI::App& app) {
       return kExitOk;
     }
     calib::CalibrationTable ranges;
-    if (!a->calib.empty()) {
-      ranges = calib::read_calibration(a->calib);
-    } else {  // --data or --random: calibrate first, as `qtool calibrate` would
-      calib::CalibrateOptions o;
+    calib::CalibrateOptions o;
+    const bool samples = !a->data.empty() || a->random > 0;
+    if (samples) {
       calibrate_data_options(a->data, a->random, a->seed, a->shapes, o);
       o.threads = a->threads;
       if (!a->config.empty()) o.target = calib::target_from_qconfig(a->config);
+    }
+    if (!a->calib.empty()) {
+      ranges = calib::read_calibration(a->calib);
+    } else {  // --data or --random: calibrate first, as `qtool calibrate` would
       calib::CalibrateResult r = calib::calibrate_model(a->model, o);
       for (const std::string& note : r.notes) spdlog::warn("{}", note);
       spdlog::info("calibrated on {} ({} runs, {:.1f} s)", r.data, r.runs, r.seconds);
       ranges = std::move(r.table);
     }
-    const auto s = quantize::quantize_model(*m.proto, cfg, ranges);
+    quantize::QuantizeOptions qo;
+    qo.threads = a->threads > 0 ? a->threads : omp_get_max_threads();
+    qo.log = [](const std::string& line) { spdlog::info("{}", line); };
+    if (samples && cfg.accuracy_guard().enabled) {
+      const runtime::Session session(m, {.threads = 1});
+      auto source = calib::open_samples(o, calib::input_specs(session));
+      const int64_t n = std::min(source->samples(), kGuardSamples);
+      if (source->samples() > n) spdlog::warn("accuracy guard: using the first {} of {} samples", n, source->samples());
+      for (int64_t i = 0; i < n; ++i) qo.samples.push_back(source->batch(i, 1));
+    }
+    const auto s = quantize::quantize_model(*m.proto, cfg, ranges, qo);
     onnxio::save_model(*m.proto, a->output, so);
     if (a->explain) std::fputs(quantize::explain_text(s.qdq).c_str(), stdout);
     if (a->json) {
@@ -117,6 +194,7 @@ Action add_quantize_command(CLI::App& app) {
     std::printf("weights: %.2f MB -> %.2f MB (%d weights, %d biases quantized, %d activation Q/DQ pairs)\n",
                 s.weight_bytes_before / 1e6, s.weight_bytes_after / 1e6, s.qdq.weights_quantized,
                 s.qdq.biases_quantized, s.qdq.qdq_pairs);
+    print_guard(s.guard);
     return kExitOk;
   };
 }

@@ -71,6 +71,21 @@ QuantTarget target_from_qconfig(const fs::path& config) {
   return t;
 }
 
+std::unique_ptr<SampleSource> open_samples(const CalibrateOptions& options, const std::vector<InputSpec>& inputs) {
+  if (options.random_samples) return open_random(inputs, *options.random_samples, options.seed, options.shapes);
+  if (options.data_dir) return open_data_dir(inputs, *options.data_dir);
+  std::map<std::string, fs::path> files = options.data_files;
+  if (auto it = files.find(""); it != files.end()) {  // --data FILE without a name: only for one input
+    if (inputs.size() != 1)
+      throw UsageError("--data " + it->second.string() + ": the model has " + std::to_string(inputs.size()) +
+                       " inputs, name each with --data NAME=FILE");
+    const fs::path path = it->second;
+    files.erase(it);
+    files.emplace(inputs.front().name, path);
+  }
+  return open_array_files(inputs, files);
+}
+
 CalibrateResult calibrate_model(const fs::path& model_path, const CalibrateOptions& options) {
   const int sources =
       (options.data_files.empty() ? 0 : 1) + (options.data_dir ? 1 : 0) + (options.random_samples ? 1 : 0);
@@ -83,23 +98,7 @@ CalibrateResult calibrate_model(const fs::path& model_path, const CalibrateOptio
   const runtime::Session session(model, {.threads = options.threads});
   const std::vector<InputSpec> inputs = input_specs(session);
 
-  std::unique_ptr<SampleSource> source;
-  if (options.random_samples)
-    source = open_random(inputs, *options.random_samples, options.seed, options.shapes);
-  else if (options.data_dir)
-    source = open_data_dir(inputs, *options.data_dir);
-  else {
-    std::map<std::string, fs::path> files = options.data_files;
-    if (auto it = files.find(""); it != files.end()) {  // --data FILE without a name: only for one input
-      if (inputs.size() != 1)
-        throw UsageError("--data " + it->second.string() + ": the model has " + std::to_string(inputs.size()) +
-                         " inputs, name each with --data NAME=FILE");
-      const fs::path path = it->second;
-      files.erase(it);
-      files.emplace(inputs.front().name, path);
-    }
-    source = open_array_files(inputs, files);
-  }
+  std::unique_ptr<SampleSource> source = open_samples(options, inputs);
   result.data = source->describe();
 
   // A batch axis the model fixes to 1 runs one sample at a time.

@@ -49,6 +49,10 @@ struct CalibrateResult {
 
 CalibrateResult calibrate_model(const std::filesystem::path& model, const CalibrateOptions& options);
 
+// The sample source `options` names (files, folder or random) for a model with these inputs; calibrate_model
+// reads its samples from here, and `qtool quantize` reads them again for its accuracy guard.
+std::unique_ptr<SampleSource> open_samples(const CalibrateOptions& options, const std::vector<InputSpec>& inputs);
+
 // The model's inputs as the sample sources see them, each with its batch axis (see calib/calibration_data.h).
 std::vector<InputSpec> input_specs(const runtime::Session& session);
 

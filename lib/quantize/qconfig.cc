@@ -5,6 +5,7 @@
 #include <cctype>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "core/error.h"
@@ -238,9 +239,9 @@ QConfig QConfig::parse(const std::string& json_text, const std::string& source) 
   } catch (const json::parse_error& e) {
     throw BadInputError(source + ": not valid JSON (" + std::string(e.what()) + ")");
   }
-  ctx.object(
-      j, "$",
-      {"format", "version", "name", "description", "global", "op_types", "node_name_regex", "node_names", "tensors"});
+  ctx.object(j, "$",
+             {"format", "version", "name", "description", "global", "op_types", "node_name_regex", "node_names",
+              "tensors", "accuracy_guard"});
   QConfig c;
   c.source_ = source;
   if (!j.contains("format") || j["format"] != "qtool-qconfig")
@@ -303,6 +304,27 @@ QConfig QConfig::parse(const std::string& json_text, const std::string& source) 
       if (s.present && !s.is_null) c.required_opset_ = std::max(c.required_opset_, opset_for(s.patch));
       c.tensors_.emplace(it.key(), std::move(s));
     }
+  }
+  if (j.contains("accuracy_guard") && !j["accuracy_guard"].is_null()) {
+    const std::string p = "$.accuracy_guard";
+    const json& g = ctx.object(j["accuracy_guard"], p, {"min_sqnr_db", "state_min_sqnr_db", "max_float_tensors"});
+    c.guard_.enabled = true;
+    for (const char* key : {"min_sqnr_db", "state_min_sqnr_db", "max_float_tensors"})
+      if (!g.contains(key)) ctx.fail(p + "." + key, "missing");
+    c.guard_.min_sqnr_db = ctx.number(g["min_sqnr_db"], p + ".min_sqnr_db");
+    c.guard_.state_min_sqnr_db = ctx.number(g["state_min_sqnr_db"], p + ".state_min_sqnr_db");
+    c.guard_.max_float_tensors = ctx.integer(g["max_float_tensors"], p + ".max_float_tensors");
+    if (c.guard_.max_float_tensors < 0) ctx.fail(p + ".max_float_tensors", "expected 0 or more");
+  }
+  return c;
+}
+
+QConfig QConfig::with_float_tensors(const std::vector<std::string>& names) const {
+  QConfig c = *this;
+  for (const auto& n : names) {
+    SettingsSlot& s = c.tensors_[n];
+    s = SettingsSlot{};
+    s.present = s.is_null = true;
   }
   return c;
 }
@@ -389,8 +411,9 @@ void QConfig::check_names(const std::vector<std::string>& node_names,
       ctx.fail("$.node_name_regex[" + std::to_string(i) + "].pattern",
                json(regex_rules_[i].pattern).dump() + " matches no node name of the model");
   }
+  const std::set<std::string> tensors(tensor_names.begin(), tensor_names.end());
   for (const auto& [name, slot] : tensors_)
-    if (std::find(tensor_names.begin(), tensor_names.end(), name) == tensor_names.end())
+    if (!tensors.count(name))
       ctx.fail(key_path("$.tensors", name), "no tensor of the model is named " + json(name).dump());
 }
 

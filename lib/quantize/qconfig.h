@@ -86,6 +86,16 @@ struct NodeQuant {
   std::vector<std::string> applied;  // JSON paths of the rules that applied, least specific first
 };
 
+// The accuracy guard (quantize/accuracy_guard.h): after the QDQ rewrite, the float and the quantized model run
+// on the calibration samples; a graph output whose SQNR falls below its threshold makes the most sensitive
+// quantized tensors go back to float until every output meets it. JSON: "accuracy_guard": {...} or null (off).
+struct AccuracyGuardSettings {
+  bool enabled = false;
+  double min_sqnr_db = 0;         // every graph output
+  double state_min_sqnr_db = 0;   // outputs declared exactly like an input: recurrent state the caller feeds back
+  int64_t max_float_tensors = 0;  // at most this many tensors go back to float
+};
+
 struct RegexRule {
   std::string pattern;
   std::regex re;
@@ -107,6 +117,11 @@ class QConfig {
   // Names in node_names / tensors and regexes that matched nothing: BadInputError with the JSON path.
   void check_names(const std::vector<std::string>& node_names, const std::vector<std::string>& tensor_names) const;
 
+  const AccuracyGuardSettings& accuracy_guard() const { return guard_; }
+  void set_accuracy_guard(const AccuracyGuardSettings& g) { guard_ = g; }
+  // This config with `names` (activations or weights) kept float, as "tensors": {name: null} would.
+  QConfig with_float_tensors(const std::vector<std::string>& names) const;
+
   const std::string& source() const { return source_; }
   const std::string& name() const { return name_; }
   // Smallest opset the config's dtypes/granularities need (13 per-channel, 19 fp8, 21 int4/per-block).
@@ -120,6 +135,7 @@ class QConfig {
   std::vector<RegexRule> regex_rules_;
   std::map<std::string, Rule> node_names_;
   std::map<std::string, SettingsSlot> tensors_;
+  AccuracyGuardSettings guard_;
   int64_t required_opset_ = 10;
 };
 

@@ -131,6 +131,7 @@ class QdqBuilder {
     const std::string dq = add_const_dq(name, quantize_tensor(w, p, ws.rounding), p, i);
     g_.node(i).set_input(k, dq);
     ++report_.weights_quantized;
+    report_.weight_tensors.push_back(name);
     report_.nodes[i].tensors.push_back(explain(name, "weight", p));
     return p;
   }
@@ -157,7 +158,7 @@ class QdqBuilder {
         return keep_float(i, "not after a quantized node (a standalone " + node.op_type() + " stays float)");
       const std::string& out = node.output(0);
       TensorSettings os = q.output ? *q.output : *q.activation;
-      if (auto p = act_params(out, os); p && !g_.is_graph_output(out)) add_act(out, *p, i, "output");
+      if (auto p = act_params(out, os); p && !g_.is_graph_output(out)) add_act(out, *p);
       e.quantized = true;
       e.note = "fused: its producer's output has no Q/DQ";
       return;
@@ -169,8 +170,7 @@ class QdqBuilder {
       if (it == act_.end()) return keep_float(i, "input " + in + " is not quantized");
       const QParams p = it->second.params;
       for (const auto& out : node.output())
-        if (!out.empty() && !g_.is_graph_output(out) && tensor_settings(out, *q.activation))
-          add_act(out, p, i, "output");
+        if (!out.empty() && !g_.is_graph_output(out) && tensor_settings(out, *q.activation)) add_act(out, p);
       e.quantized = true;
       e.note = "pass-through: output keeps the input's scale and zero point";
       return;
@@ -204,6 +204,7 @@ class QdqBuilder {
         if (k == role.weight_input) {
           plans.push_back({k, t, Plan::Weight, std::nullopt});
         } else {
+          if (const SettingsSlot* o = cfg_.tensor_override(t); o && o->is_null) continue;  // stays float
           plans.push_back({k, t, Plan::Const, std::nullopt});
         }
         continue;
@@ -225,7 +226,7 @@ class QdqBuilder {
     std::vector<float> weight_scales;
     for (auto& pl : plans) {
       if (pl.kind == Plan::Act) {
-        add_act(pl.name, *pl.params, -2, "input");
+        add_act(pl.name, *pl.params);
         if (pl.index == 0) input_scale = pl.params->scales()[0];
         e.tensors.push_back(explain(pl.name, "input", *pl.params));
       }
@@ -250,6 +251,7 @@ class QdqBuilder {
         const std::string dq = add_const_dq(pl.name, quantize_tensor(c, p), p, i);
         mnode.set_input(pl.index, dq);
         e.tensors.push_back(explain(pl.name, "constant", p));
+        report_.weight_tensors.push_back(pl.name);
       }
     }
     // Bias: int32 with scale s_input * s_weight.
@@ -279,7 +281,7 @@ class QdqBuilder {
         e.note = "output quantized after " + g_.node(cons[0]).op_type();
       } else if (!g_.is_graph_output(out)) {
         if (auto p = act_params(out, *q.output)) {
-          add_act(out, *p, i, "output");
+          add_act(out, *p);
           e.tensors.push_back(explain(out, "output", *p));
         }
       }
@@ -301,8 +303,7 @@ class QdqBuilder {
     return {t, role, p.dtype(), p.scales(), p.zero_points(), p.axis};
   }
 
-  void add_act(const std::string& t, const QParams& p, int producer_hint, const std::string&) {
-    (void)producer_hint;
+  void add_act(const std::string& t, const QParams& p) {
     if (!act_.count(t)) {
       act_.emplace(t, ActQ{p});
       act_order_.push_back(t);
@@ -416,6 +417,7 @@ class QdqBuilder {
       const auto& e = report_.nodes[i];
       (e.quantized ? report_.quantized_ops : report_.float_ops)[e.op_type]++;
     }
+    report_.activation_tensors = act_order_;
     g_.compact();
   }
 

@@ -36,6 +36,9 @@ struct QdqReport {
   std::map<std::string, int> quantized_ops, float_ops;  // by op type
   int qdq_pairs = 0, weights_quantized = 0, biases_quantized = 0;
   std::vector<NodeExplain> nodes;
+  // Activations with Q/DQ (pass-through outputs included: when their input goes float, they are quantized with
+  // their own range) and quantized weights/constants, in rewrite order: what the accuracy guard can keep float.
+  std::vector<std::string> activation_tensors, weight_tensors;
 };
 
 // Rewrites `model` in place; activation ranges come from the calibration table (`qtool calibrate`). Config names that

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 
 #include "onnx/tensor_proto.h"
 
@@ -49,15 +50,54 @@ std::string explain_text(const QdqReport& report) {
   return out;
 }
 
-QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges) {
+namespace {
+
+// The QDQ rewrite and clean-up of an already prepared model.
+QdqReport rewrite(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges) {
+  QdqReport r = insert_qdq(model, config, ranges);
+  Graph g(model);
+  remove_dead_nodes(g);
+  return r;
+}
+
+}  // namespace
+
+QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges,
+                               const QuantizeOptions& options) {
   QuantizeSummary s;
   s.weight_bytes_before = initializer_bytes(model);
   // Opset 13 at least: per-channel DequantizeLinear, and ONNX Runtime's QDQ fusions expect it.
   s.prepare = prepare_model(model, std::max<int64_t>(13, config.required_opset()));
-  s.qdq = insert_qdq(model, config, ranges);
-  Graph g(model);
-  remove_dead_nodes(g);
-  s.opset = g.opset();
+  const AccuracyGuardSettings& gs = config.accuracy_guard();
+  const bool guard = gs.enabled && !options.samples.empty();
+  const onnx::ModelProto prepared = guard ? model : onnx::ModelProto();
+  s.qdq = rewrite(model, config, ranges);
+  if (!gs.enabled)
+    s.guard.note = "off";
+  else if (!guard)
+    s.guard.note = "not run: no calibration samples (activation ranges came from a file)";
+  if (guard) {
+    const AccuracyEvaluator eval(prepared, options.samples, gs, options.threads);
+    auto requantize = [&](const std::vector<std::string>& float_tensors) {
+      Candidate c;
+      c.model = std::make_shared<onnx::ModelProto>(prepared);
+      const QdqReport r = rewrite(*c.model, config.with_float_tensors(float_tensors), ranges);
+      c.activation_tensors = r.activation_tensors;
+      c.weight_tensors = r.weight_tensors;
+      return c;
+    };
+    Candidate initial;
+    initial.model = std::shared_ptr<onnx::ModelProto>(&model, [](onnx::ModelProto*) {});  // not owned
+    initial.activation_tensors = s.qdq.activation_tensors;
+    initial.weight_tensors = s.qdq.weight_tensors;
+    std::vector<std::string> keep;
+    s.guard = guard_accuracy(eval, initial, requantize, gs, keep, options.log);
+    if (!keep.empty()) {
+      model = prepared;
+      s.qdq = rewrite(model, config.with_float_tensors(keep), ranges);
+    }
+  }
+  s.opset = Graph(model).opset();
   s.weight_bytes_after = initializer_bytes(model);
   return s;
 }

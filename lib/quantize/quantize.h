@@ -5,6 +5,7 @@
 #include <string>
 
 #include "calib/calibration_table.h"
+#include "quantize/accuracy_guard.h"
 #include "quantize/passes/passes.h"
 #include "quantize/qconfig.h"
 #include "quantize/qdq.h"
@@ -20,10 +21,20 @@ struct QuantizeSummary {
   QdqReport qdq;
   int64_t weight_bytes_before = 0, weight_bytes_after = 0;  // all initializers
   int64_t opset = 0;
+  GuardReport guard;  // guard.ran is false when it is off or there were no samples (guard.note says which)
 };
 
-// Rewrites `model` in place into its QDQ int8 (or as configured) form.
-QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges);
+struct QuantizeOptions {
+  // Calibration samples for the accuracy guard (quantize/accuracy_guard.h); none: the guard cannot run.
+  std::vector<Sample> samples;
+  int threads = 1;
+  std::function<void(const std::string&)> log;  // progress lines of the guard
+};
+
+// Rewrites `model` in place into its QDQ int8 (or as configured) form; then, when the config's accuracy guard is on
+// and samples are given, keeps float the tensors the guard finds too costly.
+QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges,
+                               const QuantizeOptions& options = {});
 
 // What quantize_model would do to each node, without keeping the result (`inspect --explain`).
 QdqReport explain_model(const onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges);

@@ -1,0 +1,252 @@
+#include "quantize/accuracy_guard.h"
+
+#include <omp.h>
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <numeric>
+#include <set>
+
+#include "core/error.h"
+#include "runtime/graph.h"
+#include "runtime/session.h"
+
+namespace qtool::quantize {
+namespace {
+
+bool same_declared_type(const runtime::ValueDecl& a, const runtime::ValueDecl& b) {
+  if (a.dtype != b.dtype || a.dtype == DType::Undefined || !a.shape || !b.shape || a.shape->size() != b.shape->size())
+    return false;
+  for (size_t k = 0; k < a.shape->size(); ++k) {
+    const auto &x = (*a.shape)[k], &y = (*b.shape)[k];
+    if (x.value || y.value) {
+      if (x.value != y.value) return false;
+    } else if (x.param.empty() || x.param != y.param) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// sum((f - q)^2) over the elements; inf when shapes differ or q is not finite where f is.
+double squared_error(const Tensor& f, const Tensor& q) {
+  if (f.shape() != q.shape() || q.dtype() != DType::Float32) return std::numeric_limits<double>::infinity();
+  const float* a = f.data<float>();
+  const float* b = q.data<float>();
+  double s = 0;
+  for (int64_t i = 0; i < f.numel(); ++i) {
+    const double d = static_cast<double>(a[i]) - b[i];
+    s += d * d;
+  }
+  return std::isnan(s) ? std::numeric_limits<double>::infinity() : s;
+}
+
+double squared_sum(const Tensor& f) {
+  const float* a = f.data<float>();
+  double s = 0;
+  for (int64_t i = 0; i < f.numel(); ++i) s += static_cast<double>(a[i]) * a[i];
+  return s;
+}
+
+std::string fmt_db(double db) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f dB", db);
+  return buf;
+}
+
+}  // namespace
+
+double sqnr_db(double noise_ratio) {
+  if (!(noise_ratio > 0)) return 200.0;
+  return std::min(200.0, -10.0 * std::log10(noise_ratio));
+}
+
+AccuracyEvaluator::AccuracyEvaluator(const onnx::ModelProto& float_model, std::vector<Sample> samples,
+                                     const AccuracyGuardSettings& settings, int threads)
+    : samples_(std::move(samples)), threads_(std::max(1, threads)) {
+  const auto graph = runtime::Graph::from_model(float_model);
+  std::set<std::string> paired;
+  for (const auto& out : graph->outputs) {
+    if (out.dtype != DType::Float32) continue;
+    OutputAccuracy o;
+    o.output = out.name;
+    for (const auto& in : graph->inputs)
+      if (!o.state && !paired.count(in.name) && same_declared_type(in, out)) {
+        o.state = true;
+        paired.insert(in.name);
+        feedback_.emplace_back(in.name, out.name);
+      }
+    o.threshold_db = o.state ? settings.state_min_sqnr_db : settings.min_sqnr_db;
+    outputs_.push_back(o);
+    allowed_.push_back(std::pow(10.0, -o.threshold_db / 10.0));
+  }
+  const auto runs = run(float_model);
+  signal_.assign(outputs_.size(), 0.0);
+  reference_.resize(runs.size());
+  for (size_t s = 0; s < runs.size(); ++s)
+    for (size_t o = 0; o < outputs_.size(); ++o) {
+      const Tensor& f = runs[s].at(outputs_[o].output);
+      reference_[s].push_back(f);
+      signal_[o] += squared_sum(f);
+    }
+}
+
+// One session per thread, one sample per run: every sample's outputs are computed single-threaded, so they do not
+// depend on the thread count. With recurrent state, the samples are one stream, run in order: each run after the
+// first reads the state this model returned on the previous one.
+std::vector<std::map<std::string, Tensor>> AccuracyEvaluator::run(const onnx::ModelProto& model) const {
+  const auto graph = runtime::Graph::from_model(model);
+  std::vector<std::map<std::string, Tensor>> outs(samples_.size());
+  if (!feedback_.empty()) {
+    const runtime::Session session(graph, {.threads = 1});
+    for (size_t s = 0; s < samples_.size(); ++s) {
+      Sample in = samples_[s];
+      if (s > 0)
+        for (const auto& [input, output] : feedback_) in[input] = outs[s - 1].at(output);
+      outs[s] = session.run(in);
+    }
+    return outs;
+  }
+  std::vector<std::string> errors(samples_.size());
+  const int64_t n = static_cast<int64_t>(samples_.size());
+#pragma omp parallel num_threads(threads_)
+  {
+    const runtime::Session session(graph, {.threads = 1});
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t s = 0; s < n; ++s) {
+      try {
+        outs[s] = session.run(samples_[s]);
+      } catch (const std::exception& e) {
+        errors[s] = e.what();
+      }
+    }
+  }
+  for (size_t s = 0; s < errors.size(); ++s)
+    if (!errors[s].empty()) throw InternalError("accuracy guard: sample " + std::to_string(s) + ": " + errors[s]);
+  return outs;
+}
+
+std::vector<double> AccuracyEvaluator::noise_ratios(const onnx::ModelProto& candidate) const {
+  const auto runs = run(candidate);
+  std::vector<double> noise(outputs_.size(), 0.0);
+  for (size_t s = 0; s < runs.size(); ++s)
+    for (size_t o = 0; o < outputs_.size(); ++o)
+      noise[o] += squared_error(reference_[s][o], runs[s].at(outputs_[o].output));
+  for (size_t o = 0; o < noise.size(); ++o)
+    noise[o] = noise[o] == 0 ? 0 : signal_[o] > 0 ? noise[o] / signal_[o] : std::numeric_limits<double>::infinity();
+  return noise;
+}
+
+double AccuracyEvaluator::score(const std::vector<double>& ratios) const {
+  double worst = 0;
+  for (size_t o = 0; o < ratios.size(); ++o) worst = std::max(worst, ratios[o] / allowed_[o]);
+  return worst;
+}
+
+GuardReport guard_accuracy(const AccuracyEvaluator& eval, const Candidate& initial, const Requantize& requantize,
+                           const AccuracyGuardSettings& settings, std::vector<std::string>& float_tensors,
+                           const std::function<void(const std::string&)>& log) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto say = [&](const std::string& s) {
+    if (log) log(s);
+  };
+  GuardReport r;
+  r.ran = true;
+  r.samples = eval.samples();
+  r.outputs = eval.outputs();
+  float_tensors.clear();
+  auto measure = [&](const onnx::ModelProto& m) {
+    ++r.evaluations;
+    return eval.noise_ratios(m);
+  };
+  auto finish = [&](const std::vector<double>& ratios) {
+    for (size_t o = 0; o < r.outputs.size(); ++o) r.outputs[o].final_sqnr_db = sqnr_db(ratios[o]);
+    r.met = eval.score(ratios) <= 1.0;
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return r;
+  };
+
+  const std::vector<double> start = measure(*initial.model);
+  for (size_t o = 0; o < r.outputs.size(); ++o) r.outputs[o].sqnr_db = sqnr_db(start[o]);
+  if (eval.score(start) <= 1.0) {
+    r.note = "every output meets its threshold";
+    return finish(start);
+  }
+
+  // Units, in rewrite order, each once.
+  struct Unit {
+    std::string tensor;
+    bool weight;
+    double score = 0, isolated_db = 0;
+    std::string worst;
+  };
+  std::vector<Unit> units;
+  std::set<std::string> seen;
+  for (const auto& t : initial.activation_tensors)
+    if (seen.insert(t).second) units.push_back({t, false});
+  for (const auto& t : initial.weight_tensors)
+    if (seen.insert(t).second) units.push_back({t, true});
+  std::vector<std::string> all;
+  for (const auto& u : units) all.push_back(u.tensor);
+
+  // 1. Each unit alone.
+  say("accuracy guard: an output misses its threshold; measuring " + std::to_string(units.size()) +
+      " quantized tensors one at a time on " + std::to_string(r.samples) + " samples");
+  for (size_t i = 0; i < units.size(); ++i) {
+    std::vector<std::string> others;
+    for (size_t j = 0; j < units.size(); ++j)
+      if (j != i) others.push_back(units[j].tensor);
+    const auto ratios = measure(*requantize(others).model);
+    units[i].score = eval.score(ratios);
+    size_t worst = 0;
+    auto relative = [&](size_t o) { return ratios[o] * std::pow(10.0, r.outputs[o].threshold_db / 10.0); };
+    for (size_t o = 1; o < ratios.size(); ++o)
+      if (relative(o) > relative(worst)) worst = o;
+    units[i].worst = r.outputs[worst].output;
+    units[i].isolated_db = sqnr_db(ratios[worst]);
+  }
+  std::vector<size_t> order(units.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return units[a].score > units[b].score; });
+
+  // 2. Most sensitive first, until every output meets its threshold.
+  std::vector<size_t> chosen;
+  std::vector<double> ratios = start;
+  const size_t cap = static_cast<size_t>(settings.max_float_tensors);
+  for (size_t k = 0; k < order.size() && chosen.size() < cap && eval.score(ratios) > 1.0; ++k) {
+    chosen.push_back(order[k]);
+    std::vector<std::string> names;
+    for (size_t c : chosen) names.push_back(units[c].tensor);
+    ratios = measure(*requantize(names).model);
+  }
+  // 3. Back to quantized where the thresholds still hold, least sensitive first.
+  if (eval.score(ratios) <= 1.0)
+    for (size_t k = chosen.size(); k-- > 0;) {
+      std::vector<std::string> names;
+      for (size_t j = 0; j < chosen.size(); ++j)
+        if (j != k) names.push_back(units[chosen[j]].tensor);
+      const auto trial = measure(*requantize(names).model);
+      if (eval.score(trial) <= 1.0) {
+        chosen.erase(chosen.begin() + static_cast<std::ptrdiff_t>(k));
+        ratios = trial;
+      }
+    }
+  for (size_t c : chosen) {
+    float_tensors.push_back(units[c].tensor);
+    r.kept_float.push_back({units[c].tensor, units[c].weight, units[c].isolated_db, units[c].worst});
+  }
+  finish(ratios);
+  r.note = std::to_string(chosen.size()) + " of " + std::to_string(units.size()) + " quantized tensors kept float" +
+           (r.met ? "; every output meets its threshold"
+                  : "; an output still misses its threshold (max_float_tensors " + std::to_string(cap) + " reached)");
+  for (const auto& o : r.outputs)
+    say("accuracy guard: " + o.output + (o.state ? " (state)" : "") + " " + fmt_db(o.sqnr_db) + " -> " +
+        fmt_db(o.final_sqnr_db) + ", threshold " + fmt_db(o.threshold_db));
+  return r;
+}
+
+}  // namespace qtool::quantize

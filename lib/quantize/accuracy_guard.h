@@ -1,0 +1,107 @@
+// The accuracy guard: measures what quantization did to each graph output on the calibration samples, and when
+// an output misses its threshold, sends the most sensitive quantized tensors back to float until it does not.
+//
+// Error figure: SQNR per graph output, over all samples and elements,
+//   SQNR_dB = 10 * log10( sum(f^2) / sum((f - q)^2) ),  f = float model's output, q = quantized model's,
+// both run by qtool's interpreter (Q/DQ simulated in float, as ONNX defines them). It is scale-free (an output in
+// logits or in probabilities, in volts or in millivolts, gets the same figure) and is the figure ONNX Runtime's
+// qdq_loss_debug and PyTorch's Numeric Suite report. An output declared exactly like a graph input (same dtype,
+// same dims, symbolic dims by the same name: silero VAD's state -> stateN) is recurrent state that the caller feeds
+// back, so its error compounds chunk after chunk: such a model is evaluated in closed loop (the samples taken as
+// consecutive steps of one stream; every step after the first reads the state the model itself returned, float
+// and quantized model each their own), and state outputs get their own threshold.
+//
+// Search (deterministic: fixed orders, ties broken by rewrite order, per-sample sums added in sample order):
+//   1. every unit (an activation with its own Q/DQ, a quantized weight or constant) is measured alone: the model
+//      quantized with only that unit, everything else float; its score is the worst output's noise relative to
+//      that output's allowed noise;
+//   2. units go back to float in decreasing score order, the whole model re-measured after each, until every output
+//      meets its threshold or max_float_tensors is reached;
+//   3. units are then tried back in quantized, least sensitive first, and stay quantized when the model still
+//      meets every threshold.
+// A node whose inputs went float keeps its weights quantized (weight only) unless its weight is a unit sent back.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "quantize/qconfig.h"
+
+namespace onnx {
+class ModelProto;
+}
+
+namespace qtool::quantize {
+
+using Sample = std::map<std::string, Tensor>;  // one run's inputs, by name
+
+struct OutputAccuracy {
+  std::string output;
+  bool state = false;  // declared like an input: recurrent state
+  double threshold_db = 0;
+  double sqnr_db = 0;        // fully quantized, before the guard acted
+  double final_sqnr_db = 0;  // the model written
+};
+
+struct FloatTensor {
+  std::string tensor;
+  bool weight = false;          // a weight or constant initializer, else an activation
+  double isolated_sqnr_db = 0;  // the worst output's SQNR with only this tensor quantized
+  std::string worst_output;
+};
+
+struct GuardReport {
+  bool ran = false;
+  bool met = true;   // every output meets its threshold in the model written
+  std::string note;  // why it did not run, or what it did, in one line
+  int64_t samples = 0, evaluations = 0;
+  double seconds = 0;
+  std::vector<OutputAccuracy> outputs;
+  std::vector<FloatTensor> kept_float;  // in the order they went back to float
+};
+
+// Runs float models and candidates on the samples and compares graph outputs.
+class AccuracyEvaluator {
+ public:
+  // `float_model` is the reference; float32 outputs are compared, other outputs ignored.
+  AccuracyEvaluator(const onnx::ModelProto& float_model, std::vector<Sample> samples,
+                    const AccuracyGuardSettings& settings, int threads);
+
+  // Per compared output: sum((f - q)^2) / sum(f^2) of `candidate` against the float model (0 when identical).
+  std::vector<double> noise_ratios(const onnx::ModelProto& candidate) const;
+  // max over outputs of noise / allowed noise: <= 1 meets every threshold.
+  double score(const std::vector<double>& ratios) const;
+  const std::vector<OutputAccuracy>& outputs() const { return outputs_; }
+  int64_t samples() const { return static_cast<int64_t>(samples_.size()); }
+
+ private:
+  std::vector<std::map<std::string, Tensor>> run(const onnx::ModelProto& model) const;
+
+  std::vector<Sample> samples_;
+  std::vector<std::pair<std::string, std::string>> feedback_;  // (state input, state output)
+  std::vector<OutputAccuracy> outputs_;                        // name, state, threshold
+  std::vector<double> allowed_;                                // 10^(-threshold/10)
+  std::vector<std::vector<Tensor>> reference_;                 // per sample, per output
+  std::vector<double> signal_;                                 // per output: sum(f^2)
+  int threads_ = 1;
+};
+
+// SQNR in dB of a noise ratio, capped at 200 dB (identical outputs).
+double sqnr_db(double noise_ratio);
+
+// Quantizes the prepared float model with these tensors kept float; returns the model and the units it quantized.
+struct Candidate {
+  std::shared_ptr<onnx::ModelProto> model;
+  std::vector<std::string> activation_tensors, weight_tensors;
+};
+using Requantize = std::function<Candidate(const std::vector<std::string>& float_tensors)>;
+
+// Runs the search above from the fully quantized `initial`; returns the report and the tensors to keep float.
+GuardReport guard_accuracy(const AccuracyEvaluator& eval, const Candidate& initial, const Requantize& requantize,
+                           const AccuracyGuardSettings& settings, std::vector<std::string>& float_tensors,
+                           const std::function<void(const std::string&)>& log = {});
+
+}  // namespace qtool::quantize
