@@ -158,7 +158,9 @@ class QdqBuilder {
         return keep_float(i, "not after a quantized node (a standalone " + node.op_type() + " stays float)");
       const std::string& out = node.output(0);
       TensorSettings os = q.output ? *q.output : *q.activation;
-      if (auto p = act_params(out, os); p && !g_.is_graph_output(out)) add_act(out, *p);
+      auto p = act_params(out, os);
+      if (!p || g_.is_graph_output(out)) return keep_float(i, "its output is kept float");
+      add_act(out, *p);
       e.quantized = true;
       e.note = "fused: its producer's output has no Q/DQ";
       return;
@@ -273,11 +275,12 @@ class QdqBuilder {
       }
     }
     // Output.
+    bool fused = false;
     if (q.output && node.output_size() == 1) {
       const std::string& out = node.output(0);
       const auto& cons = g_.consumers(out);
       if (!g_.is_graph_output(out) && cons.size() == 1 && fusable_activation(cons[0])) {
-        fused_[cons[0]] = true;
+        fused_[cons[0]] = fused = true;
         e.note = "output quantized after " + g_.node(cons[0]).op_type();
       } else if (!g_.is_graph_output(out)) {
         if (auto p = act_params(out, *q.output)) {
@@ -286,6 +289,8 @@ class QdqBuilder {
         }
       }
     }
+    if (e.tensors.empty() && !fused)
+      return keep_float(i, "every tensor of it is kept float (\"tensors\" overrides, or the accuracy guard)");
     e.quantized = true;
   }
 

@@ -34,9 +34,15 @@ def quantize(key, model, samples, work, config):
     calib = os.path.join(work, key + '.calib.json')
     qtest.calibrate(model, samples, calib)
     out = os.path.join(work, key + '.int8.onnx')
-    summary = qtest.quantize(model, out, calib, config=config)
-    figures.setdefault('quantize', {})[os.path.basename(model)] = {
-        k: summary[k] for k in ('quantized_nodes', 'float_nodes', 'weight_bytes_before', 'weight_bytes_after')}
+    # The same samples again for the accuracy guard (the ranges come from the calibration file).
+    extra = ['--threads', '2'] + qtest.data_args(samples, os.path.join(work, key + '.samples'))
+    summary = qtest.quantize(model, out, calib, config=config, extra=extra)
+    fig = {k: summary[k] for k in ('quantized_nodes', 'float_nodes', 'weight_bytes_before', 'weight_bytes_after')}
+    g = summary['accuracy_guard']
+    fig['accuracy_guard'] = {'note': g['note'], 'kept_float': len(g['kept_float']),
+                             'sqnr_db': {o['output']: [round(o['sqnr_db'], 1), round(o['final_sqnr_db'], 1)]
+                                         for o in g['outputs']}}
+    figures.setdefault('quantize', {})[os.path.basename(model)] = fig
     return out
 
 

@@ -43,19 +43,21 @@ def ort_run(model, inputs, outdir, threads=2, repeat=0, optimized=None):
     return outs, res
 
 
-def calibrate(model, samples, out_json, threads=2):
-    """Runs `qtool calibrate` on samples: a list of {input name: .npy path}. One dict: its files are passed as
-    --data NAME=FILE (first axis = samples); several: written as a folder of one .npz per sample."""
-    cmd = [qtool(), 'calibrate', model, '-o', out_json, '--threads', str(threads)]
+def data_args(samples, folder):
+    """--data arguments for samples: a list of {input name: .npy path}. One dict: its files are passed as
+    --data NAME=FILE (first axis = samples); several: written to `folder` as one .npz per sample."""
     if len(samples) == 1:
-        for k, v in samples[0].items():
-            cmd += ['--data', f'{k}={v}']
-        sh(cmd)
-        return
+        return [a for k, v in samples[0].items() for a in ('--data', f'{k}={v}')]
+    os.makedirs(folder, exist_ok=True)
+    for i, smp in enumerate(samples):
+        np.savez(os.path.join(folder, f'sample_{i:04d}.npz'), **{k: np.load(v) for k, v in smp.items()})
+    return ['--data', folder]
+
+
+def calibrate(model, samples, out_json, threads=2):
+    """Runs `qtool calibrate` on samples (see data_args)."""
     with tempfile.TemporaryDirectory() as d:
-        for i, smp in enumerate(samples):
-            np.savez(os.path.join(d, f'sample_{i:04d}.npz'), **{k: np.load(v) for k, v in smp.items()})
-        sh(cmd + ['--data', d])
+        sh([qtool(), 'calibrate', model, '-o', out_json, '--threads', str(threads)] + data_args(samples, d))
 
 
 def qtool():
