@@ -74,12 +74,19 @@ AccuracyEvaluator::AccuracyEvaluator(const onnx::ModelProto& float_model, std::v
     if (out.dtype != DType::Float32) continue;
     OutputAccuracy o;
     o.output = out.name;
-    for (const auto& in : graph->inputs)
-      if (!o.state && !paired.count(in.name) && same_declared_type(in, out)) {
-        o.state = true;
-        paired.insert(in.name);
-        feedback_.emplace_back(in.name, out.name);
-      }
+    // The input declared like it whose name shares the longest prefix with its name (state -> stateN, h0 -> hn).
+    const runtime::ValueDecl* best = nullptr;
+    size_t best_len = 0;
+    for (const auto& in : graph->inputs) {
+      const size_t len = static_cast<size_t>(
+          std::mismatch(in.name.begin(), in.name.end(), out.name.begin(), out.name.end()).first - in.name.begin());
+      if (len > best_len && !paired.count(in.name) && same_declared_type(in, out)) best = &in, best_len = len;
+    }
+    if (best) {
+      o.state = true;
+      paired.insert(best->name);
+      feedback_.emplace_back(best->name, out.name);
+    }
     o.threshold_db = o.state ? settings.state_min_sqnr_db : settings.min_sqnr_db;
     outputs_.push_back(o);
     allowed_.push_back(std::pow(10.0, -o.threshold_db / 10.0));

@@ -11,6 +11,7 @@
 #include "quantize/passes/passes.h"
 #include "quantize/qdq.h"
 #include "quantize/qparams.h"
+#include "quantize/quantize.h"
 #include "runtime/session.h"
 
 using namespace qtool;
@@ -265,4 +266,125 @@ TEST_CASE("qdq: a bias that would overflow int32 widens its channel's weight sca
     CHECK(qb->data<int32_t>()[c] * static_cast<double>(bp.scales()[c]) == Approx(b.data<float>()[c]).epsilon(1e-6));
   const Tensor q = quantize_tensor(w, p);
   CHECK(q.data<int16_t>()[0] * static_cast<double>(p.scales()[0]) == Approx(1e-4).margin(p.scales()[0]));
+}
+
+namespace {
+
+void typed_output(Builder& b, const std::string& name, const Shape& shape) {
+  auto* vi = b.m.mutable_graph()->add_output();
+  vi->set_name(name);
+  auto* tt = vi->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(1);
+  for (auto d : shape) tt->mutable_shape()->add_dim()->set_dim_value(d);
+}
+
+calib::CalibrationTable minmax_ranges(const std::vector<std::tuple<std::string, float, float>>& r) {
+  calib::CalibrationTable ranges;
+  for (const auto& [name, lo, hi] : r) {
+    calib::TensorCalibration tc;
+    tc.minmax = calib::Range{lo, hi};
+    ranges.tensors[name] = tc;
+  }
+  return ranges;
+}
+
+}  // namespace
+
+TEST_CASE("guard: an input whose range one outlier blew up goes back to float, its weights stay int8") {
+  Builder b(13);
+  b.input("x", {1, 8});
+  b.init("w1", random_tensor({8, 8}, 31));
+  b.init("w2", random_tensor({8, 4}, 32));
+  b.node("MatMul", {"x", "w1"}, {"h"}, "mm1");
+  b.node("Relu", {"h"}, {"r"}, "relu");
+  b.node("MatMul", {"r", "w2"}, {"y"}, "mm2");
+  typed_output(b, "y", {1, 4});
+  // x lies in [0, 1], but the calibration range says [0, 1000]: every x quantizes to 0 or 1 step (3.9).
+  const auto ranges = minmax_ranges({{"x", 0, 1000}, {"h", -4, 4}, {"r", 0, 4}, {"y", -4, 4}});
+  QuantizeOptions opt;
+  for (uint32_t s = 0; s < 8; ++s) opt.samples.push_back({{"x", random_tensor({1, 8}, 40 + s, 0, 1)}});
+  QConfig cfg = QConfig::builtin_default();
+  cfg.set_accuracy_guard({.enabled = true, .min_sqnr_db = 20, .state_min_sqnr_db = 40, .max_float_tensors = 8});
+
+  onnx::ModelProto m = b.m;
+  const QuantizeSummary s = quantize_model(m, cfg, ranges, opt);
+  REQUIRE(s.guard.ran);
+  CHECK(s.guard.met);
+  REQUIRE(s.guard.outputs.size() == 1);
+  CHECK_FALSE(s.guard.outputs[0].state);
+  CHECK(s.guard.outputs[0].sqnr_db < 10);
+  CHECK(s.guard.outputs[0].final_sqnr_db >= 20);
+  REQUIRE(s.guard.kept_float.size() == 1);
+  CHECK(s.guard.kept_float[0].tensor == "x");
+  CHECK_FALSE(s.guard.kept_float[0].weight);
+  CHECK(s.guard.kept_float[0].worst_output == "y");
+  Graph g(m);
+  CHECK(g.initializer("x_scale") == nullptr);       // x float
+  CHECK(g.initializer("r_scale") != nullptr);       // the rest still quantized
+  CHECK(g.initializer("w1_quantized") != nullptr);  // weight only on mm1
+  CHECK(g.initializer("w2_quantized") != nullptr);
+  // The figure it reports is the model it wrote: recompute the SQNR of y.
+  double sig = 0, noise = 0;
+  for (const auto& smp : opt.samples) {
+    const Tensor f = run1(b.m, smp.at("x")), q = run1(m, smp.at("x"));
+    for (int64_t i = 0; i < f.numel(); ++i) {
+      sig += double(f.data<float>()[i]) * f.data<float>()[i];
+      noise += std::pow(double(f.data<float>()[i]) - q.data<float>()[i], 2);
+    }
+  }
+  CHECK(s.guard.outputs[0].final_sqnr_db == Approx(sqnr_db(noise / sig)).epsilon(1e-6));
+
+  // Guard off: the same model as without samples, x quantized.
+  cfg.set_accuracy_guard({});
+  onnx::ModelProto off = b.m;
+  const QuantizeSummary s_off = quantize_model(off, cfg, ranges, opt);
+  CHECK_FALSE(s_off.guard.ran);
+  CHECK(s_off.guard.note == "off");
+  CHECK(Graph(off).initializer("x_scale") != nullptr);
+}
+
+TEST_CASE("guard: an output declared like an input is recurrent state and is measured in closed loop") {
+  // sN = a * s + x, y = sN + x. The reference has a = 0.5, the candidate a = 0.6.
+  auto model = [](float a) {
+    Builder b(13);
+    b.input("x", {1, 4});
+    b.input("s", {1, 4});
+    b.init("a", Tensor::from_vector<float>({1}, {a}));
+    b.node("Mul", {"s", "a"}, {"as"}, "mul");
+    b.node("Add", {"as", "x"}, {"sN"}, "add");
+    b.node("Add", {"sN", "x"}, {"y"}, "add_y");
+    typed_output(b, "y", {1, 4});
+    typed_output(b, "sN", {1, 4});
+    return b.m;
+  };
+  std::vector<Sample> samples;
+  for (uint32_t k = 0; k < 6; ++k)
+    samples.push_back({{"x", random_tensor({1, 4}, 50 + k)}, {"s", random_tensor({1, 4}, 60 + k)}});
+  AccuracyGuardSettings gs{.enabled = true, .min_sqnr_db = 10, .state_min_sqnr_db = 30, .max_float_tensors = 4};
+  const AccuracyEvaluator eval(model(0.5f), samples, gs, 2);
+  REQUIRE(eval.outputs().size() == 2);
+  CHECK(eval.outputs()[0].output == "y");
+  CHECK_FALSE(eval.outputs()[0].state);
+  CHECK(eval.outputs()[0].threshold_db == 10);
+  CHECK(eval.outputs()[1].output == "sN");
+  CHECK(eval.outputs()[1].state);
+  CHECK(eval.outputs()[1].threshold_db == 30);
+  // Closed loop by hand: only sample 0's state is read, later steps read each model's own sN.
+  std::vector<float> f(4), q(4);
+  for (int i = 0; i < 4; ++i) f[i] = q[i] = samples[0].at("s").data<float>()[i];
+  double sig_s = 0, noise_s = 0, sig_y = 0, noise_y = 0;
+  for (const auto& smp : samples)
+    for (int i = 0; i < 4; ++i) {
+      const float x = smp.at("x").data<float>()[i];
+      f[i] = 0.5f * f[i] + x;
+      q[i] = 0.6f * q[i] + x;
+      sig_s += double(f[i]) * f[i];
+      noise_s += std::pow(double(f[i]) - q[i], 2);
+      sig_y += std::pow(double(f[i]) + x, 2);
+      noise_y += std::pow(double(f[i]) - q[i], 2);
+    }
+  const auto r = eval.noise_ratios(model(0.6f));
+  CHECK(r[0] == Approx(noise_y / sig_y).epsilon(1e-4));
+  CHECK(r[1] == Approx(noise_s / sig_s).epsilon(1e-4));
+  CHECK(eval.noise_ratios(model(0.5f))[1] == 0);
 }

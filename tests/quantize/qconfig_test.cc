@@ -177,6 +177,32 @@ TEST_CASE("qconfig: errors name the file and JSON path") {
   CHECK_THROWS_AS(QConfig::load("/nonexistent/q.json"), BadInputError);
 }
 
+TEST_CASE("qconfig: accuracy_guard is on in the default, off when absent or null, errors name the path") {
+  const AccuracyGuardSettings d = QConfig::builtin_default().accuracy_guard();
+  CHECK(d.enabled);
+  CHECK(d.min_sqnr_db == 5);
+  CHECK(d.state_min_sqnr_db == 40);
+  CHECK(d.max_float_tensors == 64);
+  CHECK_FALSE(QConfig::parse(wrap(R"("global": {})"), "c.json").accuracy_guard().enabled);
+  CHECK_FALSE(QConfig::parse(wrap(R"("global": {}, "accuracy_guard": null)"), "c.json").accuracy_guard().enabled);
+  const auto g = QConfig::parse(wrap(R"("global": {}, "accuracy_guard": {"min_sqnr_db": 12.5, "state_min_sqnr_db": 30,
+                                        "max_float_tensors": 3})"),
+                                "c.json")
+                     .accuracy_guard();
+  CHECK(g.enabled);
+  CHECK(g.min_sqnr_db == 12.5);
+  CHECK(g.state_min_sqnr_db == 30);
+  CHECK(g.max_float_tensors == 3);
+  CHECK(error_of(wrap(R"("global": {}, "accuracy_guard": {"min_sqnr_db": 5, "state_min_sqnr_db": 40})")) ==
+        "config.json: $.accuracy_guard.max_float_tensors: missing");
+  CHECK(
+      error_of(wrap(
+          R"("global": {}, "accuracy_guard": {"min_sqnr_db": 5, "state_min_sqnr_db": 40, "max_float_tensors": -1})")) ==
+      "config.json: $.accuracy_guard.max_float_tensors: expected 0 or more");
+  CHECK(error_of(wrap(R"("global": {}, "accuracy_guard": {"min_sqnr": 5})"))
+            .starts_with("config.json: $.accuracy_guard.min_sqnr: unknown key"));
+}
+
 TEST_CASE("qconfig: every file in configs/ parses") {
   for (const auto& e : std::filesystem::recursive_directory_iterator(test::source_dir() / "configs"))
     if (e.path().extension() == ".json") {
