@@ -184,7 +184,9 @@ GuardReport guard_accuracy(const AccuracyEvaluator& eval, const Candidate& initi
     return finish(start);
   }
 
-  // Units, in rewrite order, each once.
+  // Units, in rewrite order, each once. A weight goes back to float together with the activation inputs of the node
+  // that reads it: ONNX Runtime (1.2x, WeightBiasQuantization) quantizes a float weight itself, per tensor, when
+  // the node's input comes from a DequantizeLinear, so a float weight is float only on a float input.
   struct Unit {
     std::string tensor;
     bool weight;
@@ -197,8 +199,20 @@ GuardReport guard_accuracy(const AccuracyEvaluator& eval, const Candidate& initi
     if (seen.insert(t).second) units.push_back({t, false});
   for (const auto& t : initial.weight_tensors)
     if (seen.insert(t).second) units.push_back({t, true});
-  std::vector<std::string> all;
-  for (const auto& u : units) all.push_back(u.tensor);
+  // Tensors to keep float for the units in `chosen`.
+  auto float_names = [&](const std::vector<size_t>& chosen) {
+    std::vector<std::string> names;
+    std::set<std::string> in;
+    auto add = [&](const std::string& t) {
+      if (in.insert(t).second) names.push_back(t);
+    };
+    for (size_t c : chosen) {
+      add(units[c].tensor);
+      if (auto it = initial.weight_inputs.find(units[c].tensor); it != initial.weight_inputs.end())
+        for (const auto& t : it->second) add(t);
+    }
+    return names;
+  };
 
   // 1. Each unit alone.
   say("accuracy guard: an output misses its threshold; measuring " + std::to_string(units.size()) +
@@ -226,26 +240,22 @@ GuardReport guard_accuracy(const AccuracyEvaluator& eval, const Candidate& initi
   const size_t cap = static_cast<size_t>(settings.max_float_tensors);
   for (size_t k = 0; k < order.size() && chosen.size() < cap && eval.score(ratios) > 1.0; ++k) {
     chosen.push_back(order[k]);
-    std::vector<std::string> names;
-    for (size_t c : chosen) names.push_back(units[c].tensor);
-    ratios = measure(*requantize(names).model);
+    ratios = measure(*requantize(float_names(chosen)).model);
   }
   // 3. Back to quantized where the thresholds still hold, least sensitive first.
   if (eval.score(ratios) <= 1.0)
     for (size_t k = chosen.size(); k-- > 0;) {
-      std::vector<std::string> names;
-      for (size_t j = 0; j < chosen.size(); ++j)
-        if (j != k) names.push_back(units[chosen[j]].tensor);
-      const auto trial = measure(*requantize(names).model);
+      std::vector<size_t> rest = chosen;
+      rest.erase(rest.begin() + static_cast<std::ptrdiff_t>(k));
+      const auto trial = measure(*requantize(float_names(rest)).model);
       if (eval.score(trial) <= 1.0) {
         chosen.erase(chosen.begin() + static_cast<std::ptrdiff_t>(k));
         ratios = trial;
       }
     }
-  for (size_t c : chosen) {
-    float_tensors.push_back(units[c].tensor);
+  float_tensors = float_names(chosen);
+  for (size_t c : chosen)
     r.kept_float.push_back({units[c].tensor, units[c].weight, units[c].isolated_db, units[c].worst});
-  }
   finish(ratios);
   r.note = std::to_string(chosen.size()) + " of " + std::to_string(units.size()) + " quantized tensors kept float" +
            (r.met ? "; every output meets its threshold"

@@ -20,7 +20,9 @@
 //      meets its threshold or max_float_tensors is reached;
 //   3. units are then tried back in quantized, least sensitive first, and stay quantized when the model still
 //      meets every threshold.
-// A node whose inputs went float keeps its weights quantized (weight only) unless its weight is a unit sent back.
+// A node whose inputs went float keeps its weights quantized (weight only) unless its weight is a unit sent back;
+// a weight sent back takes its node's activation inputs with it (see accuracy_guard.cc: ONNX Runtime would
+// otherwise quantize the float weight itself).
 #pragma once
 
 #include <functional>
@@ -97,6 +99,7 @@ double sqnr_db(double noise_ratio);
 struct Candidate {
   std::shared_ptr<onnx::ModelProto> model;
   std::vector<std::string> activation_tensors, weight_tensors;
+  std::map<std::string, std::vector<std::string>> weight_inputs;  // weight -> activation inputs of its node
 };
 using Requantize = std::function<Candidate(const std::vector<std::string>& float_tensors)>;
 

@@ -274,13 +274,14 @@ class QdqBuilder {
         }
       }
     }
+    if (e.tensors.empty())
+      return keep_float(i, "every input of it is kept float (\"tensors\" overrides, or the accuracy guard)");
     // Output.
-    bool fused = false;
     if (q.output && node.output_size() == 1) {
       const std::string& out = node.output(0);
       const auto& cons = g_.consumers(out);
       if (!g_.is_graph_output(out) && cons.size() == 1 && fusable_activation(cons[0])) {
-        fused_[cons[0]] = fused = true;
+        fused_[cons[0]] = true;
         e.note = "output quantized after " + g_.node(cons[0]).op_type();
       } else if (!g_.is_graph_output(out)) {
         if (auto p = act_params(out, *q.output)) {
@@ -289,8 +290,6 @@ class QdqBuilder {
         }
       }
     }
-    if (e.tensors.empty() && !fused)
-      return keep_float(i, "every tensor of it is kept float (\"tensors\" overrides, or the accuracy guard)");
     e.quantized = true;
   }
 

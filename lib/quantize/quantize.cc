@@ -60,6 +60,17 @@ QdqReport rewrite(onnx::ModelProto& model, const QConfig& config, const calib::C
   return r;
 }
 
+// What the guard may keep float, from the rewrite's report.
+void units_of(const QdqReport& r, Candidate& c) {
+  c.activation_tensors = r.activation_tensors;
+  c.weight_tensors = r.weight_tensors;
+  for (const auto& n : r.nodes)
+    for (const auto& w : n.tensors)
+      if (w.role == "weight" || w.role == "constant")
+        for (const auto& t : n.tensors)
+          if (t.role == "input") c.weight_inputs[w.tensor].push_back(t.tensor);
+}
+
 }  // namespace
 
 QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges,
@@ -81,15 +92,12 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
     auto requantize = [&](const std::vector<std::string>& float_tensors) {
       Candidate c;
       c.model = std::make_shared<onnx::ModelProto>(prepared);
-      const QdqReport r = rewrite(*c.model, config.with_float_tensors(float_tensors), ranges);
-      c.activation_tensors = r.activation_tensors;
-      c.weight_tensors = r.weight_tensors;
+      units_of(rewrite(*c.model, config.with_float_tensors(float_tensors), ranges), c);
       return c;
     };
     Candidate initial;
     initial.model = std::shared_ptr<onnx::ModelProto>(&model, [](onnx::ModelProto*) {});  // not owned
-    initial.activation_tensors = s.qdq.activation_tensors;
-    initial.weight_tensors = s.qdq.weight_tensors;
+    units_of(s.qdq, initial);
     std::vector<std::string> keep;
     s.guard = guard_accuracy(eval, initial, requantize, gs, keep, options.log);
     if (!keep.empty()) {
