@@ -83,7 +83,7 @@ void print_guard(const quantize::GuardReport& g) {
   for (const auto& t : g.kept_float)
     std::printf("  kept float: %s %s (alone it costs %s %.1f dB)\n", t.weight ? "weight" : "activation",
                 t.tensor.c_str(), t.worst_output.c_str(), t.isolated_sqnr_db);
-  std::printf("  %lld samples, %lld evaluations, %.1f s\n", static_cast<long long>(g.samples),
+  std::printf("  %lld samples, %lld quantized models evaluated, %.1f s\n", static_cast<long long>(g.samples),
               static_cast<long long>(g.evaluations), g.seconds);
 }
 

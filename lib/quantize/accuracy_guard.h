@@ -58,10 +58,10 @@ struct FloatTensor {
 
 struct GuardReport {
   bool ran = false;
-  bool met = true;   // every output meets its threshold in the model written
-  std::string note;  // why it did not run, or what it did, in one line
-  int64_t samples = 0, evaluations = 0;
-  double seconds = 0;
+  bool met = true;                       // every output meets its threshold in the model written
+  std::string note;                      // why it did not run, or what it did, in one line
+  int64_t samples = 0, evaluations = 0;  // evaluations: quantized candidates run over the samples
+  double seconds = 0;                    // wall time, the float reference run included (set by quantize_model)
   std::vector<OutputAccuracy> outputs;
   std::vector<FloatTensor> kept_float;  // in the order they went back to float
 };

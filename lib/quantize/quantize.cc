@@ -3,6 +3,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <memory>
 
@@ -88,6 +89,7 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
   else if (!guard)
     s.guard.note = "not run: no calibration samples (activation ranges came from a file)";
   if (guard) {
+    const auto t0 = std::chrono::steady_clock::now();
     const AccuracyEvaluator eval(prepared, options.samples, gs, options.threads);
     auto requantize = [&](const std::vector<std::string>& float_tensors) {
       Candidate c;
@@ -104,6 +106,7 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
       model = prepared;
       s.qdq = rewrite(model, config.with_float_tensors(keep), ranges);
     }
+    s.guard.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   s.opset = Graph(model).opset();
   s.weight_bytes_after = initializer_bytes(model);

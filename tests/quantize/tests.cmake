@@ -14,8 +14,3 @@ foreach(t ${_qz_tests})
     set_tests_properties("${t}" PROPERTIES FIXTURES_REQUIRED ort ENVIRONMENT "${_qz_env}" TIMEOUT 600)
   endif()
 endforeach()
-# Known failure, reported in the README ("Quantizing", known limits): silero VAD's speech probability moves by
-# more than 0.05 per chunk when ANY single tensor of its STFT/encoder path or LSTM cell state is quantized to 8 bits,
-# everything else float (tests/quantize/vad_sensitivity.py: 0.08-0.66), so the default int8 config cannot pass
-# (max |dp| 0.99). Run it by hand with `tests/quantize/acceptance.py vad [--config ...]`.
-set_tests_properties("quantize: acceptance vad" PROPERTIES DISABLED TRUE)
