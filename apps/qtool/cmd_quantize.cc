@@ -177,6 +177,7 @@ Action add_quantize_command(CLI::App& app) {
       for (int64_t i = 0; i < n; ++i) qo.samples.push_back(source->batch(i, 1));
     }
     const auto s = quantize::quantize_model(*m.proto, cfg, ranges, qo);
+    if (s.guard.ran && !s.guard.met) spdlog::warn("accuracy guard: {}", s.guard.note);
     onnxio::save_model(*m.proto, a->output, so);
     if (a->explain) std::fputs(quantize::explain_text(s.qdq).c_str(), stdout);
     if (a->json) {

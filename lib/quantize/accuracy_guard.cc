@@ -259,7 +259,9 @@ GuardReport guard_accuracy(const AccuracyEvaluator& eval, const Candidate& initi
   finish(ratios);
   r.note = std::to_string(chosen.size()) + " of " + std::to_string(units.size()) + " quantized tensors kept float" +
            (r.met ? "; every output meets its threshold"
-                  : "; an output still misses its threshold (max_float_tensors " + std::to_string(cap) + " reached)");
+            : chosen.size() >= cap
+                ? "; an output still misses its threshold (max_float_tensors " + std::to_string(cap) + " reached)"
+                : "; an output still misses its threshold with every quantized tensor tried");
   for (const auto& o : r.outputs)
     say("accuracy guard: " + o.output + (o.state ? " (state)" : "") + " " + fmt_db(o.sqnr_db) + " -> " +
         fmt_db(o.final_sqnr_db) + ", threshold " + fmt_db(o.threshold_db));

@@ -343,6 +343,62 @@ TEST_CASE("guard: an input whose range one outlier blew up goes back to float, i
   CHECK(Graph(off).initializer("x_scale") != nullptr);
 }
 
+TEST_CASE(
+    "guard: a weight that goes float takes its node's quantized input with it, an unreachable threshold is reported") {
+  Builder b(13);
+  b.input("x", {1, 8});
+  // Output channel 0 of w1 holds one outlier: per-channel int8 rounds that channel's other weights to 0.
+  Tensor w1 = random_tensor({8, 8}, 33, -0.01f, 0.01f);
+  w1.data<float>()[0] = 100;
+  b.init("w1", w1);
+  b.init("w2", random_tensor({8, 4}, 34));
+  b.node("MatMul", {"x", "w1"}, {"h"}, "mm1");
+  b.node("Relu", {"h"}, {"r"}, "relu");
+  b.node("MatMul", {"r", "w2"}, {"y"}, "mm2");
+  typed_output(b, "y", {1, 4});
+  QuantizeOptions opt;
+  for (uint32_t s = 0; s < 8; ++s) opt.samples.push_back({{"x", random_tensor({1, 8}, 70 + s, -1, 1)}});
+  // Ranges: min/max of every tensor over the samples, as calibration would find them.
+  const auto ranges = [&] {
+    calib::CalibrationTable t;
+    std::map<std::string, std::pair<float, float>> mm;
+    for (const auto& smp : opt.samples)
+      runtime::Session(b.m).run(smp, {.tap = [&](const std::string& n, const Tensor& v) {
+                                  auto& r = mm.try_emplace(n, 0.f, 0.f).first->second;
+                                  for (int64_t i = 0; i < v.numel(); ++i)
+                                    r = {std::min(r.first, v.data<float>()[i]), std::max(r.second, v.data<float>()[i])};
+                                }});
+    for (const auto& [n, r] : mm) {
+      calib::TensorCalibration tc;
+      tc.minmax = calib::Range{r.first, r.second};
+      t.tensors[n] = tc;
+    }
+    return t;
+  }();
+  QConfig cfg = QConfig::builtin_default();
+  cfg.set_accuracy_guard({.enabled = true, .min_sqnr_db = 30, .state_min_sqnr_db = 40, .max_float_tensors = 8});
+  onnx::ModelProto m = b.m;
+  const QuantizeSummary s = quantize_model(m, cfg, ranges, opt);
+  REQUIRE(s.guard.ran);
+  CHECK(s.guard.met);
+  CHECK(s.guard.outputs[0].sqnr_db < 30);
+  REQUIRE(s.guard.kept_float.size() == 1);
+  CHECK(s.guard.kept_float[0].tensor == "w1");
+  CHECK(s.guard.kept_float[0].weight);
+  Graph g(m);
+  CHECK(g.initializer("w1_quantized") == nullptr);
+  CHECK(g.initializer("x_scale") == nullptr);  // mm1 entirely float: no DequantizeLinear feeds a float weight
+  CHECK(g.initializer("w2_quantized") != nullptr);
+
+  // 250 dB cannot be met (identical outputs count as 200 dB): everything goes float, reported as not met.
+  cfg.set_accuracy_guard({.enabled = true, .min_sqnr_db = 250, .state_min_sqnr_db = 250, .max_float_tensors = 64});
+  onnx::ModelProto all = b.m;
+  const QuantizeSummary s2 = quantize_model(all, cfg, ranges, opt);
+  CHECK_FALSE(s2.guard.met);
+  CHECK(s2.guard.note.find("with every quantized tensor tried") != std::string::npos);
+  CHECK(count_op(all, "QuantizeLinear") == 0);
+}
+
 TEST_CASE("guard: an output declared like an input is recurrent state and is measured in closed loop") {
   // sN = a * s + x, y = sN + x. The reference has a = 0.5, the candidate a = 0.6.
   auto model = [](float a) {
