@@ -93,6 +93,7 @@ Action add_quantize_command(CLI::App& app) {
       calib::CalibrateOptions o;
       calibrate_data_options(a->data, a->random, a->seed, a->shapes, o);
       o.threads = a->threads;
+      o.methods = cfg.range_methods();  // only the observers this config's ranges need
       if (!a->config.empty()) o.target = calib::target_from_qconfig(a->config);
       calib::CalibrateResult r = calib::calibrate_model(a->model, o);
       for (const std::string& note : r.notes) spdlog::warn("{}", note);

@@ -52,6 +52,35 @@ std::optional<RangeMethod> range_method_from_name(std::string_view name) {
   return std::nullopt;
 }
 
+bool needs_histogram(RangeMethod m) {
+  return m == RangeMethod::Percentile || m == RangeMethod::Entropy || m == RangeMethod::Mse;
+}
+
+std::string range_methods_str(const RangeMethods& methods) {
+  std::string out;
+  for (RangeMethod m : methods) {
+    if (!out.empty()) out += ',';
+    out += range_method_name(m);
+  }
+  return out;
+}
+
+RangeMethods parse_range_methods(std::string_view list, const std::string& what) {
+  RangeMethods out{RangeMethod::MinMax};
+  if (list == "all") return {std::begin(kRangeMethods), std::end(kRangeMethods)};
+  for (size_t p = 0; p <= list.size();) {
+    const size_t c = std::min(list.find(',', p), list.size());
+    const std::string_view name = list.substr(p, c - p);
+    const auto m = range_method_from_name(name);
+    if (!m)
+      throw UsageError(what + ": unknown range method '" + std::string(name) +
+                       "' (known: minmax, percentile, entropy, mse, torch_histogram, or all)");
+    out.insert(*m);
+    p = c + 1;
+  }
+  return out;
+}
+
 Range select_percentile(const Histogram& h, double percentile) {
   require_data(h, "percentile");
   if (percentile >= 100.0) return {h.data_min, h.data_max};

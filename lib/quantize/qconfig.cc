@@ -371,6 +371,23 @@ NodeQuant QConfig::resolve(const std::string& node_name, const std::string& op_t
   return nq;
 }
 
+calib::RangeMethods QConfig::range_methods() const {
+  calib::RangeMethods out{RangeMethod::MinMax};
+  auto slot = [&](const SettingsSlot& s) {
+    if (s.present && !s.is_null && s.patch.method) out.insert(*s.patch.method);
+  };
+  auto rule = [&](const Rule& r) {
+    for (const SettingsSlot* s : {&r.activation, &r.weight, &r.bias, &r.output}) slot(*s);
+  };
+  rule(global_);
+  for (const auto& [name, r] : op_types_) rule(r);
+  if (op_types_default_) rule(*op_types_default_);
+  for (const RegexRule& r : regex_rules_) rule(r.rule);
+  for (const auto& [name, r] : node_names_) rule(r);
+  for (const auto& [name, s] : tensors_) slot(s);
+  return out;
+}
+
 const SettingsSlot* QConfig::tensor_override(const std::string& tensor_name) const {
   auto it = tensors_.find(tensor_name);
   return it == tensors_.end() ? nullptr : &it->second;

@@ -107,6 +107,9 @@ class QConfig {
   // Names in node_names / tensors and regexes that matched nothing: BadInputError with the JSON path.
   void check_names(const std::vector<std::string>& node_names, const std::vector<std::string>& tensor_names) const;
 
+  // The range methods the rules can ask of a calibration table (minmax included: it is the default).
+  calib::RangeMethods range_methods() const;
+
   const std::string& source() const { return source_; }
   const std::string& name() const { return name_; }
   // Smallest opset the config's dtypes/granularities need (13 per-channel, 19 fp8, 21 int4/per-block).

@@ -76,13 +76,19 @@ class QdqBuilder {
     return params_from_range(r->first, r->second, *s);
   }
 
-  // The calibrated range of `t` for `method` (min/max when the file lacks that method); nullopt if none.
+  // The calibrated range of `t` for `method`; nullopt when the table has no finite value of `t`.
+  // BadInputError when the table has data for `t` but did not record `method` (no silent fallback).
   std::optional<std::pair<double, double>> range_of(const std::string& t, RangeMethod method) const {
     const calib::TensorCalibration* c = ranges_.find(t);
-    if (!c) return std::nullopt;
+    if (!c || !c->minmax) return std::nullopt;
     if (auto it = c->ranges.find(method); it != c->ranges.end()) return std::make_pair(it->second.lo, it->second.hi);
-    if (c->minmax) return std::make_pair(c->minmax->lo, c->minmax->hi);
-    return std::nullopt;
+    if (method == RangeMethod::MinMax) return std::make_pair(c->minmax->lo, c->minmax->hi);
+    calib::RangeMethods wanted = ranges_.settings.methods;
+    wanted.insert(method);
+    throw BadInputError("the calibration table has no '" + std::string(calib::range_method_name(method)) +
+                        "' range for tensor '" + t + "' (it recorded " +
+                        calib::range_methods_str(ranges_.settings.methods) +
+                        "): re-run qtool calibrate with --methods " + calib::range_methods_str(wanted));
   }
 
   bool is_const_clamp(int c) const {

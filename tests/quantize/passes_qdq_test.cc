@@ -4,6 +4,8 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <fstream>
+#include <sstream>
 #include <random>
 
 #include "onnx/tensor_proto.h"
@@ -12,6 +14,7 @@
 #include "quantize/qdq.h"
 #include "quantize/qparams.h"
 #include "runtime/session.h"
+#include "test_paths.h"
 
 using namespace qtool;
 using namespace qtool::quantize;
@@ -265,4 +268,35 @@ TEST_CASE("qdq: a bias that would overflow int32 widens its channel's weight sca
     CHECK(qb->data<int32_t>()[c] * static_cast<double>(bp.scales()[c]) == Approx(b.data<float>()[c]).epsilon(1e-6));
   const Tensor q = quantize_tensor(w, p);
   CHECK(q.data<int16_t>()[0] * static_cast<double>(p.scales()[0]) == Approx(1e-4).margin(p.scales()[0]));
+}
+
+TEST_CASE("qdq: a config asking a range method the calibration table did not record is an error, not a fallback") {
+  Builder b(13);
+  b.input("x", {1, 2, 6, 6});
+  b.init("w", random_tensor({3, 2, 3, 3}, 21));
+  b.node("Conv", {"x", "w"}, {"y"}, "conv");
+  b.output("y");
+  calib::CalibrationTable ranges;
+  ranges.settings.methods = {calib::RangeMethod::MinMax};  // as `qtool calibrate --methods minmax` writes
+  for (const char* name : {"x", "y"}) {
+    calib::TensorCalibration tc;
+    tc.minmax = calib::Range{-1, 1};
+    tc.ranges[calib::RangeMethod::MinMax] = *tc.minmax;
+    ranges.tensors[name] = tc;
+  }
+  std::ifstream f(test::source_dir() / "configs/int8.json");
+  std::stringstream text;
+  text << f.rdbuf();
+  std::string json = text.str();
+  const size_t at = json.find("\"method\": \"minmax\"");
+  REQUIRE(at != std::string::npos);
+  json.replace(at, 18, "\"method\": \"entropy\"");
+  const QConfig entropy = QConfig::parse(json, "entropy.json");
+  CHECK(entropy.range_methods() == calib::RangeMethods{calib::RangeMethod::MinMax, calib::RangeMethod::Entropy});
+  onnx::ModelProto m = b.m;
+  CHECK_THROWS_WITH(insert_qdq(m, entropy, ranges),
+                    Catch::Contains("no 'entropy' range for tensor 'x'") &&
+                        Catch::Contains("re-run qtool calibrate with --methods minmax,entropy"));
+  onnx::ModelProto m2 = b.m;
+  CHECK_NOTHROW(insert_qdq(m2, QConfig::builtin_default(), ranges));  // minmax is always there
 }
