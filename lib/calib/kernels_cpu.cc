@@ -269,15 +269,16 @@ std::vector<uint16_t>& scratch(size_t size) {
 }
 
 // Counting values into bins. Indices are computed a block at a time by index(x, m, idx, lo, hi) (one of the
-// loops above), then counted into 4 interleaved 16-bit sub-histograms: runs of equal bins (a ReLU's zeros) do
-// not serialise on one counter. Index `bins` is the slot for rejected values (NaN, ±inf, out of range). Only
+// loops above), then counted into kSub interleaved 16-bit sub-histograms: runs of equal bins (a ReLU's zeros)
+// do not serialise on one counter. kSub = 2 measured fastest on ppocrv4-det (observer overhead 70 % against
+// 80 % with 4, 100 % with 1 and 115 % with 8): with an 8192-bin window, more copies fall out of L1. Index `bins` is the slot for rejected values (NaN, ±inf, out of range). Only
 // the range of bins the data touched is flushed and re-zeroed, so a small tensor does not pay for a wide window.
 template <class Index, class Out>
 void count_bins(const float* x, size_t n, size_t bins, Index index, Out* out) {
   // Sub-counters are 16-bit (half the cache footprint of 32-bit ones). Sub-histogram r only counts values at
-  // positions = r mod 4 of a block (the tail of the last block goes to r = 0: < 4 more), so one flush chunk
-  // of kFlush values adds at most kFlush/4 + 3 <= 65535 to any sub-counter: they cannot wrap.
-  constexpr size_t kBlock = 512, kFlush = 4 * 65535 / kBlock * kBlock - kBlock;
+  // positions = r mod kSub of a block (the tail of the last block goes to r = 0: < kSub more), so one flush
+  // chunk of kFlush values adds at most kFlush/kSub + kSub <= 65535 to any sub-counter: they cannot wrap.
+  constexpr size_t kSub = 2, kBlock = 512, kFlush = kSub * 65535 / kBlock * kBlock - kBlock;
   int32_t idx[kBlock];
   int32_t lo = static_cast<int32_t>(bins), hi = 0;
   if (n < 4 * kBlock) {  // small tensors: no sub-histograms
@@ -290,7 +291,8 @@ void count_bins(const float* x, size_t n, size_t bins, Index index, Out* out) {
     return;
   }
   const size_t stride = bins + 1;
-  std::vector<uint16_t>& sub = scratch(4 * stride);
+  std::vector<uint16_t>& sub = scratch(kSub * stride);
+  uint16_t* h = sub.data();
   for (size_t done = 0; done < n;) {
     const size_t end = std::min(n, done + kFlush);
     lo = static_cast<int32_t>(bins);
@@ -299,19 +301,17 @@ void count_bins(const float* x, size_t n, size_t bins, Index index, Out* out) {
       const size_t m = std::min(kBlock, end - b);
       index(x + b, m, idx, lo, hi);
       size_t i = 0;
-      for (; i + 4 <= m; i += 4) {
-        ++sub[static_cast<size_t>(idx[i])];
-        ++sub[stride + static_cast<size_t>(idx[i + 1])];
-        ++sub[2 * stride + static_cast<size_t>(idx[i + 2])];
-        ++sub[3 * stride + static_cast<size_t>(idx[i + 3])];
-      }
-      for (; i < m; ++i) ++sub[static_cast<size_t>(idx[i])];
+      for (; i + kSub <= m; i += kSub)
+        for (size_t r = 0; r < kSub; ++r) ++h[r * stride + static_cast<size_t>(idx[i + r])];
+      for (; i < m; ++i) ++h[static_cast<size_t>(idx[i])];
     }
     const auto a = static_cast<size_t>(lo), z = static_cast<size_t>(hi) + 1;  // touched: [a, z), dump included
     for (size_t k = a; k < std::min(z, bins); ++k) {
-      out[k] += static_cast<Out>(uint64_t{sub[k]} + sub[stride + k] + sub[2 * stride + k] + sub[3 * stride + k]);
+      uint64_t c = 0;
+      for (size_t r = 0; r < kSub; ++r) c += h[r * stride + k];
+      out[k] += static_cast<Out>(c);
     }
-    for (size_t r = 0; r < 4; ++r) std::fill(sub.begin() + r * stride + a, sub.begin() + r * stride + z, uint16_t{0});
+    for (size_t r = 0; r < kSub; ++r) std::fill(h + r * stride + a, h + r * stride + z, uint16_t{0});
     done = end;
   }
 }
