@@ -3,6 +3,8 @@
 //   bench_calib_overhead MODEL --shape NAME=d0,d1,... [--samples N] [--threads T] [--methods LIST]
 // (--methods as `qtool calibrate --methods`; default minmax,percentile,entropy,mse)
 // Inputs are seeded random normal values. Prints one JSON line: wall and process CPU time per sample.
+#include <malloc.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -55,6 +57,10 @@ int main(int argc, char** argv) {
       shapes[s.substr(0, eq)] = dims;
     }
   }
+  // The allocator settings of the qtool process (apps/qtool/main.cc), so both passes run as `qtool run` and
+  // `qtool calibrate` do: activations are reused from the heap instead of fresh (page-faulting) mappings.
+  if (!std::getenv("MALLOC_MMAP_THRESHOLD_")) mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  if (!std::getenv("MALLOC_TRIM_THRESHOLD_")) mallopt(M_TRIM_THRESHOLD, 256 << 20);
   try {
     const onnxio::LoadedModel model = onnxio::load_model(model_path);
     const runtime::Session session(model, {.threads = threads});
