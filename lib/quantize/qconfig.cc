@@ -103,7 +103,7 @@ void check_dtype(const Ctx& ctx, DType d, SlotKind kind, const std::string& path
 TensorSettingsPatch parse_patch(const Ctx& ctx, const json& j, const std::string& path, SlotKind kind) {
   ctx.object(j, path,
              {"dtype", "symmetric", "granularity", "axis", "block_size", "narrow_range", "reduce_range", "method",
-              "rounding", "percentile", "range", "scale", "zero_point"});
+              "rounding", "percentile", "range", "scale", "zero_point", "shared_with_inputs"});
   TensorSettingsPatch p;
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();
@@ -155,6 +155,9 @@ TensorSettingsPatch parse_patch(const Ctx& ctx, const json& j, const std::string
       p.scale = s;
     } else if (k == "zero_point") {
       p.zero_point = ctx.integer(v, kp);
+    } else if (k == "shared_with_inputs") {
+      p.shared_with_inputs = ctx.boolean(v, kp);
+      if (kind != SlotKind::Output) ctx.fail(kp, "applies to \"output\" settings only (of a Concat)");
     }
   }
   if (p.scale.has_value() != p.zero_point.has_value())
@@ -228,6 +231,7 @@ void apply_patch(TensorSettings& s, const TensorSettingsPatch& p) {
   if (p.range) s.range = p.range;
   if (p.scale) s.scale = p.scale;
   if (p.zero_point) s.zero_point = p.zero_point;
+  if (p.shared_with_inputs) s.shared_with_inputs = *p.shared_with_inputs;
 }
 
 QConfig QConfig::parse(const std::string& json_text, const std::string& source) {

@@ -47,6 +47,7 @@ struct TensorSettingsPatch {
   std::optional<std::pair<double, double>> range;  // fixed [lo, hi], ignores calibration
   std::optional<double> scale;                     // fixed scale (with zero_point), e.g. Sigmoid 1/256
   std::optional<int64_t> zero_point;
+  std::optional<bool> shared_with_inputs;  // output slot of a Concat: inputs and output share one range
 };
 
 // A settings slot in a rule: absent (inherit), null (keep float) or a patch.
@@ -77,6 +78,7 @@ struct TensorSettings {
   std::optional<std::pair<double, double>> range;
   std::optional<double> scale;
   std::optional<int64_t> zero_point;
+  bool shared_with_inputs = false;
 };
 
 // What the mapping says about one node.

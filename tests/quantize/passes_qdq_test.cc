@@ -5,8 +5,8 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <fstream>
-#include <sstream>
 #include <random>
+#include <sstream>
 
 #include "onnx/tensor_proto.h"
 #include "quantize/graph.h"
@@ -299,4 +299,66 @@ TEST_CASE("qdq: a config asking a range method the calibration table did not rec
                         Catch::Contains("re-run qtool calibrate with --methods minmax,entropy"));
   onnx::ModelProto m2 = b.m;
   CHECK_NOTHROW(insert_qdq(m2, QConfig::builtin_default(), ranges));  // minmax is always there
+}
+
+TEST_CASE("qdq: Concat with output.shared_with_inputs gives inputs, output and pass-through sources one scale") {
+  // a -> Conv -> c ; c -> MaxPool -> m ; b -> Conv -> d ; Concat(m, d) -> cat -> Conv -> y
+  Builder b(13);
+  b.input("x", {1, 2, 6, 6});
+  b.init("w1", random_tensor({2, 2, 1, 1}, 41));
+  b.init("w2", random_tensor({2, 2, 1, 1}, 42));
+  b.init("w3", random_tensor({3, 4, 1, 1}, 43));
+  b.node("Conv", {"x", "w1"}, {"c"}, "conv1");
+  b.node("MaxPool", {"c"}, {"m"}, "pool");
+  b.node("Conv", {"x", "w2"}, {"d"}, "conv2");
+  b.node("Concat", {"m", "d"}, {"cat"}, "cat");
+  b.node("Conv", {"cat", "w3"}, {"y"}, "conv3");
+  b.output("y");
+  onnx::AttributeProto* axis = b.m.mutable_graph()->mutable_node(3)->add_attribute();
+  axis->set_name("axis");
+  axis->set_type(onnx::AttributeProto::INT);
+  axis->set_i(1);
+  onnx::AttributeProto* ks = b.m.mutable_graph()->mutable_node(1)->add_attribute();
+  ks->set_name("kernel_shape");
+  ks->set_type(onnx::AttributeProto::INTS);
+  ks->add_ints(1), ks->add_ints(1);
+  calib::CalibrationTable ranges;
+  for (const auto& [name, lo, hi] : std::vector<std::tuple<std::string, float, float>>{
+           {"x", -1, 1}, {"c", -2, 3}, {"m", -1.5f, 3}, {"d", -4, 2}, {"cat", -4, 3}, {"y", -5, 5}}) {
+    calib::TensorCalibration tc;
+    tc.minmax = calib::Range{lo, hi};
+    ranges.tensors[name] = tc;
+  }
+  const Tensor x = random_tensor({1, 2, 6, 6}, 44);
+  const Tensor before = run1(b.m, x);
+  const std::string base = R"({"format": "qtool-qconfig", "version": 1, "global": {
+      "activation": {"dtype": "uint8", "symmetric": false}, "weight": {"dtype": "int8", "symmetric": true}},
+      "op_types": {"Concat": CONCAT}})";
+  auto config = [&](const std::string& concat) {
+    std::string s = base;
+    s.replace(s.find("CONCAT"), 6, concat);
+    return QConfig::parse(s, "cfg.json");
+  };
+  auto scale = [](const onnx::ModelProto& m, const std::string& t) {
+    return Graph(const_cast<onnx::ModelProto&>(m)).initializer_tensor(t + "_scale").data<float>()[0];
+  };
+  onnx::ModelProto plain = b.m, shared = b.m;
+  insert_qdq(plain, config("{}"), ranges);
+  CHECK(scale(plain, "c") != scale(plain, "d"));  // each tensor its own range
+  const QdqReport rep = insert_qdq(shared, config(R"({"output": {"shared_with_inputs": true}})"), ranges);
+  // Union of c, m, d, cat: [-4, 3] -> scale 7/255 for all four (m keeps c's through the MaxPool).
+  for (const char* t : {"c", "m", "d", "cat"}) CHECK(scale(shared, t) == Approx(7.0 / 255));
+  bool noted = false;
+  for (const auto& e : rep.nodes) noted |= e.op_type == "Concat" && e.note.find("share one range") != std::string::npos;
+  CHECK(noted);
+  CHECK(max_diff(before, run1(shared, x)) < 0.1);
+  // Only a Concat may share; only in output settings.
+  onnx::ModelProto bad = b.m;
+  const std::string on_conv = R"({"format": "qtool-qconfig", "version": 1, "global": {
+      "activation": {"dtype": "uint8"}, "weight": {"dtype": "int8", "symmetric": true}},
+      "op_types": {"Conv": {"output": {"shared_with_inputs": true}}}})";
+  CHECK_THROWS_WITH(insert_qdq(bad, QConfig::parse(on_conv, "c.json"), ranges),
+                    Catch::Contains("shared_with_inputs: applies to Concat only"));
+  CHECK_THROWS_WITH(config(R"({"activation": {"shared_with_inputs": true}})"),
+                    Catch::Contains("$.op_types.Concat.activation.shared_with_inputs: applies to \"output\""));
 }
