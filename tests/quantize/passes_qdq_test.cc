@@ -115,6 +115,33 @@ TEST_CASE("passes: BatchNormalization folds into Conv and keeps the output name"
   CHECK(max_diff(before, run1(m, x)) < 1e-5);
 }
 
+TEST_CASE("passes: BatchNormalization folds into a grouped ConvTranspose") {
+  // 4 input channels, group 2, 3 output channels per group: W [4, 3, 2, 2], 6 output channels.
+  Builder b(13);
+  b.input("x", {1, 4, 5, 5});
+  b.init("w", random_tensor({4, 3, 2, 2}, 11));
+  b.init("cb", random_tensor({6}, 12));
+  b.init("g", random_tensor({6}, 13, 0.5f, 1.5f));
+  b.init("beta", random_tensor({6}, 14));
+  b.init("mean", random_tensor({6}, 15));
+  b.init("var", random_tensor({6}, 16, 0.1f, 2.0f));
+  onnx::NodeProto& ct = b.node("ConvTranspose", {"x", "w", "cb"}, {"c"});
+  attr_ints(ct, "strides", {2, 2});
+  auto* grp = ct.add_attribute();
+  grp->set_name("group");
+  grp->set_type(onnx::AttributeProto::INT);
+  grp->set_i(2);
+  b.node("BatchNormalization", {"c", "g", "beta", "mean", "var"}, {"y"});
+  b.output("y");
+  const Tensor x = random_tensor({1, 4, 5, 5}, 17);
+  const Tensor before = run1(b.m, x);
+  onnx::ModelProto m = b.m;
+  const PrepareReport r = prepare_model(m, 13);
+  CHECK(r.rewrites.at("fold_batchnorm") == 1);
+  CHECK(count_op(m, "BatchNormalization") == 0);
+  CHECK(max_diff(before, run1(m, x)) < 1e-5);
+}
+
 TEST_CASE("passes: opset 9 -> 13 converts Clip, Squeeze, Slice and Softmax and keeps results") {
   Builder b(9);
   b.input("x", {2, 1, 3, 5});
