@@ -2,7 +2,7 @@
 # Calibration benchmarks (prints figures; not a test):
 #   1. histogram update throughput in elements/s (bench_calib_observers), per backend and thread count;
 #   2. observer overhead: time per sample of the forward pass with and without observers on ppocrv4-det
-#      (bench_calib_overhead; target <= 25 %);
+#      (bench_calib_overhead; target <= 25 %), for --methods minmax, the default set, and all;
 #   3. peak RSS of `qtool calibrate` on ppocrv4-det with 10 and with 100 samples (target ratio <= 1.1).
 # Usage: bash scripts/bench_calib.sh [BUILD_DIR] (default build); THREADS=N, SHAPE=1,3,H,W to override.
 set -euo pipefail
@@ -21,8 +21,10 @@ cmake --build "$BUILD" -j2 --target qtool bench_calib_observers bench_calib_over
 echo "== histogram update throughput (16M normal values)"
 "$BUILD/tests/bench/bench_calib_observers" --threads "$THREADS" --repeat 5
 
-echo "== observer overhead on ppocrv4-det, input [$SHAPE], threads $THREADS"
-"$BUILD/tests/bench/bench_calib_overhead" "$MODEL" --shape "x=$SHAPE" --samples 10 --threads "$THREADS" | tee /tmp/bench_calib_overhead.json
+echo "== observer overhead on ppocrv4-det, input [$SHAPE], threads $THREADS, per set of recorded range methods"
+for methods in minmax minmax,percentile,entropy,mse all; do
+  "$BUILD/tests/bench/bench_calib_overhead" "$MODEL" --shape "x=$SHAPE" --samples 10 --threads "$THREADS" --methods "$methods"
+done
 
 echo "== peak RSS of qtool calibrate on ppocrv4-det, 10 vs 100 random samples"
 TMP="$(mktemp -d)"

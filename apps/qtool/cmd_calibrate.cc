@@ -22,6 +22,7 @@ struct CalibrateArgs {
   uint64_t seed = 0;
   int threads = 0;
   double percentile = calib::kDefaultPercentile;
+  std::string methods = calib::range_methods_str(calib::kDefaultRangeMethods);
   bool json = false;
 };
 
@@ -98,6 +99,7 @@ int run_calibrate(const CalibrateArgs& a) {
   calibrate_data_options(a.data, a.random, a.seed, a.shapes, o);
   o.batch_size = a.batch_size;
   o.threads = a.threads;
+  o.methods = calib::parse_range_methods(a.methods, "--methods");
   o.histogram_bins = a.bins;
   o.percentile = a.percentile;
   if (!a.config.empty()) o.target = calib::target_from_qconfig(a.config);
@@ -124,6 +126,9 @@ int run_calibrate(const CalibrateArgs& a) {
                         {"seconds", r.seconds},
                         {"samples_per_second", rate},
                         {"target_dtype", std::string(dtype_name(r.table.settings.target_dtype))}};
+    j["methods"] = nlohmann::json::array();
+    for (calib::RangeMethod m : r.table.settings.methods)
+      j["methods"].push_back(std::string(calib::range_method_name(m)));
     nlohmann::json nf = nlohmann::json::object();
     for (const calib::NonFiniteReport& n : r.non_finite) nf[n.tensor] = {{"nan", n.nan_count}, {"inf", n.inf_count}};
     j["non_finite"] = nf;
@@ -150,6 +155,10 @@ Action add_calibrate_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   sub->add_option("--seed", a->seed, "Seed for --random (default 0)");
   sub->add_option("--shape", a->shapes, "NAME=d0,d1,... input shape for --random where the model leaves dims open");
+  sub->add_option("--methods", a->methods,
+                  "Range methods to record, comma-separated: minmax percentile entropy mse torch_histogram, or all "
+                  "(default minmax,percentile,entropy,mse; torch_histogram runs PyTorch's order-dependent "
+                  "HistogramObserver as a second pass over every value)");
   sub->add_option("--histogram-bins", a->bins, "Histogram window in bins (default 8192: >= 2048 bins over any range)")
       ->check(CLI::Range(int64_t{16}, int64_t{1} << 20));
   sub->add_option("--percentile", a->percentile, "Percentile for the 'percentile' range (default 99.999)")

@@ -156,6 +156,7 @@ Action add_quantize_command(CLI::App& app) {
     if (samples) {
       calibrate_data_options(a->data, a->random, a->seed, a->shapes, o);
       o.threads = a->threads;
+      o.methods = cfg.range_methods();  // only the observers this config's ranges need
       if (!a->config.empty()) o.target = calib::target_from_qconfig(a->config);
     }
     if (!a->calib.empty()) {

@@ -113,6 +113,7 @@ CalibrateResult calibrate_model(const fs::path& model_path, const CalibrateOptio
     }
 
   CalibratorOptions copt;
+  copt.methods = options.methods;
   copt.histogram_bins = options.histogram_bins;
   copt.percentile = options.percentile;
   copt.target = options.target;

@@ -30,6 +30,7 @@ struct CalibrateOptions {
 
   int64_t batch_size = 1;
   int threads = 1;
+  RangeMethods methods = kDefaultRangeMethods;  // the ranges to record (minmax always)
   int64_t histogram_bins = kDefaultHistogramBins;
   double percentile = kDefaultPercentile;
   QuantTarget target;  // see target_from_qconfig

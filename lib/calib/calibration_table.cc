@@ -71,8 +71,10 @@ std::string calibration_to_json(const CalibrationTable& table) {
   o << "{\n  \"batch_size\": " << table.batch_size << ",\n  \"format\": \"" << kCalibrationFormat << "\",\n"
     << "  \"model\": " << quoted(table.model) << ",\n  \"model_sha256\": " << quoted(table.model_sha256) << ",\n"
     << "  \"samples\": " << table.samples << ",\n"
-    << "  \"settings\": {\"histogram_bins\": " << table.settings.histogram_bins
-    << ", \"percentile\": " << num(table.settings.percentile, "%.9g")
+    << "  \"settings\": {\"histogram_bins\": " << table.settings.histogram_bins << ", \"methods\": [";
+  for (RangeMethod m : table.settings.methods)
+    o << (m == *table.settings.methods.begin() ? "" : ", ") << "\"" << range_method_name(m) << "\"";
+  o << "], \"percentile\": " << num(table.settings.percentile, "%.9g")
     << ", \"target_dtype\": " << quoted(std::string(dtype_name(table.settings.target_dtype))) << "},\n"
     << "  \"tensors\": {";
   bool first = true;
@@ -228,6 +230,19 @@ CalibrationTable calibration_from_json(const std::string& text, const std::strin
   const json& s = r.object(doc, "", "settings");
   t.settings.histogram_bins = r.integer(r.field(s, "settings", "histogram_bins"), "settings.histogram_bins", 1);
   t.settings.percentile = r.number(r.field(s, "settings", "percentile"), "settings.percentile");
+  t.settings.methods = {std::begin(kRangeMethods),
+                        std::end(kRangeMethods)};  // what version-1 files without the key held
+  if (s.contains("methods")) {
+    const json& ms = s["methods"];
+    if (!ms.is_array()) r.fail("settings.methods", "expected an array of range method names");
+    t.settings.methods.clear();
+    for (size_t i = 0; i < ms.size(); ++i) {
+      const std::string mp = "settings.methods[" + std::to_string(i) + "]";
+      const auto m = range_method_from_name(r.string(ms[i], mp));
+      if (!m) r.fail(mp, "unknown range method (known: minmax, percentile, entropy, mse, torch_histogram)");
+      t.settings.methods.insert(*m);
+    }
+  }
   const std::string dt = r.string(r.field(s, "settings", "target_dtype"), "settings.target_dtype");
   const auto target = dtype_from_name(dt);
   if (!target) r.fail("settings.target_dtype", "unknown dtype '" + dt + "'");

@@ -4,20 +4,22 @@
 // {
 //   "format": "qtool-calibration", "version": 1,
 //   "model": "file name", "model_sha256": "hex", "samples": 6, "batch_size": 1,
-//   "settings": {"histogram_bins": 8192, "percentile": 99.999, "target_dtype": "uint8"},
+//   "settings": {"histogram_bins": 8192, "methods": ["minmax", "percentile", "entropy", "mse"],
+//                "percentile": 99.999, "target_dtype": "uint8"},
 //   "tensors": {
 //     "<tensor name>": {
 //       "dtype": "float", "shape": [1,32,112,112], "count": 2408448, "nan_count": 0, "inf_count": 0,
 //       "min": -1.0, "max": 2.0,
 //       "histogram": {"min": -1.0, "max": 2.0, "counts": [ ... ]},
-//       "ranges": {"minmax": [lo, hi], "percentile": [lo, hi], "entropy": [lo, hi], "mse": [lo, hi],
-//                  "torch_histogram": [lo, hi]}
+//       "ranges": {"minmax": [lo, hi], "percentile": [lo, hi], "entropy": [lo, hi], "mse": [lo, hi]}
 //     }
 //   }
 // }
 // count = finite values seen; min/max over them (absent, with "histogram" and "ranges", when a tensor never
 // had a finite value). shape = the tensor's shape in the last run (batch dim included).
-// histogram = uniform bins between its min and max edges (see calib/histogram.h).
+// histogram = uniform bins between its min and max edges (see calib/histogram.h), present when a recorded
+// method needs it (percentile, entropy, mse); ranges = one [lo, hi] per recorded method (settings.methods;
+// "torch_histogram" only when asked for).
 #pragma once
 
 #include <cstdint>
@@ -35,6 +37,9 @@
 namespace qtool::calib {
 
 struct CalibrationSettings {
+  // The range methods recorded for every tensor with data. Absent from files of earlier qtool versions,
+  // which recorded all five: read as all five.
+  RangeMethods methods = kDefaultRangeMethods;
   int64_t histogram_bins = 8192;
   double percentile = kDefaultPercentile;
   DType target_dtype = DType::UInt8;

@@ -9,13 +9,20 @@
 namespace qtool::calib {
 
 Calibrator::Calibrator(CalibratorOptions options) : options_(options) {
+  options_.methods.insert(RangeMethod::MinMax);
   if (options_.histogram_bins < 16) throw UsageError("--histogram-bins must be at least 16");
   if (!(options_.percentile > 0 && options_.percentile <= 100)) throw UsageError("--percentile must be in (0, 100]");
 }
 
 Calibrator::TensorState& Calibrator::state(const std::string& name, DType dtype) {
   auto it = tensors_.find(name);
-  if (it == tensors_.end()) it = tensors_.emplace(name, std::make_unique<TensorState>(options_.histogram_bins)).first;
+  if (it == tensors_.end()) {
+    auto s = std::make_unique<TensorState>();
+    if (std::any_of(options_.methods.begin(), options_.methods.end(), needs_histogram))
+      s->histogram.emplace(options_.histogram_bins);
+    if (options_.methods.count(RangeMethod::TorchHistogram)) s->torch_histogram.emplace();
+    it = tensors_.emplace(name, std::move(s)).first;
+  }
   it->second->dtype = dtype;
   return *it->second;
 }
@@ -35,22 +42,27 @@ void Calibrator::observe(const std::string& name, const Tensor& value) {
     values = converted;
   }
   const Batch batch = Batch::make(values, value.shape(), options_.exec);
+  s.count += batch.summary.count - batch.summary.nan_count - batch.summary.inf_count;
   s.nan_count += batch.summary.nan_count;
   s.inf_count += batch.summary.inf_count;
   s.minmax.observe(batch, options_.exec);
-  s.histogram.observe(batch, options_.exec);
-  s.torch_histogram.observe(batch, options_.exec);
+  if (s.histogram) s.histogram->observe(batch, options_.exec);
+  if (s.torch_histogram) s.torch_histogram->observe(batch, options_.exec);
 }
 
 void Calibrator::merge(const Calibrator& other) {
   for (const auto& [name, o] : other.tensors_) {
     TensorState& s = state(name, o->dtype);
     s.shape = o->shape;
+    if (s.histogram.has_value() != o->histogram.has_value() ||
+        s.torch_histogram.has_value() != o->torch_histogram.has_value())
+      throw InternalError("calibrator: merging shards that recorded different range methods");
+    s.count += o->count;
     s.nan_count += o->nan_count;
     s.inf_count += o->inf_count;
     s.minmax.merge(o->minmax);
-    s.histogram.merge(o->histogram);
-    s.torch_histogram.merge(o->torch_histogram);
+    if (s.histogram) s.histogram->merge(*o->histogram);
+    if (s.torch_histogram) s.torch_histogram->merge(*o->torch_histogram);
   }
 }
 
@@ -64,21 +76,24 @@ std::vector<NonFiniteReport> Calibrator::non_finite() const {
 void Calibrator::select_ranges(const TensorState& s, TensorCalibration& t, int dst_bits) const {
   t.dtype = s.dtype;
   t.shape = s.shape;
-  t.count = s.histogram.count();
+  t.count = s.count;
   t.nan_count = s.nan_count;
   t.inf_count = s.inf_count;
   if (!s.minmax.has_data()) return;
   t.minmax = s.minmax.range();
-  t.histogram = s.histogram.histogram();
   t.ranges[RangeMethod::MinMax] = *t.minmax;
-  t.ranges[RangeMethod::Percentile] = select_percentile(t.histogram, options_.percentile);
-  t.ranges[RangeMethod::Entropy] = select_entropy(t.histogram, options_.target, 1);
-  t.ranges[RangeMethod::Mse] = select_mse(t.histogram, options_.target, 1);
-  t.ranges[RangeMethod::TorchHistogram] = s.torch_histogram.range(dst_bits);
+  if (s.histogram) t.histogram = s.histogram->histogram();
+  const auto& m = options_.methods;
+  if (m.count(RangeMethod::Percentile))
+    t.ranges[RangeMethod::Percentile] = select_percentile(t.histogram, options_.percentile);
+  if (m.count(RangeMethod::Entropy)) t.ranges[RangeMethod::Entropy] = select_entropy(t.histogram, options_.target, 1);
+  if (m.count(RangeMethod::Mse)) t.ranges[RangeMethod::Mse] = select_mse(t.histogram, options_.target, 1);
+  if (s.torch_histogram) t.ranges[RangeMethod::TorchHistogram] = s.torch_histogram->range(dst_bits);
 }
 
 CalibrationTable Calibrator::finish() const {
   CalibrationTable table;
+  table.settings.methods = options_.methods;
   table.settings.histogram_bins = options_.histogram_bins;
   table.settings.percentile = options_.percentile;
   table.settings.target_dtype = options_.target.dtype;

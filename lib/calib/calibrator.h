@@ -1,13 +1,15 @@
 // Calibrator: the per-tensor observers of a calibration run, and the table they produce.
 //
-// For every float tensor it is shown (by name, batch after batch) it keeps a min/max, the order-independent
-// histogram (calib/histogram_observer.h) and PyTorch's histogram (calib/torch_histogram_observer.h), and counts
-// NaN and ±inf values (excluded from all of them). finish() selects every range of calib/range_select.h.
+// For every float tensor it is shown (by name, batch after batch) it keeps a min/max, and, when the recorded
+// methods need them, the order-independent histogram (calib/histogram_observer.h) and PyTorch's histogram
+// (calib/torch_histogram_observer.h); it counts NaN and ±inf values (excluded from all of them). finish()
+// selects the ranges of options.methods (calib/range_select.h).
 // State per tensor is fixed (about 80 KB with default settings), whatever the number of samples.
 #pragma once
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,9 @@
 namespace qtool::calib {
 
 struct CalibratorOptions {
+  // The ranges to record; each observer runs only when a method needs it (minmax: always; the order-independent
+  // histogram: percentile, entropy, mse; PyTorch's histogram: torch_histogram).
+  RangeMethods methods = kDefaultRangeMethods;
   int64_t histogram_bins = kDefaultHistogramBins;
   double percentile = kDefaultPercentile;
   QuantTarget target;
@@ -55,11 +60,10 @@ class Calibrator {
   struct TensorState {
     DType dtype = DType::Float32;
     Shape shape;
-    int64_t nan_count = 0, inf_count = 0;
+    int64_t count = 0, nan_count = 0, inf_count = 0;  // finite, NaN, ±inf values
     MinMaxObserver minmax;
-    HistogramObserver histogram;
-    TorchHistogramObserver torch_histogram;
-    explicit TensorState(int64_t bins) : histogram(bins) {}
+    std::optional<HistogramObserver> histogram;
+    std::optional<TorchHistogramObserver> torch_histogram;
   };
   TensorState& state(const std::string& name, DType dtype);
   void select_ranges(const TensorState& s, TensorCalibration& t, int dst_bits) const;

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <optional>
+#include <set>
+#include <string>
 #include <string_view>
 
 #include "calib/histogram.h"
@@ -18,6 +20,18 @@ inline constexpr RangeMethod kRangeMethods[] = {RangeMethod::MinMax, RangeMethod
                                                 RangeMethod::Mse, RangeMethod::TorchHistogram};
 std::string_view range_method_name(RangeMethod m);  // "minmax", "percentile", "entropy", "mse", "torch_histogram"
 std::optional<RangeMethod> range_method_from_name(std::string_view name);
+
+// A set of range methods (what a calibration run records). minmax is always part of a run.
+using RangeMethods = std::set<RangeMethod>;
+// What `qtool calibrate` records unless told otherwise: every method of the order-independent histogram.
+// torch_histogram (PyTorch's own, order-dependent histogram: a second pass over every value) is opt-in.
+inline const RangeMethods kDefaultRangeMethods = {RangeMethod::MinMax, RangeMethod::Percentile, RangeMethod::Entropy,
+                                                  RangeMethod::Mse};
+// True when a method needs the order-independent histogram (percentile, entropy, mse).
+bool needs_histogram(RangeMethod m);
+// "minmax,percentile" (file order); parse: BadInputError naming `what` and the unknown name.
+std::string range_methods_str(const RangeMethods& methods);
+RangeMethods parse_range_methods(std::string_view list, const std::string& what);
 
 // What the range will be quantized to. Integer dtypes use their qmin..qmax from the dtype table.
 struct QuantTarget {

@@ -104,7 +104,7 @@ void check_dtype(const Ctx& ctx, DType d, SlotKind kind, const std::string& path
 TensorSettingsPatch parse_patch(const Ctx& ctx, const json& j, const std::string& path, SlotKind kind) {
   ctx.object(j, path,
              {"dtype", "symmetric", "granularity", "axis", "block_size", "narrow_range", "reduce_range", "method",
-              "rounding", "percentile", "range", "scale", "zero_point"});
+              "rounding", "percentile", "range", "scale", "zero_point", "shared_with_inputs"});
   TensorSettingsPatch p;
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();
@@ -156,6 +156,9 @@ TensorSettingsPatch parse_patch(const Ctx& ctx, const json& j, const std::string
       p.scale = s;
     } else if (k == "zero_point") {
       p.zero_point = ctx.integer(v, kp);
+    } else if (k == "shared_with_inputs") {
+      p.shared_with_inputs = ctx.boolean(v, kp);
+      if (kind != SlotKind::Output) ctx.fail(kp, "applies to \"output\" settings only (of a Concat)");
     }
   }
   if (p.scale.has_value() != p.zero_point.has_value())
@@ -229,6 +232,7 @@ void apply_patch(TensorSettings& s, const TensorSettingsPatch& p) {
   if (p.range) s.range = p.range;
   if (p.scale) s.scale = p.scale;
   if (p.zero_point) s.zero_point = p.zero_point;
+  if (p.shared_with_inputs) s.shared_with_inputs = *p.shared_with_inputs;
 }
 
 QConfig QConfig::parse(const std::string& json_text, const std::string& source) {
@@ -391,6 +395,23 @@ NodeQuant QConfig::resolve(const std::string& node_name, const std::string& op_t
     nq.output = out;
   }
   return nq;
+}
+
+calib::RangeMethods QConfig::range_methods() const {
+  calib::RangeMethods out{RangeMethod::MinMax};
+  auto slot = [&](const SettingsSlot& s) {
+    if (s.present && !s.is_null && s.patch.method) out.insert(*s.patch.method);
+  };
+  auto rule = [&](const Rule& r) {
+    for (const SettingsSlot* s : {&r.activation, &r.weight, &r.bias, &r.output}) slot(*s);
+  };
+  rule(global_);
+  for (const auto& [name, r] : op_types_) rule(r);
+  if (op_types_default_) rule(*op_types_default_);
+  for (const RegexRule& r : regex_rules_) rule(r.rule);
+  for (const auto& [name, r] : node_names_) rule(r);
+  for (const auto& [name, s] : tensors_) slot(s);
+  return out;
 }
 
 const SettingsSlot* QConfig::tensor_override(const std::string& tensor_name) const {

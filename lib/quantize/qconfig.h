@@ -47,6 +47,7 @@ struct TensorSettingsPatch {
   std::optional<std::pair<double, double>> range;  // fixed [lo, hi], ignores calibration
   std::optional<double> scale;                     // fixed scale (with zero_point), e.g. Sigmoid 1/256
   std::optional<int64_t> zero_point;
+  std::optional<bool> shared_with_inputs;  // output slot of a Concat: inputs and output share one range
 };
 
 // A settings slot in a rule: absent (inherit), null (keep float) or a patch.
@@ -77,6 +78,7 @@ struct TensorSettings {
   std::optional<std::pair<double, double>> range;
   std::optional<double> scale;
   std::optional<int64_t> zero_point;
+  bool shared_with_inputs = false;
 };
 
 // What the mapping says about one node.
@@ -121,6 +123,8 @@ class QConfig {
   void set_accuracy_guard(const AccuracyGuardSettings& g) { guard_ = g; }
   // This config with `names` (activations or weights) kept float, as "tensors": {name: null} would.
   QConfig with_float_tensors(const std::vector<std::string>& names) const;
+  // The range methods the rules can ask of a calibration table (minmax included: it is the default).
+  calib::RangeMethods range_methods() const;
 
   const std::string& source() const { return source_; }
   const std::string& name() const { return name_; }

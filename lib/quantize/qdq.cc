@@ -30,6 +30,7 @@ class QdqBuilder {
     for (int i = 0; i < n; ++i) nq_[i] = cfg_.resolve(g_.node(i).name(), g_.node(i).op_type());
     fused_.assign(static_cast<size_t>(n), false);
     report_.nodes.resize(static_cast<size_t>(n));
+    plan_shared_ranges();
     for (int i = 0; i < n; ++i) plan_node(i);
     emit();
     return std::move(report_);
@@ -45,6 +46,62 @@ class QdqBuilder {
     for (const auto& in : g_.proto().input()) tensors.push_back(in.name());
     for (const auto& t : g_.proto().initializer()) tensors.push_back(t.name());
     cfg_.check_names(nodes, tensors);
+  }
+
+  // Concat nodes whose output settings say shared_with_inputs: their output, their activation inputs and every
+  // tensor linked to those through quantized pass-through ops (which keep their input's parameters) get one
+  // range, the union of the members' calibrated ranges (the Concat's method), so that they share one scale and
+  // zero point and the Concat copies integers instead of requantizing each input. Members that a rule gives a
+  // fixed range or scale keep it (and then do not share).
+  void plan_shared_ranges() {
+    std::map<std::string, std::string> parent;
+    const auto find = [&](std::string t) {
+      while (parent.count(t) && parent[t] != t) t = parent[t] = parent[parent[t]];
+      return t;
+    };
+    const auto unite = [&](const std::string& a, const std::string& b) {
+      parent.emplace(a, a), parent.emplace(b, b);
+      parent[find(a)] = find(b);
+    };
+    std::vector<std::pair<std::string, RangeMethod>> concats;  // output, method
+    for (int i = 0; i < g_.node_count(); ++i) {
+      const auto& n = g_.node(i);
+      const NodeQuant& q = nq_[i];
+      if (!q.quantized || !q.output || !q.output->shared_with_inputs) continue;
+      if (n.op_type() != "Concat")
+        throw BadInputError(cfg_.source() + ": " + (q.applied.empty() ? std::string("$") : q.applied.back()) +
+                            ".output.shared_with_inputs: applies to Concat only, but node '" + n.name() + "' is " +
+                            n.op_type());
+      for (const auto& in : n.input())
+        if (!in.empty() && !g_.is_initializer(in)) unite(in, n.output(0));
+      concats.emplace_back(n.output(0), q.output->method);
+    }
+    if (concats.empty()) return;
+    for (int i = 0; i < g_.node_count(); ++i) {
+      const auto& n = g_.node(i);
+      if (nq_[i].quantized && nq_[i].activation && op_role(n, &g_).kind == OpKind::PassThrough && n.input_size())
+        for (const auto& out : n.output())
+          if (!out.empty() && (parent.count(out) || parent.count(n.input(0)))) unite(n.input(0), out);
+    }
+    // Pass-through links found later can join groups found earlier: one more sweep settles chains of them.
+    for (int i = 0; i < g_.node_count(); ++i) {
+      const auto& n = g_.node(i);
+      if (nq_[i].quantized && nq_[i].activation && op_role(n, &g_).kind == OpKind::PassThrough && n.input_size())
+        for (const auto& out : n.output())
+          if (!out.empty() && (parent.count(out) || parent.count(n.input(0)))) unite(n.input(0), out);
+    }
+    std::map<std::string, RangeMethod> method_of;  // group root -> the Concat's method
+    for (const auto& [out, method] : concats) method_of.emplace(find(out), method);
+    std::map<std::string, std::pair<double, double>> range_of_group;
+    for (const auto& [t, unused] : parent) {
+      const std::string root = find(t);
+      const auto r = range_of(t, method_of.at(root));
+      if (!r) continue;
+      auto [it, fresh] = range_of_group.emplace(root, *r);
+      if (!fresh) it->second = {std::min(it->second.first, r->first), std::max(it->second.second, r->second)};
+    }
+    for (const auto& [t, unused] : parent)
+      if (auto it = range_of_group.find(find(t)); it != range_of_group.end()) shared_range_[t] = it->second;
   }
 
   // Settings for an activation tensor after the tensor-level override; nullopt = keep it float.
@@ -63,6 +120,8 @@ class QdqBuilder {
       return fixed_params(*s->scale, *s->zero_point, s->dtype);
     }
     std::optional<std::pair<double, double>> r = s->range;
+    if (!r)
+      if (auto it = shared_range_.find(t); it != shared_range_.end()) r = it->second;
     if (!r) {
       r = range_of(t, s->method);
       if (!r) return std::nullopt;
@@ -76,13 +135,19 @@ class QdqBuilder {
     return params_from_range(r->first, r->second, *s);
   }
 
-  // The calibrated range of `t` for `method` (min/max when the file lacks that method); nullopt if none.
+  // The calibrated range of `t` for `method`; nullopt when the table has no finite value of `t`.
+  // BadInputError when the table has data for `t` but did not record `method` (no silent fallback).
   std::optional<std::pair<double, double>> range_of(const std::string& t, RangeMethod method) const {
     const calib::TensorCalibration* c = ranges_.find(t);
-    if (!c) return std::nullopt;
+    if (!c || !c->minmax) return std::nullopt;
     if (auto it = c->ranges.find(method); it != c->ranges.end()) return std::make_pair(it->second.lo, it->second.hi);
-    if (c->minmax) return std::make_pair(c->minmax->lo, c->minmax->hi);
-    return std::nullopt;
+    if (method == RangeMethod::MinMax) return std::make_pair(c->minmax->lo, c->minmax->hi);
+    calib::RangeMethods wanted = ranges_.settings.methods;
+    wanted.insert(method);
+    throw BadInputError("the calibration table has no '" + std::string(calib::range_method_name(method)) +
+                        "' range for tensor '" + t + "' (it recorded " +
+                        calib::range_methods_str(ranges_.settings.methods) +
+                        "): re-run qtool calibrate with --methods " + calib::range_methods_str(wanted));
   }
 
   bool is_const_clamp(int c) const {
@@ -290,6 +355,10 @@ class QdqBuilder {
         }
       }
     }
+    if (q.output && q.output->shared_with_inputs && shared_range_.count(node.output(0))) {
+      const auto [lo, hi] = shared_range_.at(node.output(0));
+      e.note = "inputs and output share one range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+    }
     e.quantized = true;
   }
 
@@ -433,6 +502,7 @@ class QdqBuilder {
   std::map<std::string, ActQ> act_;
   std::vector<std::string> act_order_;
   std::map<int, std::string> clamp_inputs_;
+  std::map<std::string, std::pair<double, double>> shared_range_;  // see plan_shared_ranges
   QdqReport report_;
 };
 

@@ -1,7 +1,10 @@
 // Observer overhead of calibration: time per sample of the plain forward pass (the interpreter as `qtool run`
 // uses it) against the same runs with every float tensor observed by a Calibrator (as `qtool calibrate`).
-//   bench_calib_overhead MODEL --shape NAME=d0,d1,... [--samples N] [--threads T]
+//   bench_calib_overhead MODEL --shape NAME=d0,d1,... [--samples N] [--threads T] [--methods LIST]
+// (--methods as `qtool calibrate --methods`; default minmax,percentile,entropy,mse)
 // Inputs are seeded random normal values. Prints one JSON line: wall and process CPU time per sample.
+#include <malloc.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -33,10 +36,13 @@ int main(int argc, char** argv) {
   const std::string model_path = argv[1];
   int64_t samples = 5;
   int threads = 0;
+  std::string methods = "minmax,percentile,entropy,mse";
   std::map<std::string, Shape> shapes;
   for (int i = 2; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--samples"))
       samples = std::atoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--methods"))
+      methods = argv[i + 1];
     else if (!std::strcmp(argv[i], "--threads"))
       threads = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--shape")) {
@@ -51,6 +57,10 @@ int main(int argc, char** argv) {
       shapes[s.substr(0, eq)] = dims;
     }
   }
+  // The allocator settings of the qtool process (apps/qtool/main.cc), so both passes run as `qtool run` and
+  // `qtool calibrate` do: activations are reused from the heap instead of fresh (page-faulting) mappings.
+  if (!std::getenv("MALLOC_MMAP_THRESHOLD_")) mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  if (!std::getenv("MALLOC_TRIM_THRESHOLD_")) mallopt(M_TRIM_THRESHOLD, 256 << 20);
   try {
     const onnxio::LoadedModel model = onnxio::load_model(model_path);
     const runtime::Session session(model, {.threads = threads});
@@ -58,6 +68,7 @@ int main(int argc, char** argv) {
     auto source = calib::open_random(inputs, samples, 0, shapes);
     calib::CalibratorOptions copt;
     copt.exec.threads = session.threads();
+    copt.methods = calib::parse_range_methods(methods, "--methods");
     calib::Calibrator calibrator(copt);
     runtime::RunOptions observed;
     observed.tap = [&](const std::string& name, const Tensor& v) { calibrator.observe(name, v); };
@@ -83,10 +94,10 @@ int main(int argc, char** argv) {
     const calib::CalibrationTable table = calibrator.finish();
     const double finish = std::chrono::duration<double>(std::chrono::steady_clock::now() - t3).count();
     std::printf(
-        "{\"model\": \"%s\", \"samples\": %lld, \"threads\": %d, \"tensors\": %zu, \"plain_s_per_sample\": %.6f, "
+        "{\"model\": \"%s\", \"methods\": \"%s\", \"samples\": %lld, \"threads\": %d, \"tensors\": %zu, \"plain_s_per_sample\": %.6f, "
         "\"observed_s_per_sample\": %.6f, \"overhead\": %.4f, \"plain_cpu_s_per_sample\": %.6f, "
         "\"observed_cpu_s_per_sample\": %.6f, \"cpu_overhead\": %.4f, \"finish_s\": %.4f}\n",
-        model_path.c_str(), static_cast<long long>(samples), session.threads(), table.tensors.size(),
+        model_path.c_str(), calib::range_methods_str(copt.methods).c_str(), static_cast<long long>(samples), session.threads(), table.tensors.size(),
         plain / double(samples), with_observers / double(samples), with_observers / plain - 1.0,
         plain_cpu / double(samples), observed_cpu / double(samples), observed_cpu / plain_cpu - 1.0, finish);
   } catch (const std::exception& e) {

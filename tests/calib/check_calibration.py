@@ -5,7 +5,8 @@
 
 Checks: exit code 0; the file's schema; model_sha256 = the model's SHA-256; every float activation of the
 model (graph inputs and outputs of every non-Constant node whose type ONNX shape inference knows to be float)
-has an entry; per entry, histogram total = count, min/max = the histogram's data range and every range within
+has an entry; per entry, exactly the range methods asked (--methods; settings.methods says them), histogram total
+= count (when a method needs the histogram, and no histogram otherwise), min/max = the histogram's data range and every range within
 [min, max]; with --reference, each graph output's min/max equals that of ONNX Runtime's output (.npy files).
 """
 import argparse
@@ -19,7 +20,9 @@ import numpy as np
 import onnx
 
 FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE, onnx.TensorProto.BFLOAT16}
-METHODS = ["entropy", "minmax", "mse", "percentile", "torch_histogram"]
+ALL_METHODS = ["minmax", "percentile", "entropy", "mse", "torch_histogram"]
+DEFAULT_METHODS = ["minmax", "percentile", "entropy", "mse"]
+HISTOGRAM_METHODS = {"percentile", "entropy", "mse"}
 
 
 def fail(msg):
@@ -97,6 +100,15 @@ def main():
     if a.samples is not None and doc["samples"] != a.samples:
         fail("samples %d, expected %d" % (doc["samples"], a.samples))
     tensors = doc["tensors"]
+    args = argv[split + 1:]
+    asked = args[args.index("--methods") + 1] if "--methods" in args else None
+    want = (ALL_METHODS if asked == "all" else
+            [m for m in ALL_METHODS if m == "minmax" or m in asked.split(",")] if asked else DEFAULT_METHODS)
+    if doc["settings"]["methods"] != want:
+        fail("settings.methods %s, expected %s" % (doc["settings"]["methods"], want))
+    if summary["methods"] != want:
+        fail("--json methods %s, expected %s" % (summary["methods"], want))
+    with_histogram = bool(HISTOGRAM_METHODS & set(want))
 
     model = onnx.load(a.model, load_external_data=False)
     expected, unknown = float_activations(model)
@@ -114,6 +126,14 @@ def main():
         where = "tensors[%r]" % name
         if t["count"] == 0:
             continue
+        if sorted(t["ranges"]) != sorted(want):
+            fail("%s: ranges %s, expected %s" % (where, sorted(t["ranges"]), want))
+        if t["ranges"]["minmax"] != [t["min"], t["max"]]:
+            fail("%s: minmax range != [min, max]" % where)
+        if "histogram" in t and not with_histogram:
+            fail("%s: a histogram, though no recorded method needs one" % where)
+        if not with_histogram:
+            continue
         h = t["histogram"]
         counts = h["counts"]
         if sum(counts) != t["count"]:
@@ -124,15 +144,11 @@ def main():
             fail("%s: min/max %r %r not in the first/last histogram bin [%r, %r]" % (where, t["min"], t["max"], h["min"], h["max"]))
         if counts[0] == 0 or counts[-1] == 0:
             fail("%s: histogram not trimmed to occupied bins" % where)
-        if sorted(t["ranges"]) != METHODS:
-            fail("%s: ranges %s" % (where, sorted(t["ranges"])))
         for m, (lo, hi) in t["ranges"].items():
             # PyTorch relaxes its histogram's max by less than (max - min) / upsample_rate (128) per batch.
             slack = (t["max"] - t["min"]) * summary["runs"] / 128.0 if m == "torch_histogram" else 0.0
             if not (t["min"] - slack <= lo <= hi <= t["max"] + slack):
                 fail("%s.ranges.%s: [%r, %r] not inside [min, max] = [%r, %r]" % (where, m, lo, hi, t["min"], t["max"]))
-        if t["ranges"]["minmax"] != [t["min"], t["max"]]:
-            fail("%s: minmax range != [min, max]" % where)
 
     if a.reference:  # "--reference=" (empty) means none
         checked = 0

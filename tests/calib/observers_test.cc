@@ -106,8 +106,9 @@ std::vector<std::vector<float>> six_samples() {
 }
 
 CalibrationTable calibrate(const std::vector<std::vector<float>>& samples, const std::vector<size_t>& order,
-                           size_t batch, int threads) {
+                           size_t batch, int threads, const RangeMethods& methods = kDefaultRangeMethods) {
   CalibratorOptions opt;
+  opt.methods = methods;
   opt.exec = {&cpu_backend(), threads};
   Calibrator cal(opt);
   for (size_t b = 0; b < order.size(); b += batch) {
@@ -343,7 +344,8 @@ TEST_CASE("calibration file: deterministic bytes, round trip, errors name the JS
   CHECK(x.shape == Shape{2, 3, 16, 16});
   CHECK(x.histogram.counts == t.at("x").histogram.counts);
   CHECK(x.histogram.lo == t.at("x").histogram.lo);
-  CHECK(x.ranges.size() == 5);
+  CHECK(x.ranges.size() == 4);
+  CHECK(back.settings.methods == kDefaultRangeMethods);
   for (const auto& [m, r] : t.at("x").ranges) CHECK(x.ranges.at(m) == r);
   // Ranges re-selected from the read histogram equal the written ones.
   CHECK(select_percentile(x.histogram, back.settings.percentile) == x.ranges.at(RangeMethod::Percentile));
@@ -370,7 +372,9 @@ TEST_CASE("calibration file: deterministic bytes, round trip, errors name the JS
   expect_error(replaced("\"samples\": 6", "\"samples\": -1"), "c.json: samples");
   expect_error(replaced("\"nan_count\": 2", "\"nan_count\": \"2\""), "tensors[\"x\"].nan_count: expected an integer");
   expect_error(replaced("\"mse\": [", "\"mse\": [1e9, "), "tensors[\"x\"].ranges.mse");
-  expect_error(replaced("\"entropy\"", "\"kl\""), "tensors[\"x\"].ranges.kl: unknown range method");
+  expect_error(replaced("\"entropy\": [", "\"kl\": ["), "tensors[\"x\"].ranges.kl: unknown range method");
+  expect_error(replaced("\"entropy\", ", "\"kl\", "), "settings.methods[2]: unknown range method");
+  expect_error(replaced("\"methods\": [", "\"methods\": [3, "), "settings.methods[0]: expected a string");
   expect_error(replaced("\"dtype\": \"float\"", "\"dtype\": \"int8\""), "tensors[\"x\"].dtype");
   expect_error(replaced("\"target_dtype\": \"uint8\"", "\"target_dtype\": \"u9\""), "settings.target_dtype");
   expect_error(text.substr(0, text.size() / 2), "c.json: not valid JSON");
@@ -406,4 +410,42 @@ TEST_CASE("range selection on one-signed data far from 0 stays small and inside 
   const Range e = select_entropy(hn, {DType::Int8, true});
   CHECK(e.lo >= hn.data_min);
   CHECK(e.hi == hn.data_max);
+}
+
+TEST_CASE("calibrator records only the asked range methods, and the file says which") {
+  const auto samples = six_samples();
+  const std::vector<size_t> order{0, 1, 2, 3, 4, 5};
+  const CalibrationTable minmax = calibrate(samples, order, 2, 1, {RangeMethod::MinMax});
+  const TensorCalibration& m = minmax.at("x");
+  CHECK(m.histogram.empty());  // no method needed the histogram: it never ran
+  REQUIRE(m.ranges.size() == 1);
+  CHECK(m.ranges.at(RangeMethod::MinMax) == *m.minmax);
+  CHECK(m.count == 6 * 3 * 16 * 16 - 2 - 2);  // every finite value counted without a histogram (2 NaN, 2 inf)
+
+  const RangeMethods all(std::begin(kRangeMethods), std::end(kRangeMethods));
+  const CalibrationTable full = calibrate(samples, order, 2, 1, all);
+  const CalibrationTable dflt = calibrate(samples, order, 2, 1);
+  CHECK(full.at("x").ranges.size() == 5);
+  // Adding torch_histogram changes nothing else; dropping histogram methods keeps min/max and counts.
+  for (const auto& [method, r] : dflt.at("x").ranges) CHECK(full.at("x").ranges.at(method) == r);
+  CHECK(full.at("x").histogram.counts == dflt.at("x").histogram.counts);
+  CHECK(m.minmax == dflt.at("x").minmax);
+  CHECK(m.count == dflt.at("x").count);
+
+  CalibrationTable t = minmax;
+  const CalibrationTable back = calibration_from_json(calibration_to_json(t), "m.json");
+  CHECK(back.settings.methods == RangeMethods{RangeMethod::MinMax});
+  CHECK(calibration_to_json(back) == calibration_to_json(t));
+  // Files written before settings.methods existed recorded all five methods.
+  std::string old = calibration_to_json(dflt);
+  const size_t a = old.find("\"methods\": ["), b = old.find("], ", a);
+  REQUIRE(a != std::string::npos);
+  old.erase(a, b + 3 - a);
+  CHECK(calibration_from_json(old, "old.json").settings.methods == all);
+
+  CHECK(parse_range_methods("percentile,entropy", "--methods") ==
+        RangeMethods{RangeMethod::MinMax, RangeMethod::Percentile, RangeMethod::Entropy});
+  CHECK(parse_range_methods("all", "--methods") == all);
+  CHECK_THROWS_WITH(parse_range_methods("minmax,kl", "--methods"),
+                    Catch::Contains("--methods: unknown range method 'kl'"));
 }

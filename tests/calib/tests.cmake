@@ -15,7 +15,7 @@ endfunction()
 
 qtool_calibrate_test(mobilenetv2 mobilenetv2-1.0-224-fp32.onnx 6
                      "--reference=${_calib_ref}/mobilenetv2-1.0-224-fp32__calib6_batch"
-                     --data input=${_calib_t}/mobilenetv2_calib6.npy --batch-size 3)
+                     --data input=${_calib_t}/mobilenetv2_calib6.npy --batch-size 3 --methods all)
 qtool_calibrate_test(ppocrv4-det ppocrv4-det.onnx 1 "--reference=${_calib_ref}/ppocrv4-det__ocr_rendered"
                      --data x=${_calib_t}/ppocrdet_ocr_rendered.npy)
 qtool_calibrate_test(ppocrv4-rec ppocrv4-rec.onnx 1 "--reference=${_calib_ref}/ppocrv4-rec__rendered_line0"
@@ -29,7 +29,7 @@ qtool_calibrate_test(superres superres-espcn-3x.onnx 1 "--reference=${_calib_ref
 qtool_calibrate_test(digits-vit digits-vit.onnx 128 "--reference="
                      --data pixel_values=${_calib_t}/digits_calib_images.npy --batch-size 32)
 qtool_calibrate_test(digits-vit-test64 digits-vit.onnx 64 "--reference=${_calib_ref}/digits-vit__test64"
-                     --data pixel_values=${_calib_t}/digits_test64.npy --batch-size 64)
+                     --data pixel_values=${_calib_t}/digits_test64.npy --batch-size 64 --methods minmax)
 
 add_test(NAME "calib: calibrate errors on bad data"
          COMMAND bash ${CMAKE_SOURCE_DIR}/tests/calib/cli_errors.sh $<TARGET_FILE:qtool> ${QTOOL_SHARED_DIR}

@@ -4,7 +4,9 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <fstream>
 #include <random>
+#include <sstream>
 
 #include "onnx/tensor_proto.h"
 #include "quantize/graph.h"
@@ -13,6 +15,7 @@
 #include "quantize/qparams.h"
 #include "quantize/quantize.h"
 #include "runtime/session.h"
+#include "test_paths.h"
 
 using namespace qtool;
 using namespace qtool::quantize;
@@ -110,6 +113,33 @@ TEST_CASE("passes: BatchNormalization folds into Conv and keeps the output name"
   CHECK(count_op(m, "BatchNormalization") == 0);
   REQUIRE(m.graph().node_size() == 1);
   CHECK(m.graph().node(0).output(0) == "y");
+  CHECK(max_diff(before, run1(m, x)) < 1e-5);
+}
+
+TEST_CASE("passes: BatchNormalization folds into a grouped ConvTranspose") {
+  // 4 input channels, group 2, 3 output channels per group: W [4, 3, 2, 2], 6 output channels.
+  Builder b(13);
+  b.input("x", {1, 4, 5, 5});
+  b.init("w", random_tensor({4, 3, 2, 2}, 11));
+  b.init("cb", random_tensor({6}, 12));
+  b.init("g", random_tensor({6}, 13, 0.5f, 1.5f));
+  b.init("beta", random_tensor({6}, 14));
+  b.init("mean", random_tensor({6}, 15));
+  b.init("var", random_tensor({6}, 16, 0.1f, 2.0f));
+  onnx::NodeProto& ct = b.node("ConvTranspose", {"x", "w", "cb"}, {"c"});
+  attr_ints(ct, "strides", {2, 2});
+  auto* grp = ct.add_attribute();
+  grp->set_name("group");
+  grp->set_type(onnx::AttributeProto::INT);
+  grp->set_i(2);
+  b.node("BatchNormalization", {"c", "g", "beta", "mean", "var"}, {"y"});
+  b.output("y");
+  const Tensor x = random_tensor({1, 4, 5, 5}, 17);
+  const Tensor before = run1(b.m, x);
+  onnx::ModelProto m = b.m;
+  const PrepareReport r = prepare_model(m, 13);
+  CHECK(r.rewrites.at("fold_batchnorm") == 1);
+  CHECK(count_op(m, "BatchNormalization") == 0);
   CHECK(max_diff(before, run1(m, x)) < 1e-5);
 }
 
@@ -266,6 +296,99 @@ TEST_CASE("qdq: a bias that would overflow int32 widens its channel's weight sca
     CHECK(qb->data<int32_t>()[c] * static_cast<double>(bp.scales()[c]) == Approx(b.data<float>()[c]).epsilon(1e-6));
   const Tensor q = quantize_tensor(w, p);
   CHECK(q.data<int16_t>()[0] * static_cast<double>(p.scales()[0]) == Approx(1e-4).margin(p.scales()[0]));
+}
+
+TEST_CASE("qdq: a config asking a range method the calibration table did not record is an error, not a fallback") {
+  Builder b(13);
+  b.input("x", {1, 2, 6, 6});
+  b.init("w", random_tensor({3, 2, 3, 3}, 21));
+  b.node("Conv", {"x", "w"}, {"y"}, "conv");
+  b.output("y");
+  calib::CalibrationTable ranges;
+  ranges.settings.methods = {calib::RangeMethod::MinMax};  // as `qtool calibrate --methods minmax` writes
+  for (const char* name : {"x", "y"}) {
+    calib::TensorCalibration tc;
+    tc.minmax = calib::Range{-1, 1};
+    tc.ranges[calib::RangeMethod::MinMax] = *tc.minmax;
+    ranges.tensors[name] = tc;
+  }
+  std::ifstream f(test::source_dir() / "configs/int8.json");
+  std::stringstream text;
+  text << f.rdbuf();
+  std::string json = text.str();
+  const size_t at = json.find("\"method\": \"minmax\"");
+  REQUIRE(at != std::string::npos);
+  json.replace(at, 18, "\"method\": \"entropy\"");
+  const QConfig entropy = QConfig::parse(json, "entropy.json");
+  CHECK(entropy.range_methods() == calib::RangeMethods{calib::RangeMethod::MinMax, calib::RangeMethod::Entropy});
+  onnx::ModelProto m = b.m;
+  CHECK_THROWS_WITH(insert_qdq(m, entropy, ranges),
+                    Catch::Contains("no 'entropy' range for tensor 'x'") &&
+                        Catch::Contains("re-run qtool calibrate with --methods minmax,entropy"));
+  onnx::ModelProto m2 = b.m;
+  CHECK_NOTHROW(insert_qdq(m2, QConfig::builtin_default(), ranges));  // minmax is always there
+}
+
+TEST_CASE("qdq: Concat with output.shared_with_inputs gives inputs, output and pass-through sources one scale") {
+  // a -> Conv -> c ; c -> MaxPool -> m ; b -> Conv -> d ; Concat(m, d) -> cat -> Conv -> y
+  Builder b(13);
+  b.input("x", {1, 2, 6, 6});
+  b.init("w1", random_tensor({2, 2, 1, 1}, 41));
+  b.init("w2", random_tensor({2, 2, 1, 1}, 42));
+  b.init("w3", random_tensor({3, 4, 1, 1}, 43));
+  b.node("Conv", {"x", "w1"}, {"c"}, "conv1");
+  b.node("MaxPool", {"c"}, {"m"}, "pool");
+  b.node("Conv", {"x", "w2"}, {"d"}, "conv2");
+  b.node("Concat", {"m", "d"}, {"cat"}, "cat");
+  b.node("Conv", {"cat", "w3"}, {"y"}, "conv3");
+  b.output("y");
+  onnx::AttributeProto* axis = b.m.mutable_graph()->mutable_node(3)->add_attribute();
+  axis->set_name("axis");
+  axis->set_type(onnx::AttributeProto::INT);
+  axis->set_i(1);
+  onnx::AttributeProto* ks = b.m.mutable_graph()->mutable_node(1)->add_attribute();
+  ks->set_name("kernel_shape");
+  ks->set_type(onnx::AttributeProto::INTS);
+  ks->add_ints(1), ks->add_ints(1);
+  calib::CalibrationTable ranges;
+  for (const auto& [name, lo, hi] : std::vector<std::tuple<std::string, float, float>>{
+           {"x", -1, 1}, {"c", -2, 3}, {"m", -1.5f, 3}, {"d", -4, 2}, {"cat", -4, 3}, {"y", -5, 5}}) {
+    calib::TensorCalibration tc;
+    tc.minmax = calib::Range{lo, hi};
+    ranges.tensors[name] = tc;
+  }
+  const Tensor x = random_tensor({1, 2, 6, 6}, 44);
+  const Tensor before = run1(b.m, x);
+  const std::string base = R"({"format": "qtool-qconfig", "version": 1, "global": {
+      "activation": {"dtype": "uint8", "symmetric": false}, "weight": {"dtype": "int8", "symmetric": true}},
+      "op_types": {"Concat": CONCAT}})";
+  auto config = [&](const std::string& concat) {
+    std::string s = base;
+    s.replace(s.find("CONCAT"), 6, concat);
+    return QConfig::parse(s, "cfg.json");
+  };
+  auto scale = [](const onnx::ModelProto& m, const std::string& t) {
+    return Graph(const_cast<onnx::ModelProto&>(m)).initializer_tensor(t + "_scale").data<float>()[0];
+  };
+  onnx::ModelProto plain = b.m, shared = b.m;
+  insert_qdq(plain, config("{}"), ranges);
+  CHECK(scale(plain, "c") != scale(plain, "d"));  // each tensor its own range
+  const QdqReport rep = insert_qdq(shared, config(R"({"output": {"shared_with_inputs": true}})"), ranges);
+  // Union of c, m, d, cat: [-4, 3] -> scale 7/255 for all four (m keeps c's through the MaxPool).
+  for (const char* t : {"c", "m", "d", "cat"}) CHECK(scale(shared, t) == Approx(7.0 / 255));
+  bool noted = false;
+  for (const auto& e : rep.nodes) noted |= e.op_type == "Concat" && e.note.find("share one range") != std::string::npos;
+  CHECK(noted);
+  CHECK(max_diff(before, run1(shared, x)) < 0.1);
+  // Only a Concat may share; only in output settings.
+  onnx::ModelProto bad = b.m;
+  const std::string on_conv = R"({"format": "qtool-qconfig", "version": 1, "global": {
+      "activation": {"dtype": "uint8"}, "weight": {"dtype": "int8", "symmetric": true}},
+      "op_types": {"Conv": {"output": {"shared_with_inputs": true}}}})";
+  CHECK_THROWS_WITH(insert_qdq(bad, QConfig::parse(on_conv, "c.json"), ranges),
+                    Catch::Contains("shared_with_inputs: applies to Concat only"));
+  CHECK_THROWS_WITH(config(R"({"activation": {"shared_with_inputs": true}})"),
+                    Catch::Contains("$.op_types.Concat.activation.shared_with_inputs: applies to \"output\""));
 }
 
 namespace {

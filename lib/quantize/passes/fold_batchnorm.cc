@@ -1,6 +1,7 @@
-// BatchNormalization (inference) after Conv, ConvTranspose (group 1) or Gemm folds into the producer:
+// BatchNormalization (inference) after Conv, ConvTranspose or Gemm folds into the producer:
 //   s = scale / sqrt(var + eps);  W'[c] = W[c] * s[c];  b'[c] = (b[c] - mean[c]) * s[c] + B[c]
-// where c is the output-channel axis of W (Conv: 0, ConvTranspose: 1, Gemm: 0 with transB else 1).
+// where c is the output channel a weight element feeds (Conv: axis 0, Gemm: 0 with transB else 1;
+// ConvTranspose: W is [C_in, C_out/group, ...] and W[i, o] feeds channel (i / (C_in/group))·(C_out/group) + o).
 // The producer then writes the BatchNormalization's output tensor, so downstream names are unchanged.
 #include <cmath>
 
@@ -34,7 +35,6 @@ class FoldBatchNorm final : public NodePass {
     if (prod.output_size() != 1) return false;
     const std::string& op = prod.op_type();
     if (op != "Conv" && op != "ConvTranspose" && op != "Gemm") return false;
-    if (op == "ConvTranspose" && attr_int(prod, "group", 1) != 1) return false;
     if (prod.input_size() < 2 || !is_float_init(g, prod.input(1))) return false;
     if (prod.input_size() >= 3 && !prod.input(2).empty()) {
       if (!is_float_init(g, prod.input(2))) return false;
@@ -60,19 +60,27 @@ class FoldBatchNorm final : public NodePass {
     int64_t axis = 0;
     if (op == "ConvTranspose") axis = 1;
     if (op == "Gemm") axis = attr_int(prod, "transB", 0) ? 0 : 1;
-    if (w.rank() <= axis || w.dim(axis) != channels)
+    const int64_t group = op == "ConvTranspose" ? attr_int(prod, "group", 1) : 1;
+    if (w.rank() <= axis || group < 1 || w.dim(axis) * group != channels || w.dim(0) % group != 0)
       throw BadInputError(describe(bn) + ": " + std::to_string(channels) + " channels but the weight of " +
-                          describe(prod) + " has shape " + shape_str(w.shape()));
+                          describe(prod) + " has shape " + shape_str(w.shape()) +
+                          (group > 1 ? " with group " + std::to_string(group) : std::string()));
     std::vector<float> s(static_cast<size_t>(channels));
     for (int64_t c = 0; c < channels; ++c) s[c] = gamma.data<float>()[c] / std::sqrt(var.data<float>()[c] + eps);
 
+    // W viewed as [outer, per, inner] with per = W's size on the channel axis; element (o, c, k) feeds channel
+    // c, plus (o / (outer / group))·per for a grouped ConvTranspose (outer = C_in).
+    const int64_t per = w.dim(axis);
     int64_t outer = 1, inner = 1;
     for (int64_t d = 0; d < axis; ++d) outer *= w.dim(d);
     for (int64_t d = axis + 1; d < w.rank(); ++d) inner *= w.dim(d);
+    const int64_t outer_per_group = outer / group;
     float* wd = w.data<float>();
     for (int64_t o = 0; o < outer; ++o)
-      for (int64_t c = 0; c < channels; ++c)
-        for (int64_t k = 0; k < inner; ++k) wd[(o * channels + c) * inner + k] *= s[c];
+      for (int64_t c = 0; c < per; ++c) {
+        const float f = s[static_cast<size_t>((o / outer_per_group) * per + c)];
+        for (int64_t k = 0; k < inner; ++k) wd[(o * per + c) * inner + k] *= f;
+      }
 
     std::vector<float> b(static_cast<size_t>(channels), 0.0f);
     if (prod.input_size() >= 3 && !prod.input(2).empty()) {
