@@ -411,24 +411,37 @@ calib::CalibrationTable minmax_ranges(const std::vector<std::tuple<std::string, 
   return ranges;
 }
 
-}  // namespace
-
-TEST_CASE("guard: an input whose range one outlier blew up goes back to float, its weights stay int8") {
+// x [1,8] -> MatMul(w1) -> h -> Relu -> r -> MatMul(w2 [8,4]) -> y
+Builder two_matmuls(const Tensor& w1, uint32_t w2_seed) {
   Builder b(13);
   b.input("x", {1, 8});
-  b.init("w1", random_tensor({8, 8}, 31));
-  b.init("w2", random_tensor({8, 4}, 32));
+  b.init("w1", w1);
+  b.init("w2", random_tensor({8, 4}, w2_seed));
   b.node("MatMul", {"x", "w1"}, {"h"}, "mm1");
   b.node("Relu", {"h"}, {"r"}, "relu");
   b.node("MatMul", {"r", "w2"}, {"y"}, "mm2");
   typed_output(b, "y", {1, 4});
+  return b;
+}
+
+QConfig guarded(double min_sqnr_db, int64_t max_float_tensors) {
+  QConfig cfg = QConfig::builtin_default();
+  cfg.set_accuracy_guard({.enabled = true,
+                          .min_sqnr_db = min_sqnr_db,
+                          .state_min_sqnr_db = min_sqnr_db,
+                          .max_float_tensors = max_float_tensors});
+  return cfg;
+}
+
+}  // namespace
+
+TEST_CASE("guard: an input whose range one outlier blew up goes back to float, its weights stay int8") {
+  const Builder b = two_matmuls(random_tensor({8, 8}, 31), 32);
   // x lies in [0, 1], but the calibration range says [0, 1000]: every x quantizes to 0 or 1 step (3.9).
   const auto ranges = minmax_ranges({{"x", 0, 1000}, {"h", -4, 4}, {"r", 0, 4}, {"y", -4, 4}});
   QuantizeOptions opt;
   for (uint32_t s = 0; s < 8; ++s) opt.samples.push_back({{"x", random_tensor({1, 8}, 40 + s, 0, 1)}});
-  QConfig cfg = QConfig::builtin_default();
-  cfg.set_accuracy_guard({.enabled = true, .min_sqnr_db = 20, .state_min_sqnr_db = 40, .max_float_tensors = 8});
-
+  QConfig cfg = guarded(20, 8);
   onnx::ModelProto m = b.m;
   const QuantizeSummary s = quantize_model(m, cfg, ranges, opt);
   REQUIRE(s.guard.ran);
@@ -468,19 +481,12 @@ TEST_CASE("guard: an input whose range one outlier blew up goes back to float, i
 
 TEST_CASE(
     "guard: a weight that goes float takes its node's quantized input with it, an unreachable threshold is reported") {
-  Builder b(13);
-  b.input("x", {1, 8});
   // Output column 0 of w1 is [100, 0.3, ..., 0.3] and x[0] is ~0: per-channel int8 (step 100/127) rounds the 0.3s to 0,
   // so h[0] loses all its signal; every other tensor quantizes well.
   Tensor w1 = random_tensor({8, 8}, 33);
   w1.data<float>()[0] = 100;
   for (int i = 1; i < 8; ++i) w1.data<float>()[i * 8] = 0.3f;
-  b.init("w1", w1);
-  b.init("w2", random_tensor({8, 4}, 34));
-  b.node("MatMul", {"x", "w1"}, {"h"}, "mm1");
-  b.node("Relu", {"h"}, {"r"}, "relu");
-  b.node("MatMul", {"r", "w2"}, {"y"}, "mm2");
-  typed_output(b, "y", {1, 4});
+  const Builder b = two_matmuls(w1, 34);
   QuantizeOptions opt;
   for (uint32_t s = 0; s < 8; ++s) {
     Tensor x = random_tensor({1, 8}, 70 + s, -1, 1);
@@ -504,10 +510,8 @@ TEST_CASE(
     }
     return t;
   }();
-  QConfig cfg = QConfig::builtin_default();
-  cfg.set_accuracy_guard({.enabled = true, .min_sqnr_db = 30, .state_min_sqnr_db = 40, .max_float_tensors = 8});
   onnx::ModelProto m = b.m;
-  const QuantizeSummary s = quantize_model(m, cfg, ranges, opt);
+  const QuantizeSummary s = quantize_model(m, guarded(30, 8), ranges, opt);
   REQUIRE(s.guard.ran);
   CHECK(s.guard.met);
   CHECK(s.guard.outputs[0].sqnr_db < 30);
@@ -520,9 +524,8 @@ TEST_CASE(
   CHECK(g.initializer("w2_quantized") != nullptr);
 
   // 100 dB with at most one tensor float: not reachable, reported as such, the one tensor stays float.
-  cfg.set_accuracy_guard({.enabled = true, .min_sqnr_db = 100, .state_min_sqnr_db = 100, .max_float_tensors = 1});
   onnx::ModelProto capped = b.m;
-  const QuantizeSummary s2 = quantize_model(capped, cfg, ranges, opt);
+  const QuantizeSummary s2 = quantize_model(capped, guarded(100, 1), ranges, opt);
   CHECK_FALSE(s2.guard.met);
   CHECK(s2.guard.note ==
         "1 of 4 quantized tensors kept float; an output still misses its threshold "
