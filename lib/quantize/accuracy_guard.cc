@@ -69,23 +69,38 @@ AccuracyEvaluator::AccuracyEvaluator(const onnx::ModelProto& float_model, std::v
                                      const AccuracyGuardSettings& settings, int threads)
     : samples_(std::move(samples)), threads_(std::max(1, threads)) {
   const auto graph = runtime::Graph::from_model(float_model);
+  auto declared = [](const std::vector<runtime::ValueDecl>& list, const std::string& name) {
+    for (const auto& d : list)
+      if (d.name == name) return &d;
+    return static_cast<const runtime::ValueDecl*>(nullptr);
+  };
+  for (const auto& [out, in] : settings.state) {  // pairs the config names
+    if (!declared(graph->outputs, out))
+      throw BadInputError("accuracy_guard.state: the model has no graph output named '" + out + "'");
+    if (!declared(graph->inputs, in))
+      throw BadInputError("accuracy_guard.state: the model has no graph input named '" + in + "'");
+  }
   std::set<std::string> paired;
   for (const auto& out : graph->outputs) {
     if (out.dtype != DType::Float32) continue;
     OutputAccuracy o;
     o.output = out.name;
-    // The input declared like it whose name shares the longest prefix with its name (state -> stateN, h0 -> hn).
-    const runtime::ValueDecl* best = nullptr;
-    size_t best_len = 0;
-    for (const auto& in : graph->inputs) {
-      const size_t len = static_cast<size_t>(
-          std::mismatch(in.name.begin(), in.name.end(), out.name.begin(), out.name.end()).first - in.name.begin());
-      if (len > best_len && !paired.count(in.name) && same_declared_type(in, out)) best = &in, best_len = len;
+    std::string input;
+    if (!settings.state.empty()) {
+      if (auto it = settings.state.find(out.name); it != settings.state.end()) input = it->second;
+    } else {
+      // The input declared like it whose name shares the longest prefix with its name (state -> stateN, h0 -> hn).
+      size_t best_len = 0;
+      for (const auto& in : graph->inputs) {
+        const size_t len = static_cast<size_t>(
+            std::mismatch(in.name.begin(), in.name.end(), out.name.begin(), out.name.end()).first - in.name.begin());
+        if (len > best_len && !paired.count(in.name) && same_declared_type(in, out)) input = in.name, best_len = len;
+      }
     }
-    if (best) {
+    if (!input.empty()) {
       o.state = true;
-      paired.insert(best->name);
-      feedback_.emplace_back(best->name, out.name);
+      paired.insert(input);
+      feedback_.emplace_back(input, out.name);
     }
     o.threshold_db = o.state ? settings.state_min_sqnr_db : settings.min_sqnr_db;
     outputs_.push_back(o);

@@ -7,7 +7,8 @@
 // logits or in probabilities, in volts or in millivolts, gets the same figure) and is the figure ONNX Runtime's
 // qdq_loss_debug and PyTorch's Numeric Suite report. An output declared exactly like a graph input (same dtype,
 // same dims, symbolic dims by the same name) whose name starts like that input's (silero VAD's state -> stateN,
-// h0 -> hn; the input with the longest common prefix) is taken as recurrent state that the caller feeds
+// h0 -> hn; the input with the longest common prefix), or named in "accuracy_guard": {"state": {output: input}}, is
+// taken as recurrent state that the caller feeds
 // back, so its error compounds chunk after chunk: such a model is evaluated in closed loop (the samples taken as
 // consecutive steps of one stream; every step after the first reads the state the model itself returned, float
 // and quantized model each their own), and state outputs get their own threshold.

@@ -311,7 +311,8 @@ QConfig QConfig::parse(const std::string& json_text, const std::string& source) 
   }
   if (j.contains("accuracy_guard") && !j["accuracy_guard"].is_null()) {
     const std::string p = "$.accuracy_guard";
-    const json& g = ctx.object(j["accuracy_guard"], p, {"min_sqnr_db", "state_min_sqnr_db", "max_float_tensors"});
+    const json& g =
+        ctx.object(j["accuracy_guard"], p, {"min_sqnr_db", "state_min_sqnr_db", "max_float_tensors", "state"});
     c.guard_.enabled = true;
     for (const char* key : {"min_sqnr_db", "state_min_sqnr_db", "max_float_tensors"})
       if (!g.contains(key)) ctx.fail(p + "." + key, "missing");
@@ -319,6 +320,13 @@ QConfig QConfig::parse(const std::string& json_text, const std::string& source) 
     c.guard_.state_min_sqnr_db = ctx.number(g["state_min_sqnr_db"], p + ".state_min_sqnr_db");
     c.guard_.max_float_tensors = ctx.integer(g["max_float_tensors"], p + ".max_float_tensors");
     if (c.guard_.max_float_tensors < 0) ctx.fail(p + ".max_float_tensors", "expected 0 or more");
+    if (g.contains("state")) {
+      const json& st = g["state"];
+      if (!st.is_object())
+        ctx.fail(p + ".state", "expected an object {state output: the input it feeds}, got " + st.dump());
+      for (auto it = st.begin(); it != st.end(); ++it)
+        c.guard_.state[it.key()] = ctx.string(it.value(), key_path(p + ".state", it.key()));
+    }
   }
   return c;
 }

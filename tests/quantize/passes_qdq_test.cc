@@ -550,7 +550,8 @@ TEST_CASE("guard: an output declared like an input is recurrent state and is mea
   std::vector<Sample> samples;
   for (uint32_t k = 0; k < 6; ++k)
     samples.push_back({{"x", random_tensor({1, 4}, 50 + k)}, {"s", random_tensor({1, 4}, 60 + k)}});
-  AccuracyGuardSettings gs{.enabled = true, .min_sqnr_db = 10, .state_min_sqnr_db = 30, .max_float_tensors = 4};
+  AccuracyGuardSettings gs{
+      .enabled = true, .min_sqnr_db = 10, .state_min_sqnr_db = 30, .max_float_tensors = 4, .state = {}};
   const AccuracyEvaluator eval(model(0.5f), samples, gs, 2);
   REQUIRE(eval.outputs().size() == 2);
   CHECK(eval.outputs()[0].output == "y");
@@ -577,4 +578,12 @@ TEST_CASE("guard: an output declared like an input is recurrent state and is mea
   CHECK(r[0] == Approx(noise_y / sig_y).epsilon(1e-4));
   CHECK(r[1] == Approx(noise_s / sig_s).epsilon(1e-4));
   CHECK(eval.noise_ratios(model(0.5f))[1] == 0);
+  // Named by hand: y fed back to s (not what the model means, but what was asked), sN an ordinary output.
+  gs.state = {{"y", "s"}};
+  const AccuracyEvaluator by_hand(model(0.5f), samples, gs, 1);
+  CHECK(by_hand.outputs()[0].state);
+  CHECK_FALSE(by_hand.outputs()[1].state);
+  gs.state = {{"sN", "no_such_input"}};
+  CHECK_THROWS_WITH(AccuracyEvaluator(model(0.5f), samples, gs, 1),
+                    "accuracy_guard.state: the model has no graph input named 'no_such_input'");
 }

@@ -199,6 +199,14 @@ TEST_CASE("qconfig: accuracy_guard is on in the default, off when absent or null
       error_of(wrap(
           R"("global": {}, "accuracy_guard": {"min_sqnr_db": 5, "state_min_sqnr_db": 40, "max_float_tensors": -1})")) ==
       "config.json: $.accuracy_guard.max_float_tensors: expected 0 or more");
+  const auto st = QConfig::parse(wrap(R"("global": {}, "accuracy_guard": {"min_sqnr_db": 5, "state_min_sqnr_db": 45,
+                                         "max_float_tensors": 64, "state": {"hn": "h0", "cn": "c0"}})"),
+                                 "c.json")
+                      .accuracy_guard();
+  CHECK(st.state == std::map<std::string, std::string>{{"cn", "c0"}, {"hn", "h0"}});
+  CHECK(error_of(wrap(R"("global": {}, "accuracy_guard": {"min_sqnr_db": 5, "state_min_sqnr_db": 45,
+                         "max_float_tensors": 64, "state": {"hn": 1}})")) ==
+        "config.json: $.accuracy_guard.state.hn: expected a string, got 1");
   CHECK(error_of(wrap(R"("global": {}, "accuracy_guard": {"min_sqnr": 5})"))
             .starts_with("config.json: $.accuracy_guard.min_sqnr: unknown key"));
 }
