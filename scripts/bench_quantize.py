@@ -64,7 +64,8 @@ def main():
         calib = os.path.join(work, name + '.calib.json')
         qtest.calibrate(src, calib_samples, calib)
         q = os.path.join(work, name + '.int8.onnx')
-        qtest.quantize(src, q, calib)
+        # The calibration samples go along (--data) so the accuracy guard runs, as in `qtool quantize --data`.
+        qtest.quantize(src, q, calib, extra=qtest.data_args(calib_samples, os.path.join(work, name + '.samples')))
         _, rf = qtest.ort_run(src, bench_in, os.path.join(work, 'f'), threads=a.threads, repeat=a.repeat)
         opt = os.path.join(work, name + '.int8.ort.onnx')
         _, rq = qtest.ort_run(q, bench_in, os.path.join(work, 'q'), threads=a.threads, repeat=a.repeat, optimized=opt)

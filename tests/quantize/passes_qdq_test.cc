@@ -143,6 +143,31 @@ TEST_CASE("passes: BatchNormalization folds into a grouped ConvTranspose") {
   CHECK(max_diff(before, run1(m, x)) < 1e-5);
 }
 
+TEST_CASE("passes: Div by a constant becomes Mul by its reciprocal; other Divs stay") {
+  Builder b(13);
+  b.input("x", {1, 4, 3, 3});
+  b.init("six", Tensor::scalar<float>(6.0f));
+  b.init("zero", Tensor::from_vector<float>({4, 1, 1}, {1.0f, 2.0f, 0.0f, 4.0f}));  // 1/0 is not finite
+  b.init("per_channel", random_tensor({4, 1, 1}, 51, 0.5f, 2.0f));
+  b.node("Div", {"x", "six"}, {"a"});
+  b.node("Div", {"a", "zero"}, {"z"});
+  b.node("Div", {"a", "per_channel"}, {"p"});
+  b.node("Div", {"p", "a"}, {"q"});  // divisor not a constant
+  b.node("Add", {"q", "z"}, {"y"});
+  b.output("y");
+  const Tensor x = random_tensor({1, 4, 3, 3}, 52, 1.0f, 3.0f);
+  const Tensor before = run1(b.m, x);
+  onnx::ModelProto m = b.m;
+  const PrepareReport r = prepare_model(m, 13);
+  CHECK(r.rewrites.at("div_to_mul") == 2);  // "/ 6" and "/ per_channel"
+  CHECK(count_op(m, "Div") == 2);
+  CHECK(count_op(m, "Mul") == 2);
+  const Tensor after = run1(m, x);
+  for (int64_t i = 0; i < before.numel(); ++i)
+    if (std::isfinite(before.data<float>()[i]))
+      CHECK(after.data<float>()[i] == Approx(before.data<float>()[i]).epsilon(1e-6));
+}
+
 TEST_CASE("passes: opset 9 -> 13 converts Clip, Squeeze, Slice and Softmax and keeps results") {
   Builder b(9);
   b.input("x", {2, 1, 3, 5});

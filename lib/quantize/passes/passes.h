@@ -12,7 +12,7 @@ namespace qtool::quantize {
 
 // Constant nodes holding tensors become initializers (output name kept).
 std::unique_ptr<NodePass> make_lift_constants_pass();
-// BatchNormalization after Conv / ConvTranspose (group 1) / Gemm folds into the weights and bias;
+// BatchNormalization after Conv / ConvTranspose / Gemm folds into the weights and bias;
 // the producer takes over the BatchNormalization's output name.
 std::unique_ptr<NodePass> make_fold_batchnorm_pass();
 // Initializers also listed as graph inputs (IR < 4 style) stop being inputs: they are weights, and a
@@ -21,6 +21,8 @@ int drop_initializer_inputs(Graph& g);
 // Relu -> Min(c >= 0) becomes Clip(0, c); a Relu after Clip(lo >= 0, hi) goes away (relu_clip.cc).
 std::unique_ptr<NodePass> make_relu_min_to_clip_pass();
 std::unique_ptr<NodePass> make_drop_redundant_relu_pass();
+// Div(x, C) with a constant C becomes Mul(x, 1/C): ONNX Runtime has an int8 Mul and no int8 Div (div_to_mul.cc).
+std::unique_ptr<NodePass> make_div_to_mul_pass();
 // Nodes whose outputs nobody reads (and that are not graph outputs) and unused initializers go away.
 int remove_dead_nodes(Graph& g);
 // Nodes with only initializer inputs run once in qtool's interpreter (lib/runtime) and become initializers.
