@@ -51,13 +51,15 @@ def kernel_share(optimized):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--threads', type=int, default=1)
-    ap.add_argument('--repeat', type=int, default=20)
+    ap.add_argument('--repeat', type=int, default=40, help='timed runs per model and precision, over all rounds')
+    ap.add_argument('--rounds', type=int, default=5, help='fp32/int8 alternations (the ratio is their median)')
     ap.add_argument('--models', default=','.join(MODELS))
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix='qtool-bench-')
     rows = {}
     print(f'{"model":28s} {"fp32 ms":>9s} {"int8 ms":>9s} {"ratio":>6s} {"int kernels":>12s}  (ORT 1.30, '
-          f'{a.threads} thread(s), median of {a.repeat})')
+          f'{a.threads} thread(s), {a.rounds} alternating rounds of {max(5, a.repeat // a.rounds)} runs; '
+          f'ms = median of the rounds\' medians, ratio = median of the rounds\' ratios)')
     for name in a.models.split(','):
         calib_samples, bench_in = MODELS[name]
         src = os.path.join(qtest.MODELS, name + '.onnx')
@@ -66,18 +68,28 @@ def main():
         q = os.path.join(work, name + '.int8.onnx')
         # The calibration samples go along (--data) so the accuracy guard runs, as in `qtool quantize --data`.
         qtest.quantize(src, q, calib, extra=qtest.data_args(calib_samples, os.path.join(work, name + '.samples')))
-        _, rf = qtest.ort_run(src, bench_in, os.path.join(work, 'f'), threads=a.threads, repeat=a.repeat)
+        # fp32 and int8 alternate in rounds, and the ratio is the median of the rounds' ratios: the machine's
+        # load drifts over seconds, and back-to-back blocks see nearly the same load.
         opt = os.path.join(work, name + '.int8.ort.onnx')
-        _, rq = qtest.ort_run(q, bench_in, os.path.join(work, 'q'), threads=a.threads, repeat=a.repeat, optimized=opt)
+        per = max(5, a.repeat // a.rounds)
+        lfs, lqs, ratios, mf, mq = [], [], [], float('inf'), float('inf')
+        for r in range(a.rounds):
+            _, rf = qtest.ort_run(src, bench_in, os.path.join(work, 'f'), threads=a.threads, repeat=per)
+            _, rq = qtest.ort_run(q, bench_in, os.path.join(work, 'q'), threads=a.threads, repeat=per,
+                                  optimized=opt if r == 0 else None)
+            lfs.append(rf['latency_ms']['median'])
+            lqs.append(rq['latency_ms']['median'])
+            ratios.append(lqs[-1] / lfs[-1])
+            mf, mq = min(mf, rf['latency_ms']['min']), min(mq, rq['latency_ms']['min'])
         ints, floats = kernel_share(opt)
-        lf, lq = rf['latency_ms']['median'], rq['latency_ms']['median']
-        mf, mq = rf['latency_ms']['min'], rq['latency_ms']['min']
+        lf, lq, ratio = float(np.median(lfs)), float(np.median(lqs)), float(np.median(ratios))
         share = ints / max(1, ints + floats)
-        rows[name] = {'fp32_ms': round(lf, 3), 'int8_ms': round(lq, 3), 'ratio': round(lq / lf, 3),
+        rows[name] = {'fp32_ms': round(lf, 3), 'int8_ms': round(lq, 3), 'ratio': round(ratio, 3),
+                      'ratio_range': [round(min(ratios), 3), round(max(ratios), 3)],
                       'ratio_of_min': round(mq / mf, 3), 'int_kernels': ints, 'float_kernels': floats,
                       'int_share': round(share, 3)}
-        print(f'{name:28s} {lf:9.2f} {lq:9.2f} {lq / lf:6.2f} {ints:5d}/{ints + floats:<5d} {100 * share:5.1f}%'
-              f'   (ratio of fastest runs {mq / mf:.2f})')
+        print(f'{name:28s} {lf:9.2f} {lq:9.2f} {ratio:6.2f} {ints:5d}/{ints + floats:<5d} {100 * share:5.1f}%'
+              f'   (rounds {min(ratios):.2f}-{max(ratios):.2f}, fastest runs {mq / mf:.2f})')
 
     # qtool int8 vs the vendor's int8 mobilenetv2, both against the float model, on the six photos.
     if 'mobilenetv2-1.0-224-fp32' in rows:

@@ -4,7 +4,11 @@
 //
 // usage: node scripts/ort/ort_run.mjs MODEL [--input NAME=FILE.npy ...] [--output-dir DIR]
 //          [--threads N] [--repeat N] [--optimized-model PATH] [--opt-level all|basic|extended|disabled]
+//          [--against MODEL_B]
 // Prints one JSON line: {"outputs": {name: {shape, dtype, file}}, "latency_ms": {median, min, max, runs}}
+// With --against (and --repeat), MODEL_B runs on the same inputs in the same process, its runs alternating with
+// MODEL's, so both see the same machine load; the line adds "latency_b_ms" and "ratio": the median over the
+// run pairs of B's time / MODEL's time.
 // Output files are named after the output with characters outside [A-Za-z0-9_.-] replaced by '_'.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -58,7 +62,8 @@ function writeNpy(file, tensor) {
 }
 
 function parseArgs(argv) {
-  const a = { inputs: {}, threads: 1, repeat: 0, outputDir: null, optimized: null, optLevel: 'all', model: null };
+  const a = { inputs: {}, threads: 1, repeat: 0, outputDir: null, optimized: null, optLevel: 'all', model: null,
+              against: null };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     const next = () => { if (i + 1 >= argv.length) throw new Error(`${k} needs a value`); return argv[++i]; };
@@ -68,6 +73,7 @@ function parseArgs(argv) {
     else if (k === '--repeat') a.repeat = Number(next());
     else if (k === '--optimized-model') a.optimized = next();
     else if (k === '--opt-level') a.optLevel = next();
+    else if (k === '--against') a.against = next();
     else if (!a.model) a.model = k;
     else throw new Error(`unexpected argument ${k}`);
   }
@@ -87,11 +93,25 @@ async function main() {
     feeds[name] = readNpy(a.inputs[name]);
   }
   let results = await session.run(feeds);
-  const times = [];
-  for (let r = 0; r < a.repeat; r++) {
+  const optsB = { ...opts };
+  delete optsB.optimizedModelFilePath;
+  const other = a.against ? await ort.InferenceSession.create(a.against, optsB) : null;
+  if (other) await other.run(feeds);
+  const times = [], timesB = [], ratios = [];
+  const timed = async (s) => {
     const t0 = process.hrtime.bigint();
-    results = await session.run(feeds);
-    times.push(Number(process.hrtime.bigint() - t0) / 1e6);
+    const r = await s.run(feeds);
+    return [r, Number(process.hrtime.bigint() - t0) / 1e6];
+  };
+  for (let r = 0; r < a.repeat; r++) {
+    let t;
+    [results, t] = await timed(session);
+    times.push(t);
+    if (other) {
+      const [, tb] = await timed(other);
+      timesB.push(tb);
+      ratios.push(tb / t);
+    }
   }
   const out = { outputs: {} };
   for (const name of session.outputNames) {
@@ -104,10 +124,14 @@ async function main() {
     }
     out.outputs[name] = entry;
   }
-  if (times.length) {
-    times.sort((x, y) => x - y);
-    out.latency_ms = { median: times[Math.floor(times.length / 2)], min: times[0], max: times[times.length - 1],
-                       runs: times.length };
+  const stats = (v) => {
+    v.sort((x, y) => x - y);
+    return { median: v[Math.floor(v.length / 2)], min: v[0], max: v[v.length - 1], runs: v.length };
+  };
+  if (times.length) out.latency_ms = stats(times);
+  if (timesB.length) {
+    out.latency_b_ms = stats(timesB);
+    out.ratio = stats(ratios).median;
   }
   console.log(JSON.stringify(out));
 }

@@ -168,6 +168,44 @@ TEST_CASE("passes: Div by a constant becomes Mul by its reciprocal; other Divs s
       CHECK(after.data<float>()[i] == Approx(before.data<float>()[i]).epsilon(1e-6));
 }
 
+TEST_CASE("passes: a zero spatial Pad folds into the Conv after it; other Pads stay") {
+  auto build = [](std::vector<int64_t> pads, float value, const std::string& mode) {
+    Builder b(13);
+    b.input("x", {1, 2, 5, 5});
+    b.init("w", random_tensor({3, 2, 3, 3}, 61));
+    b.init("pads", Tensor::from_vector<int64_t>({8}, pads));
+    b.init("value", Tensor::scalar<float>(value));
+    onnx::NodeProto& pad = b.node("Pad", {"x", "pads", "value"}, {"p"});
+    auto* m = pad.add_attribute();
+    m->set_name("mode");
+    m->set_type(onnx::AttributeProto::STRING);
+    m->set_s(mode);
+    attr_ints(b.node("Conv", {"p", "w"}, {"y"}), "pads", {1, 0, 0, 1});
+    b.output("y");
+    return b.m;
+  };
+  const Tensor x = random_tensor({1, 2, 5, 5}, 62);
+  {
+    const onnx::ModelProto original = build({0, 0, 1, 2, 0, 0, 0, 1}, 0.0f, "constant");
+    onnx::ModelProto m = original;
+    const PrepareReport r = prepare_model(m, 13);
+    CHECK(r.rewrites.at("fold_pad_into_conv") == 1);
+    CHECK(count_op(m, "Pad") == 0);
+    REQUIRE(m.graph().node_size() == 1);
+    CHECK(attr_ints(m.graph().node(0), "pads") == std::vector<int64_t>{2, 2, 0, 2});
+    CHECK(max_diff(run1(original, x), run1(m, x)) == 0.0);
+  }
+  for (const auto& [pads, value, mode] : std::vector<std::tuple<std::vector<int64_t>, float, std::string>>{
+           {{0, 0, 1, 1, 0, 0, 1, 1}, 0.5f, "constant"},  // non-zero pad value
+           {{0, 0, 1, 1, 0, 0, 1, 1}, 0.0f, "reflect"},
+           {{0, 1, 1, 1, 0, 0, 1, 1}, 0.0f, "constant"},  // channel padding
+       }) {
+    onnx::ModelProto m = build(pads, value, mode);
+    CHECK(prepare_model(m, 13).rewrites.at("fold_pad_into_conv") == 0);
+    CHECK(count_op(m, "Pad") == 1);
+  }
+}
+
 TEST_CASE("passes: opset 9 -> 13 converts Clip, Squeeze, Slice and Softmax and keeps results") {
   Builder b(9);
   b.input("x", {2, 1, 3, 5});

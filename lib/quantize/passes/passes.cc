@@ -129,6 +129,7 @@ PrepareReport prepare_model(onnx::ModelProto& model, int64_t min_opset) {
   r.rewrites["relu_min_to_clip"] = run_pass(g, *make_relu_min_to_clip_pass());
   r.rewrites["drop_redundant_relu"] = run_pass(g, *make_drop_redundant_relu_pass());
   r.rewrites["div_to_mul"] = run_pass(g, *make_div_to_mul_pass());
+  r.rewrites["fold_pad_into_conv"] = run_pass(g, *make_fold_pad_into_conv_pass());
   r.rewrites["remove_dead_nodes"] = remove_dead_nodes(g);
   r.opset_after = g.opset();
   return r;

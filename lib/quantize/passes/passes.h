@@ -21,6 +21,8 @@ int drop_initializer_inputs(Graph& g);
 // Relu -> Min(c >= 0) becomes Clip(0, c); a Relu after Clip(lo >= 0, hi) goes away (relu_clip.cc).
 std::unique_ptr<NodePass> make_relu_min_to_clip_pass();
 std::unique_ptr<NodePass> make_drop_redundant_relu_pass();
+// A zero constant Pad of the spatial axes folds into the Conv reading it (fold_pad.cc).
+std::unique_ptr<NodePass> make_fold_pad_into_conv_pass();
 // Div(x, C) with a constant C becomes Mul(x, 1/C): ONNX Runtime has an int8 Mul and no int8 Div (div_to_mul.cc).
 std::unique_ptr<NodePass> make_div_to_mul_pass();
 // Nodes whose outputs nobody reads (and that are not graph outputs) and unused initializers go away.
