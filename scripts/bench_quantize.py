@@ -2,7 +2,8 @@
 """Benchmark of `qtool quantize` outputs in ONNX Runtime 1.30 (run through scripts/bench_quantize.sh).
 
 Per model: calibrate on the shared real inputs, quantize with the default config, then run fp32 and int8 in
-ONNX Runtime with the same thread count (median of --repeat runs) and count, in ORT's optimized int8 graph,
+ONNX Runtime with the same thread count (in one process, runs alternating; median ms and median per-pair
+ratio of --repeat runs) and count, in ORT's optimized int8 graph,
 how many Conv/MatMul/Gemm became integer kernels. Also compares qtool's mobilenetv2 int8 with the vendor's
 int8 model on agreement with the float model. Prints a table and one JSON line at the end."""
 import argparse
@@ -51,15 +52,13 @@ def kernel_share(optimized):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--threads', type=int, default=1)
-    ap.add_argument('--repeat', type=int, default=40, help='timed runs per model and precision, over all rounds')
-    ap.add_argument('--rounds', type=int, default=5, help='fp32/int8 alternations (the ratio is their median)')
+    ap.add_argument('--repeat', type=int, default=40, help='timed runs of each model (alternating fp32, int8)')
     ap.add_argument('--models', default=','.join(MODELS))
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix='qtool-bench-')
     rows = {}
     print(f'{"model":28s} {"fp32 ms":>9s} {"int8 ms":>9s} {"ratio":>6s} {"int kernels":>12s}  (ORT 1.30, '
-          f'{a.threads} thread(s), {a.rounds} alternating rounds of {max(5, a.repeat // a.rounds)} runs; '
-          f'ms = median of the rounds\' medians, ratio = median of the rounds\' ratios)')
+          f'{a.threads} thread(s), {a.repeat} alternating runs each; ratio = median of the per-pair ratios)')
     for name in a.models.split(','):
         calib_samples, bench_in = MODELS[name]
         src = os.path.join(qtest.MODELS, name + '.onnx')
@@ -68,28 +67,21 @@ def main():
         q = os.path.join(work, name + '.int8.onnx')
         # The calibration samples go along (--data) so the accuracy guard runs, as in `qtool quantize --data`.
         qtest.quantize(src, q, calib, extra=qtest.data_args(calib_samples, os.path.join(work, name + '.samples')))
-        # fp32 and int8 alternate in rounds, and the ratio is the median of the rounds' ratios: the machine's
-        # load drifts over seconds, and back-to-back blocks see nearly the same load.
+        # fp32 and int8 run in one process, their runs alternating, and the ratio is the median of the per-pair
+        # ratios: on a shared machine the load drifts over seconds, and separate processes (or blocks of runs)
+        # see different loads (mobilenetv2 gave 0.55-0.84 that way for the same two files).
         opt = os.path.join(work, name + '.int8.ort.onnx')
-        per = max(5, a.repeat // a.rounds)
-        lfs, lqs, ratios, mf, mq = [], [], [], float('inf'), float('inf')
-        for r in range(a.rounds):
-            _, rf = qtest.ort_run(src, bench_in, os.path.join(work, 'f'), threads=a.threads, repeat=per)
-            _, rq = qtest.ort_run(q, bench_in, os.path.join(work, 'q'), threads=a.threads, repeat=per,
-                                  optimized=opt if r == 0 else None)
-            lfs.append(rf['latency_ms']['median'])
-            lqs.append(rq['latency_ms']['median'])
-            ratios.append(lqs[-1] / lfs[-1])
-            mf, mq = min(mf, rf['latency_ms']['min']), min(mq, rq['latency_ms']['min'])
+        qtest.ort_run(q, bench_in, os.path.join(work, 'q'), threads=a.threads, optimized=opt)
         ints, floats = kernel_share(opt)
-        lf, lq, ratio = float(np.median(lfs)), float(np.median(lqs)), float(np.median(ratios))
+        _, r = qtest.ort_run(src, bench_in, os.path.join(work, 'f'), threads=a.threads, repeat=a.repeat, against=q)
+        lf, lq, ratio = r['latency_ms']['median'], r['latency_b_ms']['median'], r['ratio']
+        mf, mq = r['latency_ms']['min'], r['latency_b_ms']['min']
         share = ints / max(1, ints + floats)
         rows[name] = {'fp32_ms': round(lf, 3), 'int8_ms': round(lq, 3), 'ratio': round(ratio, 3),
-                      'ratio_range': [round(min(ratios), 3), round(max(ratios), 3)],
                       'ratio_of_min': round(mq / mf, 3), 'int_kernels': ints, 'float_kernels': floats,
                       'int_share': round(share, 3)}
         print(f'{name:28s} {lf:9.2f} {lq:9.2f} {ratio:6.2f} {ints:5d}/{ints + floats:<5d} {100 * share:5.1f}%'
-              f'   (rounds {min(ratios):.2f}-{max(ratios):.2f}, fastest runs {mq / mf:.2f})')
+              f'   (ratio of fastest runs {mq / mf:.2f})')
 
     # qtool int8 vs the vendor's int8 mobilenetv2, both against the float model, on the six photos.
     if 'mobilenetv2-1.0-224-fp32' in rows:

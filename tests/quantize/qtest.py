@@ -31,9 +31,12 @@ def sh(cmd, **kw):
     return r.stdout
 
 
-def ort_run(model, inputs, outdir, threads=2, repeat=0, optimized=None):
-    """Runs model on {name: npy path}; returns ({output: np.ndarray}, result json)."""
+def ort_run(model, inputs, outdir, threads=2, repeat=0, optimized=None, against=None):
+    """Runs model on {name: npy path}; returns ({output: np.ndarray}, result json). against: a second model timed
+    in the same process, runs alternating (result json gains latency_b_ms and ratio)."""
     cmd = ['node', ORT_RUN, model, '--output-dir', outdir, '--threads', str(threads), '--repeat', str(repeat)]
+    if against:
+        cmd += ['--against', against]
     for k, v in inputs.items():
         cmd += ['--input', f'{k}={v}']
     if optimized:
