@@ -91,6 +91,14 @@ int count_op(const onnx::ModelProto& m, const std::string& op) {
   return n;
 }
 
+// BatchNormalization parameters g, beta, mean, var for `channels` channels (seeds from `seed` on).
+void add_bn_params(Builder& b, int64_t channels, uint32_t seed) {
+  b.init("g", random_tensor({channels}, seed, 0.5f, 1.5f));
+  b.init("beta", random_tensor({channels}, seed + 1));
+  b.init("mean", random_tensor({channels}, seed + 2));
+  b.init("var", random_tensor({channels}, seed + 3, 0.1f, 2.0f));
+}
+
 }  // namespace
 
 TEST_CASE("passes: BatchNormalization folds into Conv and keeps the output name") {
@@ -98,10 +106,7 @@ TEST_CASE("passes: BatchNormalization folds into Conv and keeps the output name"
   b.input("x", {1, 3, 8, 8});
   b.init("w", random_tensor({4, 3, 3, 3}, 1));
   b.init("cb", random_tensor({4}, 2));
-  b.init("g", random_tensor({4}, 3, 0.5f, 1.5f));
-  b.init("beta", random_tensor({4}, 4));
-  b.init("mean", random_tensor({4}, 5));
-  b.init("var", random_tensor({4}, 6, 0.1f, 2.0f));
+  add_bn_params(b, 4, 3);
   b.node("Conv", {"x", "w", "cb"}, {"c"});
   attr_f(b.node("BatchNormalization", {"c", "g", "beta", "mean", "var"}, {"y"}), "epsilon", 1e-3f);
   b.output("y");
@@ -122,10 +127,7 @@ TEST_CASE("passes: BatchNormalization folds into a grouped ConvTranspose") {
   b.input("x", {1, 4, 5, 5});
   b.init("w", random_tensor({4, 3, 2, 2}, 11));
   b.init("cb", random_tensor({6}, 12));
-  b.init("g", random_tensor({6}, 13, 0.5f, 1.5f));
-  b.init("beta", random_tensor({6}, 14));
-  b.init("mean", random_tensor({6}, 15));
-  b.init("var", random_tensor({6}, 16, 0.1f, 2.0f));
+  add_bn_params(b, 6, 13);
   onnx::NodeProto& ct = b.node("ConvTranspose", {"x", "w", "cb"}, {"c"});
   attr_ints(ct, "strides", {2, 2});
   auto* grp = ct.add_attribute();
