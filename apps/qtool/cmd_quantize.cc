@@ -117,7 +117,8 @@ Action add_quantize_command(CLI::App& app) {
   sub->add_flag("--explain", a->explain, "Print, per node, the rules that applied and the resulting parameters");
   sub->add_flag(
       "--prepare-only", a->prepare_only,
-      "Only run the preparation passes (constants, BatchNorm folding, opset upgrade) and write the float model");
+      "Only run the preparation passes (constants, BatchNorm and Pad folding, Div by a constant -> Mul, opset "
+      "upgrade) and write the float model");
   sub->add_flag("--json", a->json, "Print the summary as one JSON object");
   return [a]() -> int {
     // Cheap checks first, so a mistake is reported before minutes of calibration.
