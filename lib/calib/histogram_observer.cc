@@ -17,6 +17,14 @@ int64_t grid_index(double v, int e) { return static_cast<int64_t>(std::floor(std
 
 bool fits(float lo, float hi, int e, int64_t bins) { return grid_index(hi, e) - grid_index(lo, e) < bins; }
 
+// floor(k / 2^shift) for shift >= 0: the bin of the coarser grid that grid bin k falls in. The exponent can jump
+// by far more than 63 (a tensor that was all zeros, exponent ~-200, then sees real values), where `>>` would be
+// undefined; every bin then lands in bin 0 or -1.
+int64_t coarser_bin(int64_t k, int shift) {
+  if (shift >= 63) return k < 0 ? -1 : 0;
+  return k >> shift;  // arithmetic shift: floor for negative k too
+}
+
 }  // namespace
 
 int histogram_exponent(float lo, float hi, int64_t bins) {
@@ -53,7 +61,7 @@ void HistogramObserver::cover(float lo, float hi, int min_exponent) {
     for (int64_t i = 0; i < bins_; ++i) {
       const uint64_t c = counts_[static_cast<size_t>(i)];
       if (c == 0) continue;
-      const int64_t k = (first_ + i) >> shift;
+      const int64_t k = coarser_bin(first_ + i, shift);
       moved[static_cast<size_t>(k - first)] += c;
     }
     counts_ = std::move(moved);
@@ -82,7 +90,7 @@ void HistogramObserver::merge(const Observer& other) {
   for (int64_t i = 0; i < bins_; ++i) {
     const uint64_t c = o.counts_[static_cast<size_t>(i)];
     if (c == 0) continue;
-    counts_[static_cast<size_t>(((o.first_ + i) >> shift) - first_)] += c;
+    counts_[static_cast<size_t>(coarser_bin(o.first_ + i, shift) - first_)] += c;
   }
   count_ = count + o.count_;
 }

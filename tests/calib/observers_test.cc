@@ -449,3 +449,29 @@ TEST_CASE("calibrator records only the asked range methods, and the file says wh
   CHECK_THROWS_WITH(parse_range_methods("minmax,kl", "--methods"),
                     Catch::Contains("--methods: unknown range method 'kl'"));
 }
+
+TEST_CASE("histogram observer: a tensor that is all zeros first, then real values (exponent jump > 63)") {
+  // All zeros put the grid at its finest exponent (~-200); real values then coarsen it by ~190 steps at once,
+  // which once shifted int64 bin indices by more than 63 bits (undefined; found by UBSan on silero VAD's state).
+  const ExecContext ctx{&cpu_backend(), 1};
+  const std::vector<float> zeros(1000, 0.0f), tiny(1000, 1e-30f);
+  const std::vector<float> real = random_values(5000, 31, 2.0f, false);
+  const Shape zs{1000}, rs{5000};
+  HistogramObserver a, b, c, d;
+  a.observe(Batch::make(zeros, zs, ctx), ctx);
+  a.observe(Batch::make(tiny, zs, ctx), ctx);
+  a.observe(Batch::make(real, rs, ctx), ctx);
+  b.observe(Batch::make(real, rs, ctx), ctx);
+  b.observe(Batch::make(tiny, zs, ctx), ctx);
+  b.observe(Batch::make(zeros, zs, ctx), ctx);
+  c.observe(Batch::make(zeros, zs, ctx), ctx);  // merged both ways
+  c.observe(Batch::make(tiny, zs, ctx), ctx);
+  d.observe(Batch::make(real, rs, ctx), ctx);
+  c.merge(d);
+  for (const HistogramObserver* h : {&a, &b, &c}) {
+    CHECK(h->count() == 7000);
+    CHECK(h->histogram().counts == b.histogram().counts);
+    CHECK(h->histogram().lo == b.histogram().lo);
+    CHECK(h->exponent() == b.exponent());
+  }
+}
