@@ -196,7 +196,7 @@ TensorCalibration read_tensor(const Reader& r, const json& j, const std::string&
     for (const auto& [name, v] : ranges.items()) {
       const auto method = range_method_from_name(name);
       const std::string mp = rp + "." + name;
-      if (!method) r.fail(mp, "unknown range method (known: minmax, percentile, entropy, mse, torch_histogram)");
+      if (!method) r.fail(mp, "unknown range method (known: " + known_range_methods() + ")");
       if (!v.is_array() || v.size() != 2) r.fail(mp, "expected [lo, hi]");
       const double lo = r.number(v[0], mp + "[0]"), hi = r.number(v[1], mp + "[1]");
       if (lo > hi) r.fail(mp, "expected [lo, hi] with lo <= hi");
@@ -239,7 +239,7 @@ CalibrationTable calibration_from_json(const std::string& text, const std::strin
     for (size_t i = 0; i < ms.size(); ++i) {
       const std::string mp = "settings.methods[" + std::to_string(i) + "]";
       const auto m = range_method_from_name(r.string(ms[i], mp));
-      if (!m) r.fail(mp, "unknown range method (known: minmax, percentile, entropy, mse, torch_histogram)");
+      if (!m) r.fail(mp, "unknown range method (known: " + known_range_methods() + ")");
       t.settings.methods.insert(*m);
     }
   }

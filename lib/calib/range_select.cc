@@ -65,6 +65,15 @@ std::string range_methods_str(const RangeMethods& methods) {
   return out;
 }
 
+std::string known_range_methods() {
+  std::string out;
+  for (const auto& [m, name] : kMethodNames) {
+    if (!out.empty()) out += ", ";
+    out += name;
+  }
+  return out;
+}
+
 RangeMethods parse_range_methods(std::string_view list, const std::string& what) {
   RangeMethods out{RangeMethod::MinMax};
   if (list == "all") return {std::begin(kRangeMethods), std::end(kRangeMethods)};
@@ -73,8 +82,8 @@ RangeMethods parse_range_methods(std::string_view list, const std::string& what)
     const std::string_view name = list.substr(p, c - p);
     const auto m = range_method_from_name(name);
     if (!m)
-      throw UsageError(what + ": unknown range method '" + std::string(name) +
-                       "' (known: minmax, percentile, entropy, mse, torch_histogram, or all)");
+      throw UsageError(what + ": unknown range method '" + std::string(name) + "' (known: " + known_range_methods() +
+                       ", or all)");
     out.insert(*m);
     p = c + 1;
   }

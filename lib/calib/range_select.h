@@ -29,8 +29,10 @@ inline const RangeMethods kDefaultRangeMethods = {RangeMethod::MinMax, RangeMeth
                                                   RangeMethod::Mse};
 // True when a method needs the order-independent histogram (percentile, entropy, mse).
 bool needs_histogram(RangeMethod m);
-// "minmax,percentile" (file order); parse: BadInputError naming `what` and the unknown name.
+// "minmax,percentile" (file order); parse: UsageError naming `what` and the unknown name.
 std::string range_methods_str(const RangeMethods& methods);
+// "minmax, percentile, entropy, mse, torch_histogram": every method's name, for error messages.
+std::string known_range_methods();
 RangeMethods parse_range_methods(std::string_view list, const std::string& what);
 
 // What the range will be quantized to. Integer dtypes use their qmin..qmax from the dtype table.

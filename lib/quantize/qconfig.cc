@@ -131,11 +131,8 @@ TensorSettingsPatch parse_patch(const Ctx& ctx, const json& j, const std::string
     } else if (k == "reduce_range") {
       p.reduce_range = ctx.boolean(v, kp);
     } else if (k == "method") {
-      std::string list;
-      for (RangeMethod m : calib::kRangeMethods)
-        list += (list.empty() ? "" : ", ") + std::string(calib::range_method_name(m));
       const auto m = v.is_string() ? calib::range_method_from_name(v.get<std::string>()) : std::nullopt;
-      if (!m) ctx.fail(kp, "expected one of " + list + ", got " + v.dump());
+      if (!m) ctx.fail(kp, "expected one of " + calib::known_range_methods() + ", got " + v.dump());
       p.method = *m;
     } else if (k == "rounding") {
       p.rounding = static_cast<Rounding>(ctx.choice(v, kp, kRoundingNames));
