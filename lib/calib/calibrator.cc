@@ -87,7 +87,7 @@ void Calibrator::select_ranges(const TensorState& s, TensorCalibration& t, int d
   if (m.count(RangeMethod::Percentile))
     t.ranges[RangeMethod::Percentile] = select_percentile(t.histogram, options_.percentile);
   if (m.count(RangeMethod::Entropy)) t.ranges[RangeMethod::Entropy] = select_entropy(t.histogram, options_.target, 1);
-  if (m.count(RangeMethod::Mse)) t.ranges[RangeMethod::Mse] = select_mse(t.histogram, options_.target, 1);
+  if (m.count(RangeMethod::Mse)) t.ranges[RangeMethod::Mse] = select_mse(t.histogram, options_.target);
   if (s.torch_histogram) t.ranges[RangeMethod::TorchHistogram] = s.torch_histogram->range(dst_bits);
 }
 

@@ -189,7 +189,7 @@ Range select_entropy(const Histogram& h, const QuantTarget& target, int threads)
   return {clampf(-threshold, h.data_min, h.data_max), clampf(threshold, h.data_min, h.data_max)};
 }
 
-Range select_mse(const Histogram& h, const QuantTarget& target, int threads) {
+Range select_mse(const Histogram& h, const QuantTarget& target) {
   require_data(h, "mse");
   const int64_t levels = integer_levels(target);
   if (levels == 0) return {h.data_min, h.data_max};
@@ -245,7 +245,6 @@ Range select_mse(const Histogram& h, const QuantTarget& target, int threads) {
     }
     return out;
   };
-  (void)threads;  // the sweeps are O(bins): not worth threads
   const std::vector<Clip> right = sweep(his, true);
   std::vector<double> left_bounds = los;
   if (symmetric)

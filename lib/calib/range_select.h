@@ -62,9 +62,10 @@ Range select_entropy(const Histogram& h, const QuantTarget& target, int threads 
 // mse: the [lo, hi] minimising the expected squared quantization error for the target:
 //   E(lo, hi) = N_inside · s²/12 + Σ_bins outside n_b · ((c_b - clip(c_b))² + w²/12),   s = (hi - lo)/(qmax - qmin)
 // (uniform rounding noise inside, clipping error outside; c_b the bin centre, w the bin width), evaluated from
-// prefix sums for lo ∈ {data_min·j/K} × hi ∈ {data_max·k/K}, K = 128 (lo = -hi for symmetric targets; lo = 0 for
-// non-negative data, hi = 0 for non-positive data). Result: [lo, hi] for signed data, [data_min, hi] for
-// non-negative data, [lo, data_max] for non-positive data. Float targets get [data_min, data_max].
-Range select_mse(const Histogram& h, const QuantTarget& target, int threads = 1);
+// one sweep of the bins per side for lo ∈ {data_min·j/K} × hi ∈ {data_max·k/K}, K = 128 (lo = -hi for symmetric
+// targets; lo = 0 for non-negative data, hi = 0 for non-positive data). Result: [lo, hi] for signed data,
+// [data_min, hi] for non-negative data, [lo, data_max] for non-positive data. Float targets get
+// [data_min, data_max]. O(bins + K²): single-threaded.
+Range select_mse(const Histogram& h, const QuantTarget& target);
 
 }  // namespace qtool::calib
