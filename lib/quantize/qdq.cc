@@ -77,25 +77,21 @@ class QdqBuilder {
       concats.emplace_back(n.output(0), q.output->method);
     }
     if (concats.empty()) return;
+    // Every quantized pass-through link, so chains of any length join (groups without a Concat are ignored).
     for (int i = 0; i < g_.node_count(); ++i) {
       const auto& n = g_.node(i);
       if (nq_[i].quantized && nq_[i].activation && op_role(n, &g_).kind == OpKind::PassThrough && n.input_size())
         for (const auto& out : n.output())
-          if (!out.empty() && (parent.count(out) || parent.count(n.input(0)))) unite(n.input(0), out);
-    }
-    // Pass-through links found later can join groups found earlier: one more sweep settles chains of them.
-    for (int i = 0; i < g_.node_count(); ++i) {
-      const auto& n = g_.node(i);
-      if (nq_[i].quantized && nq_[i].activation && op_role(n, &g_).kind == OpKind::PassThrough && n.input_size())
-        for (const auto& out : n.output())
-          if (!out.empty() && (parent.count(out) || parent.count(n.input(0)))) unite(n.input(0), out);
+          if (!out.empty()) unite(n.input(0), out);
     }
     std::map<std::string, RangeMethod> method_of;  // group root -> the Concat's method
     for (const auto& [out, method] : concats) method_of.emplace(find(out), method);
     std::map<std::string, std::pair<double, double>> range_of_group;
     for (const auto& [t, unused] : parent) {
       const std::string root = find(t);
-      const auto r = range_of(t, method_of.at(root));
+      const auto m = method_of.find(root);
+      if (m == method_of.end()) continue;
+      const auto r = range_of(t, m->second);
       if (!r) continue;
       auto [it, fresh] = range_of_group.emplace(root, *r);
       if (!fresh) it->second = {std::min(it->second.first, r->first), std::max(it->second.second, r->second)};

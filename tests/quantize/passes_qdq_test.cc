@@ -395,19 +395,22 @@ TEST_CASE("qdq: a config asking a range method the calibration table did not rec
 }
 
 TEST_CASE("qdq: Concat with output.shared_with_inputs gives inputs, output and pass-through sources one scale") {
-  // a -> Conv -> c ; c -> MaxPool -> m ; b -> Conv -> d ; Concat(m, d) -> cat -> Conv -> y
+  // x -> Conv -> c -> MaxPool -> m0 -> Identity -> m1 -> Identity -> m ; x -> Conv -> d ;
+  // Concat(m, d) -> cat -> Conv -> y  (a chain of three pass-throughs between c and the Concat)
   Builder b(13);
   b.input("x", {1, 2, 6, 6});
   b.init("w1", random_tensor({2, 2, 1, 1}, 41));
   b.init("w2", random_tensor({2, 2, 1, 1}, 42));
   b.init("w3", random_tensor({3, 4, 1, 1}, 43));
   b.node("Conv", {"x", "w1"}, {"c"}, "conv1");
-  b.node("MaxPool", {"c"}, {"m"}, "pool");
+  b.node("MaxPool", {"c"}, {"m0"}, "pool");
+  b.node("Identity", {"m0"}, {"m1"}, "id1");
+  b.node("Identity", {"m1"}, {"m"}, "id2");
   b.node("Conv", {"x", "w2"}, {"d"}, "conv2");
   b.node("Concat", {"m", "d"}, {"cat"}, "cat");
   b.node("Conv", {"cat", "w3"}, {"y"}, "conv3");
   b.output("y");
-  onnx::AttributeProto* axis = b.m.mutable_graph()->mutable_node(3)->add_attribute();
+  onnx::AttributeProto* axis = b.m.mutable_graph()->mutable_node(5)->add_attribute();
   axis->set_name("axis");
   axis->set_type(onnx::AttributeProto::INT);
   axis->set_i(1);
@@ -416,8 +419,14 @@ TEST_CASE("qdq: Concat with output.shared_with_inputs gives inputs, output and p
   ks->set_type(onnx::AttributeProto::INTS);
   ks->add_ints(1), ks->add_ints(1);
   calib::CalibrationTable ranges;
-  for (const auto& [name, lo, hi] : std::vector<std::tuple<std::string, float, float>>{
-           {"x", -1, 1}, {"c", -2, 3}, {"m", -1.5f, 3}, {"d", -4, 2}, {"cat", -4, 3}, {"y", -5, 5}}) {
+  for (const auto& [name, lo, hi] : std::vector<std::tuple<std::string, float, float>>{{"x", -1, 1},
+                                                                                       {"c", -2, 3},
+                                                                                       {"m0", -1.5f, 3},
+                                                                                       {"m1", -1.5f, 3},
+                                                                                       {"m", -1.5f, 3},
+                                                                                       {"d", -4, 2},
+                                                                                       {"cat", -4, 3},
+                                                                                       {"y", -5, 5}}) {
     calib::TensorCalibration tc;
     tc.minmax = calib::Range{lo, hi};
     ranges.tensors[name] = tc;
@@ -440,7 +449,7 @@ TEST_CASE("qdq: Concat with output.shared_with_inputs gives inputs, output and p
   CHECK(scale(plain, "c") != scale(plain, "d"));  // each tensor its own range
   const QdqReport rep = insert_qdq(shared, config(R"({"output": {"shared_with_inputs": true}})"), ranges);
   // Union of c, m, d, cat: [-4, 3] -> scale 7/255 for all four (m keeps c's through the MaxPool).
-  for (const char* t : {"c", "m", "d", "cat"}) CHECK(scale(shared, t) == Approx(7.0 / 255));
+  for (const char* t : {"c", "m0", "m1", "m", "d", "cat"}) CHECK(scale(shared, t) == Approx(7.0 / 255));
   bool noted = false;
   for (const auto& e : rep.nodes) noted |= e.op_type == "Concat" && e.note.find("share one range") != std::string::npos;
   CHECK(noted);
