@@ -45,6 +45,11 @@ class Graph {
 
   const onnx::TensorProto* initializer(const std::string& name) const;
   bool is_initializer(const std::string& name) const { return initializer(name) != nullptr; }
+  // An initializer of dtype float32 (what weights, biases and foldable constants are).
+  bool is_float_initializer(const std::string& name) const {
+    const onnx::TensorProto* t = initializer(name);
+    return t && t->data_type() == onnx::TensorProto::FLOAT;
+  }
   // Decoded initializer (throws BadInputError for undecodable data).
   Tensor initializer_tensor(const std::string& name) const;
   // Adds or replaces an initializer.

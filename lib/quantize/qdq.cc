@@ -154,11 +154,6 @@ class QdqBuilder {
     return n.op_type() == "Clip" || n.input_size() == 2;
   }
 
-  bool float_initializer(const std::string& t) const {
-    const auto* p = g_.initializer(t);
-    return p && p->data_type() == onnx::TensorProto::FLOAT;
-  }
-
   void keep_float(int i, const std::string& why) {
     auto& e = report_.nodes[i];
     e.quantized = false;
@@ -176,7 +171,7 @@ class QdqBuilder {
       else
         apply_patch(*wset, o->patch);
     }
-    if (!wset || !float_initializer(name)) return std::nullopt;
+    if (!wset || !g_.is_float_initializer(name)) return std::nullopt;
     const Tensor w = g_.initializer_tensor(name);
     TensorSettings ws = *wset;
     int64_t axis = -1;
@@ -242,7 +237,7 @@ class QdqBuilder {
     // A weightless op whose output gets no Q (a graph output, or "output": null) has no integer form in ONNX
     // Runtime (DQ -> op -> Q is what it fuses): quantizing its inputs would only add error.
     const bool has_weight = role.weight_input >= 0 && role.weight_input < node.input_size() &&
-                            float_initializer(node.input(role.weight_input));
+                            g_.is_float_initializer(node.input(role.weight_input));
     if (!has_weight && (!q.output || node.output_size() != 1 || g_.is_graph_output(node.output(0))))
       return keep_float(i, "no weight and its output is not quantized: float is as fast and exact");
 
@@ -263,7 +258,7 @@ class QdqBuilder {
       if (k >= node.input_size() || node.input(k).empty()) continue;
       const std::string& t = node.input(k);
       if (g_.is_initializer(t)) {
-        if (!float_initializer(t)) return keep_float(i, "input " + t + " is not float");
+        if (!g_.is_float_initializer(t)) return keep_float(i, "input " + t + " is not float");
         if (k == role.weight_input) {
           plans.push_back({k, t, Plan::Weight, std::nullopt});
         } else {
@@ -298,7 +293,7 @@ class QdqBuilder {
       if (pl.kind == Plan::Weight) {
         std::optional<Tensor> bias;
         if (role.bias_input >= 0 && role.bias_input < node.input_size() &&
-            float_initializer(node.input(role.bias_input)))
+            g_.is_float_initializer(node.input(role.bias_input)))
           bias = g_.initializer_tensor(node.input(role.bias_input));
         if (auto p = quantize_weight(i, pl.index, q, bias ? &*bias : nullptr, input_scale)) weight_scales = p->scales();
       } else if (pl.kind == Plan::Const) {
@@ -319,7 +314,7 @@ class QdqBuilder {
     }
     // Bias: int32 with scale s_input * s_weight.
     if (role.bias_input >= 0 && q.bias && input_scale && !weight_scales.empty() &&
-        role.bias_input < node.input_size() && float_initializer(node.input(role.bias_input))) {
+        role.bias_input < node.input_size() && g_.is_float_initializer(node.input(role.bias_input))) {
       const std::string b = node.input(role.bias_input);
       const Tensor bt = g_.initializer_tensor(b);
       const bool per_col = bt.rank() == 1 && (weight_scales.size() == 1 || bt.numel() == (int64_t)weight_scales.size());
@@ -409,7 +404,7 @@ class QdqBuilder {
     for (int i = 0; i < g_.node_count(); ++i) {
       const auto& n = g_.node(i);
       if ((n.op_type() != "Min" && n.op_type() != "Max") || !report_.nodes[i].quantized || n.input_size() != 2 ||
-          !float_initializer(n.input(1)) || n.output_size() != 1)
+          !g_.is_float_initializer(n.input(1)) || n.output_size() != 1)
         continue;
       auto a = act_.find(n.input(0)), b = act_.find(n.output(0));
       if (a == act_.end() || b == act_.end() || dtype_info(a->second.params.dtype()).bits != 8) continue;

@@ -12,8 +12,7 @@ namespace qtool::quantize {
 namespace {
 
 bool invertible_float_constant(const Graph& g, const std::string& name) {
-  const auto* t = g.initializer(name);
-  if (!t || t->data_type() != onnx::TensorProto::FLOAT) return false;
+  if (!g.is_float_initializer(name)) return false;
   const Tensor c = g.initializer_tensor(name);
   for (int64_t i = 0; i < c.numel(); ++i) {
     const float r = 1.0f / c.data<float>()[i];

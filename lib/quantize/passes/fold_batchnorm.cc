@@ -12,11 +12,6 @@
 namespace qtool::quantize {
 namespace {
 
-bool is_float_init(const Graph& g, const std::string& name) {
-  const auto* t = g.initializer(name);
-  return t && t->data_type() == onnx::TensorProto::FLOAT;
-}
-
 class FoldBatchNorm final : public NodePass {
  public:
   std::string_view name() const override { return "fold_batchnorm"; }
@@ -27,7 +22,7 @@ class FoldBatchNorm final : public NodePass {
     if (bn.input_size() != 5 || bn.output_size() != 1 || attr_int(bn, "training_mode", 0) != 0) return false;
     if (attr_int(bn, "spatial", 1) != 1) return false;
     for (int k = 1; k < 5; ++k)
-      if (!is_float_init(g, bn.input(k))) return false;
+      if (!g.is_float_initializer(bn.input(k))) return false;
     const std::string& x = bn.input(0);
     const int p = g.producer(x);
     if (p < 0 || g.consumers(x).size() != 1 || g.is_graph_output(x) || g.used_by_subgraph(x)) return false;
@@ -35,9 +30,9 @@ class FoldBatchNorm final : public NodePass {
     if (prod.output_size() != 1) return false;
     const std::string& op = prod.op_type();
     if (op != "Conv" && op != "ConvTranspose" && op != "Gemm") return false;
-    if (prod.input_size() < 2 || !is_float_init(g, prod.input(1))) return false;
+    if (prod.input_size() < 2 || !g.is_float_initializer(prod.input(1))) return false;
     if (prod.input_size() >= 3 && !prod.input(2).empty()) {
-      if (!is_float_init(g, prod.input(2))) return false;
+      if (!g.is_float_initializer(prod.input(2))) return false;
       if (op == "Gemm") {  // C must be per output column: [N] or [1,N]
         const auto* c = g.initializer(prod.input(2));
         const int64_t numel = onnxio::proto_numel(*c);

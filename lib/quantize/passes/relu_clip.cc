@@ -10,8 +10,7 @@ namespace qtool::quantize {
 namespace {
 
 std::optional<float> scalar_float(const Graph& g, const std::string& name) {
-  const auto* t = g.initializer(name);
-  if (!t || t->data_type() != onnx::TensorProto::FLOAT) return std::nullopt;
+  if (!g.is_float_initializer(name)) return std::nullopt;
   const Tensor v = g.initializer_tensor(name);
   if (v.numel() != 1) return std::nullopt;
   return v.data<float>()[0];
