@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Calibration benchmarks (prints figures; not a test):
 #   1. histogram update throughput in elements/s (bench_calib_observers), per backend and thread count;
-#   2. observer overhead: time per sample of the forward pass with and without observers on ppocrv4-det
-#      (bench_calib_overhead; target <= 25 %), for --methods minmax, the default set, and all;
+#   2. observer overhead: wall time per sample of calibrate's observed runs against the plain forward pass of
+#      `qtool run` with the same --threads, on ppocrv4-det (bench_calib_overhead; target <= 25 %), for --methods
+#      minmax, the default set, and all; at THREADS (observers beside the interpreter when >= 2) and at 1 thread
+#      (observers inline);
 #   3. peak RSS of `qtool calibrate` on ppocrv4-det with 10 and with 100 samples (target ratio <= 1.1).
 # Usage: bash scripts/bench_calib.sh [BUILD_DIR] (default build); THREADS=N, SHAPE=1,3,H,W to override.
 set -euo pipefail
@@ -21,9 +23,12 @@ cmake --build "$BUILD" -j2 --target qtool bench_calib_observers bench_calib_over
 echo "== histogram update throughput (16M normal values)"
 "$BUILD/tests/bench/bench_calib_observers" --threads "$THREADS" --repeat 5
 
-echo "== observer overhead on ppocrv4-det, input [$SHAPE], threads $THREADS, per set of recorded range methods"
-for methods in minmax minmax,percentile,entropy,mse all; do
-  "$BUILD/tests/bench/bench_calib_overhead" "$MODEL" --shape "x=$SHAPE" --samples 10 --threads "$THREADS" --methods "$methods"
+for threads in $(printf '%s\n' "$THREADS" 1 | uniq); do
+  echo "== observer overhead on ppocrv4-det, input [$SHAPE], threads $threads, per set of recorded range methods"
+  for methods in minmax minmax,percentile,entropy,mse all; do
+    "$BUILD/tests/bench/bench_calib_overhead" "$MODEL" --shape "x=$SHAPE" --samples 5 --rounds 7 --threads "$threads" \
+      --methods "$methods"
+  done
 done
 
 echo "== peak RSS of qtool calibrate on ppocrv4-det, 10 vs 100 random samples"

@@ -20,7 +20,7 @@ struct CalibrateArgs {
   std::vector<std::string> data, shapes;
   int64_t random = 0, batch_size = 1, bins = calib::kDefaultHistogramBins;
   uint64_t seed = 0;
-  int threads = 0;
+  int threads = 0, observer_threads = -1;
   double percentile = calib::kDefaultPercentile;
   std::string methods = calib::range_methods_str(calib::kDefaultRangeMethods);
   bool json = false;
@@ -99,6 +99,7 @@ int run_calibrate(const CalibrateArgs& a) {
   calibrate_data_options(a.data, a.random, a.seed, a.shapes, o);
   o.batch_size = a.batch_size;
   o.threads = a.threads;
+  o.observer_threads = a.observer_threads;
   o.methods = calib::parse_range_methods(a.methods, "--methods");
   o.histogram_bins = a.bins;
   o.percentile = a.percentile;
@@ -149,7 +150,13 @@ Action add_calibrate_command(CLI::App& app) {
   sub->add_option("-o,--output", a->output, "Calibration file to write (JSON)")->required();
   sub->add_option("--config", a->config, "QConfig JSON: global.activation.dtype/symmetric pick the mse/entropy target");
   sub->add_option("--batch-size", a->batch_size, "Samples per interpreter run (default 1)")->check(CLI::PositiveNumber);
-  sub->add_option("--threads", a->threads, "Threads for the interpreter and observers (default 0 = all cores)")
+  sub->add_option("--threads", a->threads,
+                  "Threads in all, for the interpreter and the observers (default 0 = all cores). With two or more "
+                  "and a histogram method, half of them observe tensors while the interpreter runs on the rest")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--observer-threads", a->observer_threads,
+                  "Of --threads, how many observe beside the interpreter (default: half with a histogram method, "
+                  "else 0; 0 = observe inline, between the interpreter's nodes). The table is the same whichever split")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--random", a->random, "Calibrate on N random standard-normal samples instead of --data")
       ->check(CLI::PositiveNumber);

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "calib/calibration_data.h"
+#include "calib/observation_pipeline.h"
 #include "calib/sha256.h"
 #include "core/error.h"
 #include "onnx/model_io.h"
@@ -86,6 +87,49 @@ std::unique_ptr<SampleSource> open_samples(const CalibrateOptions& options, cons
   return open_array_files(inputs, files);
 }
 
+// What observation may lag behind the interpreter: the tensors queued for observers (kept alive until observed).
+// Past this, the interpreter's thread observes too. 32 MiB keeps peak memory near that of inline observation
+// while letting observers absorb the interpreter's uneven pace across nodes.
+constexpr size_t kMaxPendingObservationBytes = size_t{32} << 20;
+
+ThreadPlan plan_threads(int threads, int observer_threads, const RangeMethods& methods) {
+  const int total = std::max(runtime::resolve_threads(threads), 1);
+  const bool histogram = std::any_of(methods.begin(), methods.end(), [](RangeMethod m) {
+    return needs_histogram(m) || m == RangeMethod::TorchHistogram;
+  });
+  ThreadPlan plan;
+  plan.observers = observer_threads >= 0 ? observer_threads : histogram ? total / 2 : 0;
+  plan.forward = plan.observers == 0 ? total : std::max(1, total - plan.observers);
+  return plan;
+}
+
+int64_t observe_samples(const runtime::Session& session, SampleSource& source, int64_t batch, Calibrator& calibrator,
+                        const ThreadPlan& plan, const std::function<void(int64_t, int64_t)>& progress) {
+  const int64_t total = source.samples();
+  int64_t runs = 0;
+  runtime::RunOptions run;
+  std::optional<ObservationPipeline> pipeline;
+  if (plan.observers > 0) {
+    pipeline.emplace(plan.observers, kMaxPendingObservationBytes);
+    ExecContext one = calibrator.options().exec;  // each worker observes one tensor at a time, single-threaded
+    one.threads = 1;
+    run.tap = [&, one](const std::string& name, const Tensor& value) {
+      if (Calibrator::TensorState* s = calibrator.slot(name, value))
+        pipeline->submit(s, value.nbytes(), [&calibrator, s, value, one] { calibrator.observe_slot(*s, value, one); });
+    };
+  } else {
+    run.tap = [&](const std::string& name, const Tensor& value) { calibrator.observe(name, value); };
+  }
+  for (int64_t first = 0; first < total; first += batch) {
+    const int64_t count = std::min(batch, total - first);
+    session.run(source.batch(first, count), run);
+    ++runs;
+    if (progress) progress(first + count, total);
+  }
+  if (pipeline) pipeline->finish();
+  return runs;
+}
+
 CalibrateResult calibrate_model(const fs::path& model_path, const CalibrateOptions& options) {
   const int sources =
       (options.data_files.empty() ? 0 : 1) + (options.data_dir ? 1 : 0) + (options.random_samples ? 1 : 0);
@@ -95,7 +139,8 @@ CalibrateResult calibrate_model(const fs::path& model_path, const CalibrateOptio
 
   CalibrateResult result;
   const onnxio::LoadedModel model = onnxio::load_model(model_path);
-  const runtime::Session session(model, {.threads = options.threads});
+  const ThreadPlan plan = plan_threads(options.threads, options.observer_threads, options.methods);
+  const runtime::Session session(model, {.threads = plan.forward});
   const std::vector<InputSpec> inputs = input_specs(session);
 
   std::unique_ptr<SampleSource> source = open_samples(options, inputs);
@@ -117,19 +162,12 @@ CalibrateResult calibrate_model(const fs::path& model_path, const CalibrateOptio
   copt.histogram_bins = options.histogram_bins;
   copt.percentile = options.percentile;
   copt.target = options.target;
-  copt.exec.threads = session.threads();
+  copt.exec.threads = plan.forward + plan.observers;  // for finish(), and inline observers when no workers
   Calibrator calibrator(copt);
 
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t total = source->samples();
-  runtime::RunOptions run;
-  run.tap = [&](const std::string& name, const Tensor& value) { calibrator.observe(name, value); };
-  for (int64_t first = 0; first < total; first += batch) {
-    const int64_t count = std::min(batch, total - first);
-    session.run(source->batch(first, count), run);
-    ++result.runs;
-    if (options.progress) options.progress(first + count, total);
-  }
+  result.runs = observe_samples(session, *source, batch, calibrator, plan, options.progress);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   result.table = calibrator.finish();

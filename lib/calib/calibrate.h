@@ -29,7 +29,8 @@ struct CalibrateOptions {
   std::map<std::string, Shape> shapes;  // --shape for --random
 
   int64_t batch_size = 1;
-  int threads = 1;
+  int threads = 1;            // in all, for the interpreter and the observers; 0 = all cores
+  int observer_threads = -1;  // observer workers beside the interpreter (see plan_threads); -1 = automatic
   RangeMethods methods = kDefaultRangeMethods;  // the ranges to record (minmax always)
   int64_t histogram_bins = kDefaultHistogramBins;
   double percentile = kDefaultPercentile;
@@ -47,6 +48,24 @@ struct CalibrateResult {
   int64_t runs = 0;                // interpreter runs (batches)
   double seconds = 0;              // wall time of the runs and observers
 };
+
+// How a calibration run spends its threads. With observer workers, observation runs beside the interpreter
+// (calib/observation_pipeline.h), which gets the remaining threads; with none, observers run inline, between
+// the interpreter's nodes, on all `forward` threads.
+struct ThreadPlan {
+  int forward = 1;    // the interpreter's threads
+  int observers = 0;  // observer worker threads
+};
+// threads: the total (0 = all cores). observer_threads: -1 = automatic: half of them when there are two or
+// more and `methods` need a histogram (percentile, entropy, mse, torch_histogram); inline when they need only
+// min/max, which costs too little to be worth taking threads from the interpreter. 0 = inline; K = K workers
+// and max(1, threads - K) for the interpreter.
+ThreadPlan plan_threads(int threads, int observer_threads, const RangeMethods& methods);
+
+// Runs `session` over all of `source`'s samples in batches of `batch`, observing every float tensor with
+// `calibrator` as `plan` says; progress(done, total) after every batch. Returns the number of runs.
+int64_t observe_samples(const runtime::Session& session, SampleSource& source, int64_t batch, Calibrator& calibrator,
+                        const ThreadPlan& plan, const std::function<void(int64_t, int64_t)>& progress = {});
 
 CalibrateResult calibrate_model(const std::filesystem::path& model, const CalibrateOptions& options);
 

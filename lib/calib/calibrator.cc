@@ -28,9 +28,17 @@ Calibrator::TensorState& Calibrator::state(const std::string& name, DType dtype)
 }
 
 void Calibrator::observe(const std::string& name, const Tensor& value) {
-  if (value.empty() || !is_float(value.dtype())) return;
+  if (TensorState* s = slot(name, value)) observe_slot(*s, value, options_.exec);
+}
+
+Calibrator::TensorState* Calibrator::slot(const std::string& name, const Tensor& value) {
+  if (value.empty() || !is_float(value.dtype())) return nullptr;
   TensorState& s = state(name, value.dtype());
   s.shape = value.shape();
+  return &s;
+}
+
+void Calibrator::observe_slot(TensorState& s, const Tensor& value, const ExecContext& exec) {
   std::vector<float> converted;
   std::span<const float> values;
   if (value.dtype() == DType::Float32) {
@@ -41,13 +49,13 @@ void Calibrator::observe(const std::string& name, const Tensor& value) {
     for (int64_t i = 0; i < value.numel(); ++i) converted[static_cast<size_t>(i)] = load(value.raw(), i);
     values = converted;
   }
-  const Batch batch = Batch::make(values, value.shape(), options_.exec);
+  const Batch batch = Batch::make(values, value.shape(), exec);
   s.count += batch.summary.count - batch.summary.nan_count - batch.summary.inf_count;
   s.nan_count += batch.summary.nan_count;
   s.inf_count += batch.summary.inf_count;
-  s.minmax.observe(batch, options_.exec);
-  if (s.histogram) s.histogram->observe(batch, options_.exec);
-  if (s.torch_histogram) s.torch_histogram->observe(batch, options_.exec);
+  s.minmax.observe(batch, exec);
+  if (s.histogram) s.histogram->observe(batch, exec);
+  if (s.torch_histogram) s.torch_histogram->observe(batch, exec);
 }
 
 void Calibrator::merge(const Calibrator& other) {

@@ -42,13 +42,24 @@ class Calibrator {
  public:
   explicit Calibrator(CalibratorOptions options);
 
+  struct TensorState;
+
   // Observes one value of `name`. Tensors of every float dtype are observed (converted to float32 first);
   // other dtypes are ignored.
   // Not thread-safe: the hot loops inside use options.exec.threads.
   void observe(const std::string& name, const Tensor& value);
+
+  // observe() in two steps, for observing on other threads (calib/observation_pipeline.h). slot() finds or
+  // makes the state of `name` and records the value's dtype and shape; call it from one thread at a time, in
+  // the order the values come. nullptr when observe() would ignore the value. observe_slot() then folds the
+  // value into that state and touches nothing else, so different slots may be observed concurrently (one
+  // slot by one thread at a time, each value after its slot() call). `exec` sets the hot loops' threads.
+  TensorState* slot(const std::string& name, const Tensor& value);
+  void observe_slot(TensorState& slot, const Tensor& value, const ExecContext& exec);
   // Folds another calibrator (a shard of the same samples) into this one.
   void merge(const Calibrator& other);
 
+  const CalibratorOptions& options() const { return options_; }
   bool observed(const std::string& name) const { return tensors_.count(name) != 0; }
   size_t tensor_count() const { return tensors_.size(); }
   std::vector<NonFiniteReport> non_finite() const;
@@ -56,8 +67,7 @@ class Calibrator {
   // The tensors part of the table (and its settings); the caller fills model, sha256, samples, batch_size.
   CalibrationTable finish() const;
 
- private:
-  struct TensorState {
+ struct TensorState {
     DType dtype = DType::Float32;
     Shape shape;
     int64_t count = 0, nan_count = 0, inf_count = 0;  // finite, NaN, ±inf values
@@ -65,6 +75,8 @@ class Calibrator {
     std::optional<HistogramObserver> histogram;
     std::optional<TorchHistogramObserver> torch_histogram;
   };
+
+ private:
   TensorState& state(const std::string& name, DType dtype);
   void select_ranges(const TensorState& s, TensorCalibration& t, int dst_bits) const;
 

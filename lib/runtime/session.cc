@@ -163,13 +163,13 @@ void check_input(const ValueDecl& d, const Tensor& t, std::map<std::string, int6
   }
 }
 
+}  // namespace
+
 int resolve_threads(int requested) {
   if (requested < 0)
     throw UsageError("the thread count must be 0 (all cores) or positive, got " + std::to_string(requested));
   return requested == 0 ? omp_get_max_threads() : requested;
 }
-
-}  // namespace
 
 std::string describe_decl(const ValueDecl& d) {
   std::string s = d.dtype == DType::Undefined ? std::string("any") : std::string(dtype_name(d.dtype));

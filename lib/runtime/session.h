@@ -33,6 +33,9 @@ struct SessionOptions {
   int threads = 1;  // OpenMP threads kernels may use; 0 = all available (omp_get_max_threads)
 };
 
+// A thread count as SessionOptions reads it: 0 = all available; UsageError when negative.
+int resolve_threads(int requested);
+
 // Sees every graph input (in declaration order, before any node runs), then every node output of
 // the main graph right after the node produced it, in execution (topological) order. Constants,
 // initializers and values inside If/Loop/Scan bodies are not reported. The reference is valid only

@@ -1,16 +1,22 @@
-// Observer overhead of calibration: time per sample of the plain forward pass (the interpreter as `qtool run`
-// uses it) against the same runs with every float tensor observed by a Calibrator (as `qtool calibrate`).
-//   bench_calib_overhead MODEL --shape NAME=d0,d1,... [--samples N] [--threads T] [--methods LIST]
-// (--methods as `qtool calibrate --methods`; default minmax,percentile,entropy,mse)
-// Inputs are seeded random normal values. Prints one JSON line: wall and process CPU time per sample.
+// Observer overhead of calibration: wall time per sample of `qtool calibrate`'s observed runs against the plain
+// forward pass of `qtool run` with the same --threads.
+//   bench_calib_overhead MODEL --shape NAME=d0,d1,... [--samples N] [--rounds R] [--threads T]
+//                        [--observer-threads K] [--methods LIST]
+// (--threads, --observer-threads and --methods as `qtool calibrate`; default methods minmax,percentile,entropy,mse)
+// Each round times N plain runs, then N observed runs split across threads as calibrate does
+// (calib::plan_threads, calib::observe_samples), waiting for the last observer. Rounds alternate, so machine
+// noise hits both alike; the overhead is the median of the per-round ratios. Inputs are seeded random normal
+// values. Prints one JSON line, with process CPU time per sample as well.
 #include <malloc.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <string>
+#include <vector>
 
 #include "calib/calibrate.h"
 #include "calib/calibrator.h"
@@ -28,23 +34,35 @@ double cpu_seconds() {
 }
 }  // namespace
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: bench_calib_overhead MODEL --shape NAME=d0,d1,... [--samples N] [--threads T]\n");
+    std::fprintf(stderr,
+                 "usage: bench_calib_overhead MODEL --shape NAME=d0,d1,... [--samples N] [--rounds R] [--threads T] "
+                 "[--observer-threads K] [--methods LIST]\n");
     return 1;
   }
   const std::string model_path = argv[1];
   int64_t samples = 5;
-  int threads = 0;
+  int rounds = 5, threads = 0, observer_threads = -1;
   std::string methods = "minmax,percentile,entropy,mse";
   std::map<std::string, Shape> shapes;
   for (int i = 2; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--samples"))
       samples = std::atoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--rounds"))
+      rounds = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--methods"))
       methods = argv[i + 1];
     else if (!std::strcmp(argv[i], "--threads"))
       threads = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--observer-threads"))
+      observer_threads = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--shape")) {
       const std::string s = argv[i + 1];
       const size_t eq = s.find('=');
@@ -63,43 +81,46 @@ int main(int argc, char** argv) {
   if (!std::getenv("MALLOC_TRIM_THRESHOLD_")) mallopt(M_TRIM_THRESHOLD, 256 << 20);
   try {
     const onnxio::LoadedModel model = onnxio::load_model(model_path);
-    const runtime::Session session(model, {.threads = threads});
-    const std::vector<calib::InputSpec> inputs = calib::input_specs(session);
-    auto source = calib::open_random(inputs, samples, 0, shapes);
+    const runtime::Session plain_session(model, {.threads = threads});
     calib::CalibratorOptions copt;
-    copt.exec.threads = session.threads();
     copt.methods = calib::parse_range_methods(methods, "--methods");
+    const calib::ThreadPlan plan = calib::plan_threads(threads, observer_threads, copt.methods);
+    copt.exec.threads = plan.forward + plan.observers;
+    const runtime::Session observed_session(model, {.threads = plan.forward});
+    const std::vector<calib::InputSpec> inputs = calib::input_specs(plain_session);
+    auto source = calib::open_random(inputs, samples, 0, shapes);
     calib::Calibrator calibrator(copt);
-    runtime::RunOptions observed;
-    observed.tap = [&](const std::string& name, const Tensor& v) { calibrator.observe(name, v); };
 
-    session.run(source->batch(0, 1));  // warm-up
-    double plain = 0, with_observers = 0, plain_cpu = 0, observed_cpu = 0;
-    for (int64_t i = 0; i < samples; ++i) {  // interleaved, so machine noise hits both alike
-      const auto in = source->batch(i, 1);
+    plain_session.run(source->batch(0, 1));  // warm-up
+    std::vector<double> plain, observed, ratio, plain_cpu, observed_cpu;
+    for (int r = 0; r < rounds; ++r) {
       const double c0 = cpu_seconds();
-      auto t0 = std::chrono::steady_clock::now();
-      session.run(in);
-      auto t1 = std::chrono::steady_clock::now();
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int64_t i = 0; i < samples; ++i) plain_session.run(source->batch(i, 1));
+      const auto t1 = std::chrono::steady_clock::now();
       const double c1 = cpu_seconds();
-      session.run(in, observed);
-      auto t2 = std::chrono::steady_clock::now();
+      calib::observe_samples(observed_session, *source, 1, calibrator, plan);
+      const auto t2 = std::chrono::steady_clock::now();
       const double c2 = cpu_seconds();
-      plain_cpu += c1 - c0;
-      observed_cpu += c2 - c1;
-      plain += std::chrono::duration<double>(t1 - t0).count();
-      with_observers += std::chrono::duration<double>(t2 - t1).count();
+      const double n = double(samples);
+      plain.push_back(std::chrono::duration<double>(t1 - t0).count() / n);
+      observed.push_back(std::chrono::duration<double>(t2 - t1).count() / n);
+      ratio.push_back(observed.back() / plain.back());
+      plain_cpu.push_back((c1 - c0) / n);
+      observed_cpu.push_back((c2 - c1) / n);
     }
     const auto t3 = std::chrono::steady_clock::now();
     const calib::CalibrationTable table = calibrator.finish();
     const double finish = std::chrono::duration<double>(std::chrono::steady_clock::now() - t3).count();
     std::printf(
-        "{\"model\": \"%s\", \"methods\": \"%s\", \"samples\": %lld, \"threads\": %d, \"tensors\": %zu, \"plain_s_per_sample\": %.6f, "
+        "{\"model\": \"%s\", \"methods\": \"%s\", \"samples\": %lld, \"rounds\": %d, \"threads\": %d, "
+        "\"forward_threads\": %d, \"observer_threads\": %d, \"tensors\": %zu, \"plain_s_per_sample\": %.6f, "
         "\"observed_s_per_sample\": %.6f, \"overhead\": %.4f, \"plain_cpu_s_per_sample\": %.6f, "
         "\"observed_cpu_s_per_sample\": %.6f, \"cpu_overhead\": %.4f, \"finish_s\": %.4f}\n",
-        model_path.c_str(), calib::range_methods_str(copt.methods).c_str(), static_cast<long long>(samples), session.threads(), table.tensors.size(),
-        plain / double(samples), with_observers / double(samples), with_observers / plain - 1.0,
-        plain_cpu / double(samples), observed_cpu / double(samples), observed_cpu / plain_cpu - 1.0, finish);
+        model_path.c_str(), calib::range_methods_str(copt.methods).c_str(), static_cast<long long>(samples), rounds,
+        plain_session.threads(), plan.forward, plan.observers, table.tensors.size(), median(plain), median(observed),
+        median(ratio) - 1.0, median(plain_cpu), median(observed_cpu), median(observed_cpu) / median(plain_cpu) - 1.0,
+        finish);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;
