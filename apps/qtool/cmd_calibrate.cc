@@ -151,12 +151,13 @@ Action add_calibrate_command(CLI::App& app) {
   sub->add_option("--config", a->config, "QConfig JSON: global.activation.dtype/symmetric pick the mse/entropy target");
   sub->add_option("--batch-size", a->batch_size, "Samples per interpreter run (default 1)")->check(CLI::PositiveNumber);
   sub->add_option("--threads", a->threads,
-                  "Threads in all, for the interpreter and the observers (default 0 = all cores). With two or more "
-                  "and a histogram method, half of them observe tensors while the interpreter runs on the rest")
+                  "Threads in all, for the interpreter and the observers (default 0 = all cores). With two or more, "
+                  "some observe tensors while the interpreter runs on the rest (see --observer-threads)")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--observer-threads", a->observer_threads,
-                  "Of --threads, how many observe beside the interpreter (default: half with a histogram method, "
-                  "else 0; 0 = observe inline, between the interpreter's nodes). The table is the same whichever split")
+                  "Of --threads, how many observe beside the interpreter (default: half when a method needs a "
+                  "histogram, else an eighth, at least one; 0 = observe inline, between the interpreter's nodes). "
+                  "The table is the same whichever split")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--random", a->random, "Calibrate on N random standard-normal samples instead of --data")
       ->check(CLI::PositiveNumber);

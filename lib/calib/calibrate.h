@@ -56,10 +56,9 @@ struct ThreadPlan {
   int forward = 1;    // the interpreter's threads
   int observers = 0;  // observer worker threads
 };
-// threads: the total (0 = all cores). observer_threads: -1 = automatic: half of them when there are two or
-// more and `methods` need a histogram (percentile, entropy, mse, torch_histogram); inline when they need only
-// min/max, which costs too little to be worth taking threads from the interpreter. 0 = inline; K = K workers
-// and max(1, threads - K) for the interpreter.
+// threads: the total (0 = all cores). observer_threads: -1 = automatic: on one thread inline; on two or more,
+// half of them when `methods` need a histogram (percentile, entropy, mse, torch_histogram), else (min/max only,
+// far cheaper) an eighth, at least one. 0 = inline; K = K workers and max(1, threads - K) for the interpreter.
 ThreadPlan plan_threads(int threads, int observer_threads, const RangeMethods& methods);
 
 // Runs `session` over all of `source`'s samples in batches of `batch`, observing every float tensor with

@@ -125,7 +125,7 @@ TEST_CASE("calibrate_model: the table does not depend on how threads are split b
   }
 }
 
-TEST_CASE("plan_threads: with a histogram, half the threads observe beside the interpreter") {
+TEST_CASE("plan_threads: observers get threads in proportion to their cost") {
   const RangeMethods hist = kDefaultRangeMethods, minmax = {RangeMethod::MinMax};
   const RangeMethods torch = {RangeMethod::MinMax, RangeMethod::TorchHistogram};
   auto plan = [](int threads, int observers, const RangeMethods& m) {
@@ -136,7 +136,9 @@ TEST_CASE("plan_threads: with a histogram, half the threads observe beside the i
   CHECK(plan(2, -1, hist) == std::make_pair(1, 1));
   CHECK(plan(5, -1, hist) == std::make_pair(3, 2));
   CHECK(plan(4, -1, torch) == std::make_pair(2, 2));
-  CHECK(plan(4, -1, minmax) == std::make_pair(4, 0));  // min/max only: inline on all threads
+  CHECK(plan(4, -1, minmax) == std::make_pair(3, 1));  // min/max only: an eighth, at least one
+  CHECK(plan(16, -1, minmax) == std::make_pair(14, 2));
+  CHECK(plan(1, -1, minmax) == std::make_pair(1, 0));
   CHECK(plan(4, 0, hist) == std::make_pair(4, 0));
   CHECK(plan(4, 1, minmax) == std::make_pair(3, 1));
   CHECK(plan(2, 3, hist) == std::make_pair(1, 3));
