@@ -22,7 +22,11 @@ namespace {
 // multiversioning). They are branch-free (out-of-window values are replaced by the dump slot before the
 // conversion to int), so every clone vectorises; the arithmetic is the same IEEE operations in every clone.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(QTOOL_NO_CLONES)
+#define QTOOL_CALIB_CLONES
+#else
 #define QTOOL_CALIB_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
 #define QTOOL_CALIB_X86 1
 #else
 #define QTOOL_CALIB_X86 0
