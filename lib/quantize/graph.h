@@ -42,6 +42,11 @@ class Graph {
   bool is_graph_output(const std::string& tensor) const { return graph_outputs_.count(tensor) > 0; }
   bool is_graph_input(const std::string& tensor) const { return graph_inputs_.count(tensor) > 0; }
   bool used_by_subgraph(const std::string& tensor) const { return subgraph_reads_.count(tensor) > 0; }
+  // Read by exactly one node and by nothing else (not a graph output, not read inside a subgraph): a pass may
+  // fold the tensor into that node.
+  bool has_single_reader(const std::string& tensor) const {
+    return consumers(tensor).size() == 1 && !is_graph_output(tensor) && !used_by_subgraph(tensor);
+  }
 
   const onnx::TensorProto* initializer(const std::string& name) const;
   bool is_initializer(const std::string& name) const { return initializer(name) != nullptr; }

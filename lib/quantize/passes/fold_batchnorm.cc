@@ -25,7 +25,7 @@ class FoldBatchNorm final : public NodePass {
       if (!g.is_float_initializer(bn.input(k))) return false;
     const std::string& x = bn.input(0);
     const int p = g.producer(x);
-    if (p < 0 || g.consumers(x).size() != 1 || g.is_graph_output(x) || g.used_by_subgraph(x)) return false;
+    if (p < 0 || !g.has_single_reader(x)) return false;
     const auto& prod = g.node(p);
     if (prod.output_size() != 1) return false;
     const std::string& op = prod.op_type();

@@ -38,7 +38,7 @@ class FoldPadIntoConv final : public NodePass {
       return false;
     if (pad.input_size() >= 4 && !pad.input(3).empty()) return false;  // axes (opset 18)
     const std::string& y = pad.output(0);
-    if (g.consumers(y).size() != 1 || g.is_graph_output(y) || g.used_by_subgraph(y)) return false;
+    if (!g.has_single_reader(y)) return false;
     const auto& conv = g.node(g.consumers(y)[0]);
     if (conv.op_type() != "Conv" || conv.input(0) != y || attr_string(conv, "auto_pad", "NOTSET") != "NOTSET")
       return false;

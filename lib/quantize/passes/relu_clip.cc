@@ -16,10 +16,6 @@ std::optional<float> scalar_float(const Graph& g, const std::string& name) {
   return v.data<float>()[0];
 }
 
-bool single_use(const Graph& g, const std::string& t) {
-  return g.consumers(t).size() == 1 && !g.is_graph_output(t) && !g.used_by_subgraph(t);
-}
-
 class ReluMinToClip final : public NodePass {
  public:
   std::string_view name() const override { return "relu_min_to_clip"; }
@@ -30,7 +26,7 @@ class ReluMinToClip final : public NodePass {
     for (int k = 0; k < 2; ++k) {
       const auto c = scalar_float(g, n.input(1 - k));
       const int p = g.producer(n.input(k));
-      if (c && *c >= 0 && p >= 0 && g.node(p).op_type() == "Relu" && single_use(g, n.input(k))) return true;
+      if (c && *c >= 0 && p >= 0 && g.node(p).op_type() == "Relu" && g.has_single_reader(n.input(k))) return true;
     }
     return false;
   }
@@ -60,7 +56,7 @@ class DropRedundantRelu final : public NodePass {
   bool match(const Graph& g, int i) const override {
     const auto& n = g.node(i);
     const int p = g.producer(n.input(0));
-    return p >= 0 && single_use(g, n.input(0)) && non_negative(g, p);
+    return p >= 0 && g.has_single_reader(n.input(0)) && non_negative(g, p);
   }
   // The output of node p is >= 0: Clip with a lower bound >= 0, Relu, or Min of such with constants >= 0.
   static bool non_negative(const Graph& g, int p) {
