@@ -67,6 +67,12 @@ void attr_f(onnx::NodeProto& n, const std::string& name, float v) {
   a->set_type(onnx::AttributeProto::FLOAT);
   a->set_f(v);
 }
+void attr_i(onnx::NodeProto& n, const std::string& name, int64_t v) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
 void attr_ints(onnx::NodeProto& n, const std::string& name, std::vector<int64_t> v) {
   auto* a = n.add_attribute();
   a->set_name(name);
@@ -130,10 +136,7 @@ TEST_CASE("passes: BatchNormalization folds into a grouped ConvTranspose") {
   add_bn_params(b, 6, 13);
   onnx::NodeProto& ct = b.node("ConvTranspose", {"x", "w", "cb"}, {"c"});
   attr_ints(ct, "strides", {2, 2});
-  auto* grp = ct.add_attribute();
-  grp->set_name("group");
-  grp->set_type(onnx::AttributeProto::INT);
-  grp->set_i(2);
+  attr_i(ct, "group", 2);
   b.node("BatchNormalization", {"c", "g", "beta", "mean", "var"}, {"y"});
   b.output("y");
   const Tensor x = random_tensor({1, 4, 5, 5}, 17);
@@ -410,14 +413,8 @@ TEST_CASE("qdq: Concat with output.shared_with_inputs gives inputs, output and p
   b.node("Concat", {"m", "d"}, {"cat"}, "cat");
   b.node("Conv", {"cat", "w3"}, {"y"}, "conv3");
   b.output("y");
-  onnx::AttributeProto* axis = b.m.mutable_graph()->mutable_node(5)->add_attribute();
-  axis->set_name("axis");
-  axis->set_type(onnx::AttributeProto::INT);
-  axis->set_i(1);
-  onnx::AttributeProto* ks = b.m.mutable_graph()->mutable_node(1)->add_attribute();
-  ks->set_name("kernel_shape");
-  ks->set_type(onnx::AttributeProto::INTS);
-  ks->add_ints(1), ks->add_ints(1);
+  attr_i(*b.m.mutable_graph()->mutable_node(5), "axis", 1);
+  attr_ints(*b.m.mutable_graph()->mutable_node(1), "kernel_shape", {1, 1});
   calib::CalibrationTable ranges;
   for (const auto& [name, lo, hi] : std::vector<std::tuple<std::string, float, float>>{{"x", -1, 1},
                                                                                        {"c", -2, 3},
