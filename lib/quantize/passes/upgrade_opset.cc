@@ -11,12 +11,15 @@
 namespace qtool::quantize {
 namespace {
 
+// The stem of the names given to what a conversion adds for node `n`: its name, else its first output.
+std::string name_base(const onnx::NodeProto& n) { return n.name().empty() ? n.output(0) : n.name(); }
+
 // Moves an ints attribute into a new int64 initializer input at position `pos` (filling gaps with "").
 void attr_to_input(Graph& g, onnx::NodeProto& n, const std::string& attr, int pos, const std::string& suffix) {
   const auto* a = find_attr(n, attr);
   if (!a) return;
   std::vector<int64_t> v(a->ints().begin(), a->ints().end());
-  const std::string name = g.unique_name((n.name().empty() ? n.output(0) : n.name()) + "_" + suffix);
+  const std::string name = g.unique_name(name_base(n) + "_" + suffix);
   g.set_initializer(name, Tensor::from_vector<int64_t>({static_cast<int64_t>(v.size())}, v));
   while (n.input_size() < pos) n.add_input("");
   if (n.input_size() == pos)
@@ -73,7 +76,7 @@ class ClipToInputs final : public Converter {
   std::vector<std::string_view> op_types() const override { return {"Clip"}; }
   void rewrite(Graph& g, int i) const override {
     auto& n = g.node(i);
-    const std::string base = n.name().empty() ? n.output(0) : n.name();
+    const std::string base = name_base(n);
     const auto* lo = find_attr(n, "min");
     const auto* hi = find_attr(n, "max");
     std::string lo_name, hi_name;
@@ -115,7 +118,7 @@ class PadToInputs final : public Converter {
     const float value = attr_float(n, "value", 0.0f);
     remove_attr(n, "value");
     attr_to_input(g, n, "pads", 1, "pads");
-    const std::string vname = g.unique_name((n.name().empty() ? n.output(0) : n.name()) + "_value");
+    const std::string vname = g.unique_name(name_base(n) + "_value");
     g.set_initializer(vname, Tensor::scalar<float>(value));
     n.add_input(vname);
   }
@@ -131,7 +134,7 @@ class ResizeV11 final : public Converter {
   void rewrite(Graph& g, int i) const override {
     auto& n = g.node(i);
     const std::string scales = n.input(1);
-    const std::string roi = g.unique_name((n.name().empty() ? n.output(0) : n.name()) + "_roi");
+    const std::string roi = g.unique_name(name_base(n) + "_roi");
     g.set_initializer(roi, Tensor(DType::Float32, {0}));
     n.set_input(1, roi);
     n.add_input(scales);
@@ -185,7 +188,7 @@ class SoftmaxAxis13 final : public Converter {
       set_attr_int(n, "axis", -1);
       return;
     }
-    const std::string base = n.name().empty() ? n.output(0) : n.name();
+    const std::string base = name_base(n);
     const std::string x = n.input(0), y = n.output(0);
     const std::string flat = g.unique_name(base + "_flat"), shape = g.unique_name(base + "_shape"),
                       y2 = g.unique_name(base + "_2d");
