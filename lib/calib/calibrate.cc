@@ -100,7 +100,7 @@ ThreadPlan plan_threads(int threads, int observer_threads, const RangeMethods& m
   ThreadPlan plan;
   // Automatic: observers get threads in proportion to their cost. With a histogram they cost about as much CPU
   // per value as the interpreter (ppocrv4-det), so half; min/max alone costs ~15 % of it, so an eighth (at least
-  // one: on 2 threads a worker beside a 1-thread interpreter measured +7 % to +20 % against +30 % to +37 %
+  // one: on 2 threads a worker beside a 1-thread interpreter measured +7 % to +20 % against +30 % to +40 %
   // for inline observers on both threads).
   if (observer_threads >= 0)
     plan.observers = observer_threads;

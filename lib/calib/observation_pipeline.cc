@@ -42,14 +42,17 @@ void ObservationPipeline::run_taken(Task& task) {
     error = std::current_exception();
   }
   task.run = nullptr;  // release what the task holds before it stops counting as pending
+  bool queued = false;
   {
     std::lock_guard lock(mu_);
     running_.erase(task.key);
     pending_bytes_ -= task.bytes;
     if (error && !error_) error_ = error;
+    queued = !queue_.empty();
   }
-  // A key came free (a queued task of it may now run) and the pending bytes went down.
-  work_cv_.notify_all();
+  // A key came free (a queued task of it may now run; idle workers need no waking when nothing is queued) and
+  // the pending bytes went down.
+  if (queued) work_cv_.notify_all();
   done_cv_.notify_all();
 }
 
