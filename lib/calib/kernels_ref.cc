@@ -27,12 +27,16 @@ BatchSummary summarize(std::span<const float> x, int /*threads*/) {
   return s;
 }
 
+// The window bin of finite v, or -1 when v lies outside the window (compared in double: no integer overflow).
+int64_t window_bin(float v, const GridWindow& grid) {
+  const double i = std::floor(std::ldexp(static_cast<double>(v), -grid.exponent)) - static_cast<double>(grid.first);
+  return i >= 0 && i < static_cast<double>(grid.bins) ? static_cast<int64_t>(i) : -1;
+}
+
 void histogram_add(std::span<const float> x, const GridWindow& grid, std::span<uint64_t> counts, int /*threads*/) {
   for (float v : x) {
     if (!std::isfinite(v)) continue;
-    const double k = std::floor(std::ldexp(static_cast<double>(v), -grid.exponent));
-    const int64_t i = static_cast<int64_t>(k) - grid.first;
-    if (i >= 0 && i < grid.bins) ++counts[static_cast<size_t>(i)];
+    if (const int64_t i = window_bin(v, grid); i >= 0) ++counts[static_cast<size_t>(i)];
   }
 }
 
