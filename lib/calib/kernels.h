@@ -33,6 +33,13 @@ struct GridWindow {
 
 enum class BackendKind : uint8_t { Cpu, Reference };
 
+// The x86 vector instruction sets the CPU backend's hand-written loops (batch summary, float bin indices) are
+// written for; each computes exactly what the baseline loop computes. The widest the CPU has is used, unless
+// lowered: tests lower it to check every path the machine can run.
+enum class CpuIsa : uint8_t { Baseline, Avx2, Avx512 };
+CpuIsa cpu_isa();                      // what the loops use now
+CpuIsa set_cpu_isa_limit(CpuIsa max);  // use at most `max` (never more than the CPU has); returns cpu_isa()
+
 struct ObserverBackend {
   BackendKind kind;
   std::string_view name;

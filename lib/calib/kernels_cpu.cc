@@ -8,6 +8,7 @@
 #endif
 
 #include <algorithm>
+#include <atomic>
 #include <cfloat>
 #include <cmath>
 #include <limits>
@@ -32,6 +33,18 @@ namespace {
 #define QTOOL_CALIB_X86 0
 #define QTOOL_CALIB_CLONES
 #endif
+
+CpuIsa detected_isa() {
+#if QTOOL_CALIB_X86
+  if (__builtin_cpu_supports("avx512f")) return CpuIsa::Avx512;
+  if (__builtin_cpu_supports("avx2")) return CpuIsa::Avx2;
+#endif
+  return CpuIsa::Baseline;
+}
+
+std::atomic<CpuIsa> g_isa{detected_isa()};
+
+CpuIsa isa() { return g_isa.load(std::memory_order_relaxed); }
 
 constexpr int64_t kMinPerThread = 1 << 15;  // below this, threading costs more than it saves
 
@@ -104,12 +117,40 @@ __attribute__((target("avx2"))) Partial summarize_range_avx2(const float* x, siz
   }
   return p;
 }
+
+// GCC 12's AVX-512 headers build their "undefined" vectors from themselves, which its own -Wuninitialized then
+// reports (a false positive inside the intrinsics): silenced around the AVX-512 loops only.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// The same with AVX-512 (16 lanes, comparison masks): non-finite values are rare, so they are counted in a
+// branch the predictor learns.
+__attribute__((target("avx512f"))) Partial summarize_range_avx512(const float* x, size_t n) {
+  const __m512 fmax = _mm512_set1_ps(FLT_MAX);
+  __m512 lo = _mm512_set1_ps(std::numeric_limits<float>::infinity()), hi = _mm512_sub_ps(_mm512_setzero_ps(), lo);
+  Partial p;
+  for (size_t i = 0; i < n; i += 16) {
+    const auto live = static_cast<__mmask16>(n - i >= 16 ? 0xFFFF : (1u << (n - i)) - 1);
+    const __m512 v = _mm512_maskz_loadu_ps(live, x + i);
+    const __mmask16 finite = _mm512_mask_cmp_ps_mask(live, _mm512_abs_ps(v), fmax, _CMP_LE_OQ);
+    lo = _mm512_mask_min_ps(lo, finite, lo, v);
+    hi = _mm512_mask_max_ps(hi, finite, hi, v);
+    if (finite != live) {
+      p.nonfinite += __builtin_popcount(static_cast<unsigned>(live & ~finite));
+      p.nan += __builtin_popcount(static_cast<unsigned>(_mm512_mask_cmp_ps_mask(live, v, v, _CMP_UNORD_Q)));
+    }
+  }
+  p.min = _mm512_reduce_min_ps(lo);
+  p.max = _mm512_reduce_max_ps(hi);
+  return p;
+}
+#pragma GCC diagnostic pop
 #endif
 
 Partial summarize_range(const float* x, size_t n) {
 #if QTOOL_CALIB_X86
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  if (avx2) return summarize_range_avx2(x, n);
+  if (isa() == CpuIsa::Avx512) return summarize_range_avx512(x, n);
+  if (isa() == CpuIsa::Avx2) return summarize_range_avx2(x, n);
 #endif
   Partial p;
   float lo = p.min, hi = p.max;
@@ -228,13 +269,40 @@ __attribute__((target("avx2"))) void grid_indices_f32_avx2(const float* x, size_
   }
   grid_indices_f32_scalar(x + i, m - i, scale, first, bins, idx + i, lo, hi);
 }
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// With AVX-512 (see summarize_range_avx512 for the pragmas): the conversion rounds down itself (floor and convert in one instruction), masks select.
+__attribute__((target("avx512f"))) void grid_indices_f32_avx512(const float* x, size_t m, float scale,
+                                                               int32_t first, int32_t bins, int32_t* idx,
+                                                               int32_t& lo, int32_t& hi) {
+  const __m512 vscale = _mm512_set1_ps(scale), fmax = _mm512_set1_ps(FLT_MAX);
+  const __m512i vfirst = _mm512_set1_epi32(first), vbins = _mm512_set1_epi32(bins);
+  __m512i vlo = _mm512_set1_epi32(lo), vhi = _mm512_set1_epi32(hi);
+  for (size_t i = 0; i < m; i += 16) {
+    const auto live = static_cast<__mmask16>(m - i >= 16 ? 0xFFFF : (1u << (m - i)) - 1);
+    const __m512 v = _mm512_maskz_loadu_ps(live, x + i);
+    const __m512i f = _mm512_cvt_roundps_epi32(_mm512_mul_ps(v, vscale), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    const __m512i u = _mm512_sub_epi32(f, vfirst);
+    const __mmask16 finite = _mm512_cmp_ps_mask(_mm512_abs_ps(v), fmax, _CMP_LE_OQ);
+    const __mmask16 keep = _mm512_mask_cmplt_epu32_mask(finite, u, vbins);  // u < bins, unsigned
+    const __m512i k = _mm512_mask_blend_epi32(keep, vbins, u);
+    _mm512_mask_storeu_epi32(idx + i, live, k);
+    vlo = _mm512_mask_min_epi32(vlo, live, vlo, k);
+    vhi = _mm512_mask_max_epi32(vhi, live, vhi, k);
+  }
+  lo = _mm512_reduce_min_epi32(vlo);
+  hi = _mm512_reduce_max_epi32(vhi);
+}
+#pragma GCC diagnostic pop
 #endif
 
 void grid_indices_f32(const float* x, size_t m, float scale, int32_t first, int32_t bins, int32_t* idx, int32_t& lo,
                       int32_t& hi) {
 #if QTOOL_CALIB_X86
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  if (avx2) return grid_indices_f32_avx2(x, m, scale, first, bins, idx, lo, hi);
+  if (isa() == CpuIsa::Avx512) return grid_indices_f32_avx512(x, m, scale, first, bins, idx, lo, hi);
+  if (isa() == CpuIsa::Avx2) return grid_indices_f32_avx2(x, m, scale, first, bins, idx, lo, hi);
 #endif
   grid_indices_f32_scalar(x, m, scale, first, bins, idx, lo, hi);
 }
@@ -385,6 +453,13 @@ void histc_add(std::span<const float> x, float lo, float hi, std::span<double> h
 }
 
 }  // namespace
+
+CpuIsa cpu_isa() { return isa(); }
+
+CpuIsa set_cpu_isa_limit(CpuIsa max) {
+  g_isa.store(std::min(max, detected_isa()), std::memory_order_relaxed);
+  return isa();
+}
 
 ObserverBackend cpu_observer_backend() {
   return {BackendKind::Cpu, "cpu", summarize, histogram_add, channel_minmax, histc_add};

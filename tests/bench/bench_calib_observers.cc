@@ -1,7 +1,8 @@
 // Throughput of the observer hot loops, in elements per second: the batch summary, the order-independent
-// histogram update and PyTorch's histc, for the reference and the OpenMP backends.
+// histogram update and PyTorch's histc, for the reference and the OpenMP backends (the latter once per vector
+// instruction set the CPU has: baseline, avx2, avx512).
 //   bench_calib_observers [--elements N] [--threads T] [--repeat R]
-// Prints one JSON line per (kernel, backend, threads).
+// Prints one JSON line per (kernel, backend, isa, threads).
 #include <omp.h>
 
 #include <chrono>
@@ -50,7 +51,12 @@ int main(int argc, char** argv) {
   for (float& v : x) v = nd(rng);
   const int64_t shape[] = {n};
 
+  const CpuIsa widest = set_cpu_isa_limit(CpuIsa::Avx512);
+  const char* isa_names[] = {"baseline", "avx2", "avx512"};
   for (const ObserverBackend& backend : observer_backends()) {
+   for (int isa = 0; isa <= static_cast<int>(widest); ++isa) {
+    if (backend.kind == BackendKind::Reference && isa > 0) break;
+    set_cpu_isa_limit(static_cast<CpuIsa>(isa));
     for (int t : {1, threads}) {
       if (backend.kind == BackendKind::Reference && t != 1) continue;
       const ExecContext ctx{&backend, t};
@@ -64,14 +70,17 @@ int main(int argc, char** argv) {
       const double s_torch = best_seconds(repeat, [&] { th.observe(batch, ctx); });
       auto line = [&](const char* kernel, double s) {
         std::printf(
-            "{\"kernel\": \"%s\", \"backend\": \"%s\", \"threads\": %d, \"elements\": %lld, \"seconds\": %.6f, "
-            "\"elements_per_second\": %.4g}\n",
-            kernel, std::string(backend.name).c_str(), t, static_cast<long long>(n), s, double(n) / s);
+            "{\"kernel\": \"%s\", \"backend\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"elements\": %lld, "
+            "\"seconds\": %.6f, \"elements_per_second\": %.4g}\n",
+            kernel, std::string(backend.name).c_str(), backend.kind == BackendKind::Reference ? "-" : isa_names[isa],
+            t, static_cast<long long>(n), s, double(n) / s);
       };
       line("summarize", s_sum);
       line("histogram_update", s_hist);
       line("torch_histogram_update", s_torch);
     }
+   }
   }
+  set_cpu_isa_limit(widest);
   return 0;
 }

@@ -1,8 +1,9 @@
 // Observer overhead of calibration: wall time per sample of `qtool calibrate`'s observed runs against the plain
 // forward pass of `qtool run` with the same --threads.
 //   bench_calib_overhead MODEL --shape NAME=d0,d1,... [--samples N] [--rounds R] [--threads T]
-//                        [--observer-threads K] [--methods LIST]
-// (--threads, --observer-threads and --methods as `qtool calibrate`; default methods minmax,percentile,entropy,mse)
+//                        [--observer-threads K] [--methods LIST] [--isa baseline|avx2|avx512]
+// (--threads, --observer-threads and --methods as `qtool calibrate`; default methods minmax,percentile,entropy,mse;
+// --isa caps the vector instruction set of the observer loops, default the CPU's widest)
 // Each round times N plain runs, then N observed runs split across threads as calibrate does
 // (calib::plan_threads, calib::observe_samples), waiting for the last observer. Rounds alternate, so machine
 // noise hits both alike; the overhead is the median of the per-round ratios. Inputs are seeded random normal
@@ -40,11 +41,13 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+constexpr const char* kIsaNames[] = {"baseline", "avx2", "avx512"};
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: bench_calib_overhead MODEL --shape NAME=d0,d1,... [--samples N] [--rounds R] [--threads T] "
-                 "[--observer-threads K] [--methods LIST]\n");
+                 "[--observer-threads K] [--methods LIST] [--isa baseline|avx2|avx512]\n");
     return 1;
   }
   const std::string model_path = argv[1];
@@ -63,6 +66,16 @@ int main(int argc, char** argv) {
       threads = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--observer-threads"))
       observer_threads = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--isa")) {
+      const std::string isa = argv[i + 1];
+      if (isa != "baseline" && isa != "avx2" && isa != "avx512") {
+        std::fprintf(stderr, "error: --isa %s: expected baseline, avx2 or avx512\n", isa.c_str());
+        return 2;
+      }
+      calib::set_cpu_isa_limit(isa == "baseline" ? calib::CpuIsa::Baseline
+                               : isa == "avx2"   ? calib::CpuIsa::Avx2
+                                                 : calib::CpuIsa::Avx512);
+    }
     else if (!std::strcmp(argv[i], "--shape")) {
       const std::string s = argv[i + 1];
       const size_t eq = s.find('=');
@@ -116,11 +129,11 @@ int main(int argc, char** argv) {
         "{\"model\": \"%s\", \"methods\": \"%s\", \"samples\": %lld, \"rounds\": %d, \"threads\": %d, "
         "\"forward_threads\": %d, \"observer_threads\": %d, \"tensors\": %zu, \"plain_s_per_sample\": %.6f, "
         "\"observed_s_per_sample\": %.6f, \"overhead\": %.4f, \"plain_cpu_s_per_sample\": %.6f, "
-        "\"observed_cpu_s_per_sample\": %.6f, \"cpu_overhead\": %.4f, \"finish_s\": %.4f}\n",
+        "\"observed_cpu_s_per_sample\": %.6f, \"cpu_overhead\": %.4f, \"finish_s\": %.4f, \"isa\": \"%s\"}\n",
         model_path.c_str(), calib::range_methods_str(copt.methods).c_str(), static_cast<long long>(samples), rounds,
         plain_session.threads(), plan.forward, plan.observers, table.tensors.size(), median(plain), median(observed),
         median(ratio) - 1.0, median(plain_cpu), median(observed_cpu), median(observed_cpu) / median(plain_cpu) - 1.0,
-        finish);
+        finish, kIsaNames[static_cast<int>(calib::cpu_isa())]);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;
