@@ -14,7 +14,11 @@
 namespace qtool::calib {
 
 // What one pass over a batch learns: element count, NaN and ±inf counts, and the min/max of the
-// finite values (min > max when there is no finite value).
+// finite values (min > max when there is no finite value). A zero extreme is +0: which of -0 and +0 a chain of
+// comparisons keeps depends on its order (threads, vector width), and the calibration file's bytes must not.
+// -0 -> +0; every other value unchanged.
+inline float unsigned_zero(float v) { return v == 0 ? 0.0f : v; }
+
 struct BatchSummary {
   int64_t count = 0;
   int64_t nan_count = 0;
@@ -53,7 +57,7 @@ struct ObserverBackend {
   void (*histogram_add)(std::span<const float> x, const GridWindow& grid, std::span<uint64_t> counts, int threads);
 
   // Contract: x is [outer, channels, inner] in C order; for each channel c, mins[c] = min(mins[c], finite
-  // values of channel c) and likewise maxs[c] (mins/maxs are running values, updated in place).
+  // values of channel c) and likewise maxs[c] (mins/maxs are running values, updated in place); zero is +0.
   void (*channel_minmax)(std::span<const float> x, int64_t outer, int64_t channels, int64_t inner,
                          std::span<float> mins, std::span<float> maxs, int threads);
 

@@ -195,6 +195,8 @@ BatchSummary summarize(std::span<const float> x, int threads) {
     s.min = std::min(s.min, p.min);
     s.max = std::max(s.max, p.max);
   }
+  s.min = unsigned_zero(s.min);
+  s.max = unsigned_zero(s.max);
   return s;
 }
 
@@ -438,8 +440,8 @@ void channel_minmax(std::span<const float> x, int64_t outer, int64_t channels, i
         hi = std::max(hi, b);
       }
     }
-    mins[static_cast<size_t>(c)] = lo;
-    maxs[static_cast<size_t>(c)] = hi;
+    mins[static_cast<size_t>(c)] = unsigned_zero(lo);
+    maxs[static_cast<size_t>(c)] = unsigned_zero(hi);
   }
 }
 

@@ -24,6 +24,8 @@ BatchSummary summarize(std::span<const float> x, int /*threads*/) {
       s.max = std::max(s.max, v);
     }
   }
+  s.min = unsigned_zero(s.min);
+  s.max = unsigned_zero(s.max);
   return s;
 }
 
@@ -47,8 +49,8 @@ void channel_minmax(std::span<const float> x, int64_t outer, int64_t channels, i
       for (int64_t i = 0; i < inner; ++i) {
         const float v = x[static_cast<size_t>((o * channels + c) * inner + i)];
         if (!std::isfinite(v)) continue;
-        mins[static_cast<size_t>(c)] = std::min(mins[static_cast<size_t>(c)], v);
-        maxs[static_cast<size_t>(c)] = std::max(maxs[static_cast<size_t>(c)], v);
+        mins[static_cast<size_t>(c)] = unsigned_zero(std::min(mins[static_cast<size_t>(c)], v));
+        maxs[static_cast<size_t>(c)] = unsigned_zero(std::max(maxs[static_cast<size_t>(c)], v));
       }
 }
 

@@ -96,6 +96,25 @@ TEST_CASE("OpenMP observer kernels equal their reference twins, on every instruc
   });
 }
 
+TEST_CASE("a zero min or max is +0 whichever order -0 and +0 are met in (file bytes do not depend on it)") {
+  std::vector<float> x(100000, 1.0f);
+  for (size_t i = 0; i < x.size(); i += 3) x[i] = (i / 3) % 2 ? -0.0f : 0.0f;
+  std::vector<float> neg(x.size());
+  std::transform(x.begin(), x.end(), neg.begin(), [](float v) { return -v; });
+  for_each_cpu_isa([&] {
+    for (const ObserverBackend* b : {&ref_backend(), &cpu_backend()})
+      for (const int threads : {1, 2, 3}) {
+        INFO(b->name << " threads " << threads);
+        const BatchSummary lo = b->summarize(x, threads), hi = b->summarize(neg, threads);
+        CHECK((lo.min == 0 && !std::signbit(lo.min)));
+        CHECK((hi.max == 0 && !std::signbit(hi.max)));
+        std::vector<float> mins(2, INFINITY), maxs(2, -INFINITY);
+        b->channel_minmax(neg, 1, 2, 50000, mins, maxs, threads);
+        CHECK((!std::signbit(maxs[0]) && !std::signbit(maxs[1])));
+      }
+  });
+}
+
 TEST_CASE("OpenMP histogram kernels stay exact on long runs of one bin (sub-counter flushes) and tiny inputs") {
   // 700001 values, 1 thread: several flush chunks of the 16-bit sub-counters in one call; most values are 0
   // (a ReLU's output), so one bin gets far more than 65535 counts.
