@@ -94,9 +94,7 @@ constexpr size_t kMaxPendingObservationBytes = size_t{32} << 20;
 
 ThreadPlan plan_threads(int threads, int observer_threads, const RangeMethods& methods) {
   const int total = std::max(runtime::resolve_threads(threads), 1);
-  const bool histogram = std::any_of(methods.begin(), methods.end(), [](RangeMethod m) {
-    return needs_histogram(m) || m == RangeMethod::TorchHistogram;
-  });
+  const bool histogram = records_any_histogram(methods);
   ThreadPlan plan;
   // Automatic: observers get threads in proportion to their cost. With a histogram they cost about as much CPU
   // per value as the interpreter (ppocrv4-det), so half; min/max alone costs ~15 % of it, so an eighth (at least

@@ -18,7 +18,7 @@ Calibrator::TensorState& Calibrator::state(const std::string& name, DType dtype)
   auto it = tensors_.find(name);
   if (it == tensors_.end()) {
     auto s = std::make_unique<TensorState>();
-    if (std::any_of(options_.methods.begin(), options_.methods.end(), needs_histogram))
+    if (records_histogram(options_.methods))
       s->histogram.emplace(options_.histogram_bins);
     if (options_.methods.count(RangeMethod::TorchHistogram)) s->torch_histogram.emplace();
     it = tensors_.emplace(name, std::move(s)).first;

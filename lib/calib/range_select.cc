@@ -56,6 +56,14 @@ bool needs_histogram(RangeMethod m) {
   return m == RangeMethod::Percentile || m == RangeMethod::Entropy || m == RangeMethod::Mse;
 }
 
+bool records_histogram(const RangeMethods& methods) {
+  return std::any_of(methods.begin(), methods.end(), needs_histogram);
+}
+
+bool records_any_histogram(const RangeMethods& methods) {
+  return records_histogram(methods) || methods.count(RangeMethod::TorchHistogram) != 0;
+}
+
 std::string range_methods_str(const RangeMethods& methods) {
   std::string out;
   for (RangeMethod m : methods) {

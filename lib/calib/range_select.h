@@ -29,6 +29,10 @@ inline const RangeMethods kDefaultRangeMethods = {RangeMethod::MinMax, RangeMeth
                                                   RangeMethod::Mse};
 // True when a method needs the order-independent histogram (percentile, entropy, mse).
 bool needs_histogram(RangeMethod m);
+// What a set of methods makes a run keep per tensor: the order-independent histogram (some method needs it);
+// any histogram, PyTorch's included (the observers then cost about what the interpreter does, not a fraction).
+bool records_histogram(const RangeMethods& methods);
+bool records_any_histogram(const RangeMethods& methods);
 // "minmax,percentile" (file order); parse: UsageError naming `what` and the unknown name.
 std::string range_methods_str(const RangeMethods& methods);
 // "minmax, percentile, entropy, mse, torch_histogram": every method's name, for error messages.
