@@ -1,5 +1,6 @@
 #include "calib/calibrate.h"
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
