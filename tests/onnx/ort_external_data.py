@@ -18,16 +18,14 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from shared_inputs import one_input_per_model  # noqa: E402
+
 qtool, shared, source, scratch = sys.argv[1:5]
-tensors = os.path.join(shared, "data", "tensors")
 runner = os.path.join(source, "scripts", "ort", "ort_run.mjs")
 shutil.rmtree(scratch, ignore_errors=True)
 os.makedirs(scratch)
 rng = np.random.default_rng(0)
-
-
-def tensor(name):
-    return os.path.join(tensors, name)
 
 
 def scratch_npy(name, array):
@@ -36,16 +34,7 @@ def scratch_npy(name, array):
     return path
 
 
-SHARED = {
-    "mobilenetv2-1.0-224-fp32.onnx": {"input": tensor("mobilenetv2_chelsea.npy")},
-    "extra/mobilenetv2-1.0-224-int8-qdq-st.onnx": {"serving_default_input_1:0": tensor("mobilenetv2int8_chelsea.npy")},
-    "ppocrv4-det.onnx": {"x": tensor("ppocrdet_ocr_rendered.npy")},
-    "ppocrv4-rec.onnx": {"x": tensor("ppocrrec_rendered_line0.npy")},
-    "ppocr-mobile-v2-cls.onnx": {"x": tensor("ppocrcls_rendered_line0_upright.npy")},
-    "silero-vad-16k-flat.onnx": {"input": tensor("vad_chunk576_speech.npy"), "state": tensor("vad_state_zeros.npy")},
-    "superres-espcn-3x.onnx": {"input": tensor("superres_bus_lr_y.npy")},
-    "digits-vit.onnx": {"pixel_values": tensor("digits_test64.npy")},
-}
+SHARED = one_input_per_model(shared)
 BUNDLED = {
     "tiny_conv.onnx": {"input": scratch_npy("conv_in.npy", rng.random((2, 3, 32, 32), dtype=np.float32))},
     "tiny_if.onnx": {"x": scratch_npy("if_in.npy", rng.standard_normal((2, 16)).astype(np.float32))},

@@ -11,17 +11,12 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import qtest  # noqa: E402
-from qtest import t  # noqa: E402
 
-CASES = {
-    'mobilenetv2-1.0-224-fp32': {'input': t('mobilenetv2_chelsea.npy')},
-    'ppocrv4-det': {'x': t('ppocrdet_ocr_rendered.npy')},
-    'ppocrv4-rec': {'x': t('ppocrrec_rendered_line0.npy')},
-    'ppocr-mobile-v2-cls': {'x': t('ppocrcls_rendered_line0_upright.npy')},
-    'silero-vad-16k-flat': {'input': t('vad_chunk576_speech.npy'), 'state': t('vad_state_zeros.npy')},
-    'superres-espcn-3x': {'input': t('superres_bus_lr_y.npy')},
-    'digits-vit': {'pixel_values': t('digits_test64.npy')},
-}
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
+from shared_inputs import one_input_per_model  # noqa: E402
+
+# The float shared models (the int8 one under extra/ is already quantized).
+CASES = {m[:-len('.onnx')]: i for m, i in one_input_per_model(qtest.SHARED).items() if not m.startswith('extra/')}
 
 
 def main():
