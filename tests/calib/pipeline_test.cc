@@ -125,6 +125,25 @@ TEST_CASE("calibrate_model: the table does not depend on how threads are split b
   }
 }
 
+TEST_CASE("calibrate_model: the table's bytes do not depend on the vector instruction set of the observer loops") {
+  CalibrateOptions o;
+  o.data_files["input"] = shared_tensors() / "mobilenetv2_calib6.npy";
+  o.batch_size = 3;
+  o.threads = 2;
+  o.methods = parse_range_methods("all", "--methods");
+  const CpuIsa widest = set_cpu_isa_limit(CpuIsa::Avx512);
+  std::string first;
+  for (int isa = 0; isa <= static_cast<int>(widest); ++isa) {
+    INFO("cpu isa " << isa);
+    REQUIRE(set_cpu_isa_limit(static_cast<CpuIsa>(isa)) == static_cast<CpuIsa>(isa));
+    const std::string json =
+        calibration_to_json(calibrate_model(shared_models() / "mobilenetv2-1.0-224-fp32.onnx", o).table);
+    if (isa == 0) first = json;
+    CHECK(json == first);
+  }
+  set_cpu_isa_limit(CpuIsa::Avx512);
+}
+
 TEST_CASE("plan_threads: observers get threads in proportion to their cost") {
   const RangeMethods hist = kDefaultRangeMethods, minmax = {RangeMethod::MinMax};
   const RangeMethods torch = {RangeMethod::MinMax, RangeMethod::TorchHistogram};
