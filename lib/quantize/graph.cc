@@ -94,6 +94,13 @@ Tensor Graph::initializer_tensor(const std::string& name) const {
   return onnxio::tensor_from_proto(*t, "initializer '" + name + "'");
 }
 
+std::optional<float> Graph::scalar_float_initializer(const std::string& name) const {
+  if (!is_float_initializer(name)) return std::nullopt;
+  const Tensor v = initializer_tensor(name);
+  if (v.numel() != 1) return std::nullopt;
+  return v.data<float>()[0];
+}
+
 void Graph::set_initializer(const std::string& name, const Tensor& t) {
   auto it = initializers_.find(name);
   onnx::TensorProto* p;

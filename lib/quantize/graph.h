@@ -57,6 +57,8 @@ class Graph {
   }
   // Decoded initializer (throws BadInputError for undecodable data).
   Tensor initializer_tensor(const std::string& name) const;
+  // The value of a float32 initializer holding one element (any shape); nullopt for anything else.
+  std::optional<float> scalar_float_initializer(const std::string& name) const;
   // Adds or replaces an initializer.
   void set_initializer(const std::string& name, const Tensor& t);
   void remove_initializer(const std::string& name);

@@ -22,9 +22,8 @@ std::optional<std::vector<int64_t>> pad_amounts(const Graph& g, const onnx::Node
 bool zero_value(const Graph& g, const onnx::NodeProto& pad) {
   if (g.opset() < 11) return attr_float(pad, "value", 0.0f) == 0.0f;
   if (pad.input_size() < 3 || pad.input(2).empty()) return true;
-  if (!g.is_initializer(pad.input(2))) return false;
-  const Tensor v = g.initializer_tensor(pad.input(2));
-  return v.dtype() == DType::Float32 && v.numel() == 1 && v.data<float>()[0] == 0.0f;
+  const std::optional<float> v = g.scalar_float_initializer(pad.input(2));
+  return v && *v == 0.0f;
 }
 
 class FoldPadIntoConv final : public NodePass {

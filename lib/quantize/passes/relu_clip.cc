@@ -9,13 +9,6 @@
 namespace qtool::quantize {
 namespace {
 
-std::optional<float> scalar_float(const Graph& g, const std::string& name) {
-  if (!g.is_float_initializer(name)) return std::nullopt;
-  const Tensor v = g.initializer_tensor(name);
-  if (v.numel() != 1) return std::nullopt;
-  return v.data<float>()[0];
-}
-
 class ReluMinToClip final : public NodePass {
  public:
   std::string_view name() const override { return "relu_min_to_clip"; }
@@ -24,7 +17,7 @@ class ReluMinToClip final : public NodePass {
     const auto& n = g.node(i);
     if (n.input_size() != 2 || g.opset() < 11) return false;
     for (int k = 0; k < 2; ++k) {
-      const auto c = scalar_float(g, n.input(1 - k));
+      const auto c = g.scalar_float_initializer(n.input(1 - k));
       const int p = g.producer(n.input(k));
       if (c && *c >= 0 && p >= 0 && g.node(p).op_type() == "Relu" && g.has_single_reader(n.input(k))) return true;
     }
@@ -32,10 +25,10 @@ class ReluMinToClip final : public NodePass {
   }
   void rewrite(Graph& g, int i) const override {
     auto& n = g.node(i);
-    const int k =
-        g.producer(n.input(0)) >= 0 && g.node(g.producer(n.input(0))).op_type() == "Relu" && scalar_float(g, n.input(1))
-            ? 0
-            : 1;
+    const int k = g.producer(n.input(0)) >= 0 && g.node(g.producer(n.input(0))).op_type() == "Relu" &&
+                          g.scalar_float_initializer(n.input(1))
+                      ? 0
+                      : 1;
     const int relu = g.producer(n.input(k));
     const std::string x = g.node(relu).input(0), c = n.input(1 - k);
     const std::string zero = g.unique_name(n.output(0) + "_min");
@@ -64,7 +57,7 @@ class DropRedundantRelu final : public NodePass {
     if (n.op_type() == "Relu") return true;
     if (n.op_type() == "Clip") {
       if (n.input_size() < 2 || n.input(1).empty()) return false;
-      const auto lo = scalar_float(g, n.input(1));
+      const auto lo = g.scalar_float_initializer(n.input(1));
       return lo && *lo >= 0;
     }
     if (n.op_type() == "Min") {
