@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "calib/calibrator.h"
+#include "calib/for_each_cpu_isa.h"
 #include "calib/histogram_observer.h"
 #include "calib/range_select.h"
 #include "core/error.h"
@@ -18,6 +19,7 @@
 
 using namespace qtool;
 using namespace qtool::calib;
+using qtool::test::for_each_cpu_isa;
 
 namespace {
 
@@ -38,61 +40,47 @@ std::vector<float> random_values(size_t n, uint32_t seed, float scale = 1.0f, bo
 const ObserverBackend& ref_backend() { return observer_backend(BackendKind::Reference); }
 const ObserverBackend& cpu_backend() { return observer_backend(BackendKind::Cpu); }
 
-// Runs `body` once per vector instruction set this CPU has (the CPU backend's loops for each), restoring the
-// widest after.
-template <class Body>
-void for_each_cpu_isa(Body body) {
-  const CpuIsa widest = set_cpu_isa_limit(CpuIsa::Avx512);
-  for (const CpuIsa isa : {CpuIsa::Baseline, CpuIsa::Avx2, CpuIsa::Avx512}) {
-    if (isa > widest) break;
-    INFO("cpu isa " << static_cast<int>(isa));
-    REQUIRE(set_cpu_isa_limit(isa) == isa);
-    body();
-  }
-  set_cpu_isa_limit(CpuIsa::Avx512);
-}
-
 }  // namespace
 
 TEST_CASE("OpenMP observer kernels equal their reference twins, on every instruction set the CPU has") {
   for_each_cpu_isa([] {
-  for (size_t n : {size_t{1000}, size_t{300001}, size_t{17}}) {
-    const std::vector<float> x = random_values(n, 7 + static_cast<uint32_t>(n), 3.0f);
-    const BatchSummary a = ref_backend().summarize(x, 1), b = cpu_backend().summarize(x, 2);
-    CHECK(a.count == b.count);
-    CHECK(a.nan_count == 2);
-    CHECK(a.inf_count == 2);
-    CHECK(b.nan_count == 2);
-    CHECK(b.inf_count == 2);
-    CHECK(a.min == b.min);
-    CHECK(a.max == b.max);
+    for (size_t n : {size_t{1000}, size_t{300001}, size_t{17}}) {
+      const std::vector<float> x = random_values(n, 7 + static_cast<uint32_t>(n), 3.0f);
+      const BatchSummary a = ref_backend().summarize(x, 1), b = cpu_backend().summarize(x, 2);
+      CHECK(a.count == b.count);
+      CHECK(a.nan_count == 2);
+      CHECK(a.inf_count == 2);
+      CHECK(b.nan_count == 2);
+      CHECK(b.inf_count == 2);
+      CHECK(a.min == b.min);
+      CHECK(a.max == b.max);
 
-    const GridWindow grid{-6, static_cast<int64_t>(std::floor(std::ldexp(a.min, 6))), 4096};
-    std::vector<uint64_t> ha(4096, 0), hb(4096, 0);
-    ref_backend().histogram_add(x, grid, ha, 1);
-    cpu_backend().histogram_add(x, grid, hb, 2);
-    CHECK(ha == hb);
-    CHECK(std::accumulate(ha.begin(), ha.end(), uint64_t{0}) == n - 4);
-    // A window holding only part of the values: the others are skipped, not clamped into the edge bins.
-    const GridWindow part{-6, 10, 100};
-    std::vector<uint64_t> pa(100, 0), pb(100, 0);
-    ref_backend().histogram_add(x, part, pa, 1);
-    cpu_backend().histogram_add(x, part, pb, 2);
-    CHECK(pa == pb);
+      const GridWindow grid{-6, static_cast<int64_t>(std::floor(std::ldexp(a.min, 6))), 4096};
+      std::vector<uint64_t> ha(4096, 0), hb(4096, 0);
+      ref_backend().histogram_add(x, grid, ha, 1);
+      cpu_backend().histogram_add(x, grid, hb, 2);
+      CHECK(ha == hb);
+      CHECK(std::accumulate(ha.begin(), ha.end(), uint64_t{0}) == n - 4);
+      // A window holding only part of the values: the others are skipped, not clamped into the edge bins.
+      const GridWindow part{-6, 10, 100};
+      std::vector<uint64_t> pa(100, 0), pb(100, 0);
+      ref_backend().histogram_add(x, part, pa, 1);
+      cpu_backend().histogram_add(x, part, pb, 2);
+      CHECK(pa == pb);
 
-    std::vector<double> ca(2048, 0), cb(2048, 0);
-    ref_backend().histc_add(x, -2.0f, 3.0f, ca, 1);
-    cpu_backend().histc_add(x, -2.0f, 3.0f, cb, 2);
-    CHECK(ca == cb);
+      std::vector<double> ca(2048, 0), cb(2048, 0);
+      ref_backend().histc_add(x, -2.0f, 3.0f, ca, 1);
+      cpu_backend().histc_add(x, -2.0f, 3.0f, cb, 2);
+      CHECK(ca == cb);
 
-    const int64_t outer = 3, channels = 7, inner = static_cast<int64_t>(n) / 21;
-    const std::span<const float> xs(x.data(), static_cast<size_t>(outer * channels * inner));
-    std::vector<float> mina(7, INFINITY), maxa(7, -INFINITY), minb = mina, maxb = maxa;
-    ref_backend().channel_minmax(xs, outer, channels, inner, mina, maxa, 1);
-    cpu_backend().channel_minmax(xs, outer, channels, inner, minb, maxb, 2);
-    CHECK(mina == minb);
-    CHECK(maxa == maxb);
-  }
+      const int64_t outer = 3, channels = 7, inner = static_cast<int64_t>(n) / 21;
+      const std::span<const float> xs(x.data(), static_cast<size_t>(outer * channels * inner));
+      std::vector<float> mina(7, INFINITY), maxa(7, -INFINITY), minb = mina, maxb = maxa;
+      ref_backend().channel_minmax(xs, outer, channels, inner, mina, maxa, 1);
+      cpu_backend().channel_minmax(xs, outer, channels, inner, minb, maxb, 2);
+      CHECK(mina == minb);
+      CHECK(maxa == maxb);
+    }
   });
 }
 
@@ -122,19 +110,19 @@ TEST_CASE("OpenMP histogram kernels stay exact on long runs of one bin (sub-coun
   for (size_t i = 0; i < x.size(); ++i)
     if (x[i] < 0.5f) x[i] = 0.0f;
   for_each_cpu_isa([&] {
-  for (const size_t n : {x.size(), size_t{5}, size_t{2047}}) {
-    INFO(n);
-    const std::span<const float> xs(x.data(), n);
-    const GridWindow grid{-6, -1000, 4096};
-    std::vector<uint64_t> ha(4096, 0), hb(4096, 0);
-    ref_backend().histogram_add(xs, grid, ha, 1);
-    cpu_backend().histogram_add(xs, grid, hb, 1);
-    CHECK(ha == hb);
-    std::vector<double> ca(2048, 0), cb(2048, 0);
-    ref_backend().histc_add(xs, -2.0f, 3.0f, ca, 1);
-    cpu_backend().histc_add(xs, -2.0f, 3.0f, cb, 1);
-    CHECK(ca == cb);
-  }
+    for (const size_t n : {x.size(), size_t{5}, size_t{2047}}) {
+      INFO(n);
+      const std::span<const float> xs(x.data(), n);
+      const GridWindow grid{-6, -1000, 4096};
+      std::vector<uint64_t> ha(4096, 0), hb(4096, 0);
+      ref_backend().histogram_add(xs, grid, ha, 1);
+      cpu_backend().histogram_add(xs, grid, hb, 1);
+      CHECK(ha == hb);
+      std::vector<double> ca(2048, 0), cb(2048, 0);
+      ref_backend().histc_add(xs, -2.0f, 3.0f, ca, 1);
+      cpu_backend().histc_add(xs, -2.0f, 3.0f, cb, 1);
+      CHECK(ca == cb);
+    }
   });
 }
 
