@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -41,8 +42,10 @@ enum class BackendKind : uint8_t { Cpu, Reference };
 // written for; each computes exactly what the baseline loop computes. The widest the CPU has is used, unless
 // lowered: tests lower it to check every path the machine can run.
 enum class CpuIsa : uint8_t { Baseline, Avx2, Avx512 };
-CpuIsa cpu_isa();                      // what the loops use now
-CpuIsa set_cpu_isa_limit(CpuIsa max);  // use at most `max` (never more than the CPU has); returns cpu_isa()
+CpuIsa cpu_isa();                           // what the loops use now
+CpuIsa set_cpu_isa_limit(CpuIsa max);       // use at most `max` (never more than the CPU has); returns cpu_isa()
+std::string_view cpu_isa_name(CpuIsa isa);  // "baseline", "avx2", "avx512"
+std::optional<CpuIsa> cpu_isa_from_name(std::string_view name);  // the inverse; nullopt for another name
 
 struct ObserverBackend {
   BackendKind kind;

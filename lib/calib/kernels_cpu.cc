@@ -275,10 +275,10 @@ __attribute__((target("avx2"))) void grid_indices_f32_avx2(const float* x, size_
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-// With AVX-512 (see summarize_range_avx512 for the pragmas): the conversion rounds down itself (floor and convert in one instruction), masks select.
-__attribute__((target("avx512f"))) void grid_indices_f32_avx512(const float* x, size_t m, float scale,
-                                                               int32_t first, int32_t bins, int32_t* idx,
-                                                               int32_t& lo, int32_t& hi) {
+// With AVX-512 (see summarize_range_avx512 for the pragmas): the conversion rounds down itself (floor and convert in
+// one instruction), masks select.
+__attribute__((target("avx512f"))) void grid_indices_f32_avx512(const float* x, size_t m, float scale, int32_t first,
+                                                                int32_t bins, int32_t* idx, int32_t& lo, int32_t& hi) {
   const __m512 vscale = _mm512_set1_ps(scale), fmax = _mm512_set1_ps(FLT_MAX);
   const __m512i vfirst = _mm512_set1_epi32(first), vbins = _mm512_set1_epi32(bins);
   __m512i vlo = _mm512_set1_epi32(lo), vhi = _mm512_set1_epi32(hi);
@@ -345,8 +345,9 @@ std::vector<uint16_t>& scratch(size_t size) {
 // Counting values into bins. Indices are computed a block at a time by index(x, m, idx, lo, hi) (one of the
 // loops above), then counted into kSub interleaved 16-bit sub-histograms: runs of equal bins (a ReLU's zeros)
 // do not serialise on one counter. kSub = 2 measured fastest on ppocrv4-det (observer overhead 70 % against
-// 80 % with 4, 100 % with 1 and 115 % with 8): with an 8192-bin window, more copies fall out of L1. Index `bins` is the slot for rejected values (NaN, ±inf, out of range). Only
-// the range of bins the data touched is flushed and re-zeroed, so a small tensor does not pay for a wide window.
+// 80 % with 4, 100 % with 1 and 115 % with 8): with an 8192-bin window, more copies fall out of L1. Index `bins` is the
+// slot for rejected values (NaN, ±inf, out of range). Only the range of bins the data touched is flushed and re-zeroed,
+// so a small tensor does not pay for a wide window.
 template <class Index, class Out>
 void count_bins(const float* x, size_t n, size_t bins, Index index, Out* out) {
   // Sub-counters are 16-bit (half the cache footprint of 32-bit ones). Sub-histogram r only counts values at
@@ -461,6 +462,18 @@ CpuIsa cpu_isa() { return isa(); }
 CpuIsa set_cpu_isa_limit(CpuIsa max) {
   g_isa.store(std::min(max, detected_isa()), std::memory_order_relaxed);
   return isa();
+}
+
+namespace {
+constexpr std::string_view kIsaNames[] = {"baseline", "avx2", "avx512"};  // in CpuIsa order
+}  // namespace
+
+std::string_view cpu_isa_name(CpuIsa isa) { return kIsaNames[static_cast<int>(isa)]; }
+
+std::optional<CpuIsa> cpu_isa_from_name(std::string_view name) {
+  for (int i = 0; i < 3; ++i)
+    if (kIsaNames[i] == name) return static_cast<CpuIsa>(i);
+  return std::nullopt;
 }
 
 ObserverBackend cpu_observer_backend() {

@@ -52,34 +52,35 @@ int main(int argc, char** argv) {
   const int64_t shape[] = {n};
 
   const CpuIsa widest = set_cpu_isa_limit(CpuIsa::Avx512);
-  const char* isa_names[] = {"baseline", "avx2", "avx512"};
   for (const ObserverBackend& backend : observer_backends()) {
-   for (int isa = 0; isa <= static_cast<int>(widest); ++isa) {
-    if (backend.kind == BackendKind::Reference && isa > 0) break;
-    set_cpu_isa_limit(static_cast<CpuIsa>(isa));
-    for (int t : {1, threads}) {
-      if (backend.kind == BackendKind::Reference && t != 1) continue;
-      const ExecContext ctx{&backend, t};
-      const double s_sum = best_seconds(repeat, [&] { (void)backend.summarize(x, t); });
-      const Batch batch = Batch::make(x, shape, ctx);
-      HistogramObserver h;
-      h.observe(batch, ctx);  // sizes the window
-      const double s_hist = best_seconds(repeat, [&] { h.observe(batch, ctx); });
-      TorchHistogramObserver th;
-      th.observe(batch, ctx);
-      const double s_torch = best_seconds(repeat, [&] { th.observe(batch, ctx); });
-      auto line = [&](const char* kernel, double s) {
-        std::printf(
-            "{\"kernel\": \"%s\", \"backend\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"elements\": %lld, "
-            "\"seconds\": %.6f, \"elements_per_second\": %.4g}\n",
-            kernel, std::string(backend.name).c_str(), backend.kind == BackendKind::Reference ? "-" : isa_names[isa],
-            t, static_cast<long long>(n), s, double(n) / s);
-      };
-      line("summarize", s_sum);
-      line("histogram_update", s_hist);
-      line("torch_histogram_update", s_torch);
+    for (int isa = 0; isa <= static_cast<int>(widest); ++isa) {
+      if (backend.kind == BackendKind::Reference && isa > 0) break;
+      set_cpu_isa_limit(static_cast<CpuIsa>(isa));
+      for (int t : {1, threads}) {
+        if (backend.kind == BackendKind::Reference && t != 1) continue;
+        const ExecContext ctx{&backend, t};
+        const double s_sum = best_seconds(repeat, [&] { (void)backend.summarize(x, t); });
+        const Batch batch = Batch::make(x, shape, ctx);
+        HistogramObserver h;
+        h.observe(batch, ctx);  // sizes the window
+        const double s_hist = best_seconds(repeat, [&] { h.observe(batch, ctx); });
+        TorchHistogramObserver th;
+        th.observe(batch, ctx);
+        const double s_torch = best_seconds(repeat, [&] { th.observe(batch, ctx); });
+        auto line = [&](const char* kernel, double s) {
+          std::printf(
+              "{\"kernel\": \"%s\", \"backend\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"elements\": %lld, "
+              "\"seconds\": %.6f, \"elements_per_second\": %.4g}\n",
+              kernel, std::string(backend.name).c_str(),
+              backend.kind == BackendKind::Reference ? "-"
+                                                     : std::string(cpu_isa_name(static_cast<CpuIsa>(isa))).c_str(),
+              t, static_cast<long long>(n), s, double(n) / s);
+        };
+        line("summarize", s_sum);
+        line("histogram_update", s_hist);
+        line("torch_histogram_update", s_torch);
+      }
     }
-   }
   }
   set_cpu_isa_limit(widest);
   return 0;

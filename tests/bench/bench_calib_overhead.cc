@@ -41,8 +41,6 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-constexpr const char* kIsaNames[] = {"baseline", "avx2", "avx512"};
-
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
@@ -67,16 +65,13 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--observer-threads"))
       observer_threads = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--isa")) {
-      const std::string isa = argv[i + 1];
-      if (isa != "baseline" && isa != "avx2" && isa != "avx512") {
-        std::fprintf(stderr, "error: --isa %s: expected baseline, avx2 or avx512\n", isa.c_str());
+      const std::optional<calib::CpuIsa> isa = calib::cpu_isa_from_name(argv[i + 1]);
+      if (!isa) {
+        std::fprintf(stderr, "error: --isa %s: expected baseline, avx2 or avx512\n", argv[i + 1]);
         return 2;
       }
-      calib::set_cpu_isa_limit(isa == "baseline" ? calib::CpuIsa::Baseline
-                               : isa == "avx2"   ? calib::CpuIsa::Avx2
-                                                 : calib::CpuIsa::Avx512);
-    }
-    else if (!std::strcmp(argv[i], "--shape")) {
+      calib::set_cpu_isa_limit(*isa);
+    } else if (!std::strcmp(argv[i], "--shape")) {
       const std::string s = argv[i + 1];
       const size_t eq = s.find('=');
       Shape dims;
@@ -133,7 +128,7 @@ int main(int argc, char** argv) {
         model_path.c_str(), calib::range_methods_str(copt.methods).c_str(), static_cast<long long>(samples), rounds,
         plain_session.threads(), plan.forward, plan.observers, table.tensors.size(), median(plain), median(observed),
         median(ratio) - 1.0, median(plain_cpu), median(observed_cpu), median(observed_cpu) / median(plain_cpu) - 1.0,
-        finish, kIsaNames[static_cast<int>(calib::cpu_isa())]);
+        finish, std::string(calib::cpu_isa_name(calib::cpu_isa())).c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;

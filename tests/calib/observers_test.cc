@@ -84,6 +84,17 @@ TEST_CASE("OpenMP observer kernels equal their reference twins, on every instruc
   });
 }
 
+TEST_CASE("instruction set names round-trip, and the limit never exceeds the CPU") {
+  for (const CpuIsa isa : {CpuIsa::Baseline, CpuIsa::Avx2, CpuIsa::Avx512})
+    CHECK(cpu_isa_from_name(cpu_isa_name(isa)) == isa);
+  CHECK(cpu_isa_name(CpuIsa::Avx2) == "avx2");
+  CHECK_FALSE(cpu_isa_from_name("sse2").has_value());
+  const CpuIsa widest = set_cpu_isa_limit(CpuIsa::Avx512);
+  CHECK(set_cpu_isa_limit(CpuIsa::Baseline) == CpuIsa::Baseline);
+  CHECK(cpu_isa() == CpuIsa::Baseline);
+  CHECK(set_cpu_isa_limit(CpuIsa::Avx512) == widest);
+}
+
 TEST_CASE("a zero min or max is +0 whichever order -0 and +0 are met in (file bytes do not depend on it)") {
   std::vector<float> x(100000, 1.0f);
   for (size_t i = 0; i < x.size(); i += 3) x[i] = (i / 3) % 2 ? -0.0f : 0.0f;
