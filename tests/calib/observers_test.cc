@@ -40,6 +40,23 @@ std::vector<float> random_values(size_t n, uint32_t seed, float scale = 1.0f, bo
 const ObserverBackend& ref_backend() { return observer_backend(BackendKind::Reference); }
 const ObserverBackend& cpu_backend() { return observer_backend(BackendKind::Cpu); }
 
+// The CPU backend's histogram_add (on `threads`) counts x as the reference twin does; returns the counts.
+std::vector<uint64_t> twin_histogram(std::span<const float> x, const GridWindow& grid, int threads) {
+  std::vector<uint64_t> ref(static_cast<size_t>(grid.bins), 0), cpu = ref;
+  ref_backend().histogram_add(x, grid, ref, 1);
+  cpu_backend().histogram_add(x, grid, cpu, threads);
+  CHECK(ref == cpu);
+  return ref;
+}
+
+// The same for histc_add with 2048 bins over [-2, 3].
+void twin_histc(std::span<const float> x, int threads) {
+  std::vector<double> ref(2048, 0), cpu = ref;
+  ref_backend().histc_add(x, -2.0f, 3.0f, ref, 1);
+  cpu_backend().histc_add(x, -2.0f, 3.0f, cpu, threads);
+  CHECK(ref == cpu);
+}
+
 }  // namespace
 
 TEST_CASE("OpenMP observer kernels equal their reference twins, on every instruction set the CPU has") {
@@ -56,22 +73,11 @@ TEST_CASE("OpenMP observer kernels equal their reference twins, on every instruc
       CHECK(a.max == b.max);
 
       const GridWindow grid{-6, static_cast<int64_t>(std::floor(std::ldexp(a.min, 6))), 4096};
-      std::vector<uint64_t> ha(4096, 0), hb(4096, 0);
-      ref_backend().histogram_add(x, grid, ha, 1);
-      cpu_backend().histogram_add(x, grid, hb, 2);
-      CHECK(ha == hb);
-      CHECK(std::accumulate(ha.begin(), ha.end(), uint64_t{0}) == n - 4);
+      const std::vector<uint64_t> counts = twin_histogram(x, grid, 2);
+      CHECK(std::accumulate(counts.begin(), counts.end(), uint64_t{0}) == n - 4);
       // A window holding only part of the values: the others are skipped, not clamped into the edge bins.
-      const GridWindow part{-6, 10, 100};
-      std::vector<uint64_t> pa(100, 0), pb(100, 0);
-      ref_backend().histogram_add(x, part, pa, 1);
-      cpu_backend().histogram_add(x, part, pb, 2);
-      CHECK(pa == pb);
-
-      std::vector<double> ca(2048, 0), cb(2048, 0);
-      ref_backend().histc_add(x, -2.0f, 3.0f, ca, 1);
-      cpu_backend().histc_add(x, -2.0f, 3.0f, cb, 2);
-      CHECK(ca == cb);
+      twin_histogram(x, GridWindow{-6, 10, 100}, 2);
+      twin_histc(x, 2);
 
       const int64_t outer = 3, channels = 7, inner = static_cast<int64_t>(n) / 21;
       const std::span<const float> xs(x.data(), static_cast<size_t>(outer * channels * inner));
@@ -124,15 +130,8 @@ TEST_CASE("OpenMP histogram kernels stay exact on long runs of one bin (sub-coun
     for (const size_t n : {x.size(), size_t{5}, size_t{2047}}) {
       INFO(n);
       const std::span<const float> xs(x.data(), n);
-      const GridWindow grid{-6, -1000, 4096};
-      std::vector<uint64_t> ha(4096, 0), hb(4096, 0);
-      ref_backend().histogram_add(xs, grid, ha, 1);
-      cpu_backend().histogram_add(xs, grid, hb, 1);
-      CHECK(ha == hb);
-      std::vector<double> ca(2048, 0), cb(2048, 0);
-      ref_backend().histc_add(xs, -2.0f, 3.0f, ca, 1);
-      cpu_backend().histc_add(xs, -2.0f, 3.0f, cb, 1);
-      CHECK(ca == cb);
+      twin_histogram(xs, GridWindow{-6, -1000, 4096}, 1);
+      twin_histc(xs, 1);
     }
   });
 }
