@@ -103,7 +103,7 @@ void check_dtype(const Ctx& ctx, DType d, SlotKind kind, const std::string& path
 
 TensorSettingsPatch parse_patch(const Ctx& ctx, const json& j, const std::string& path, SlotKind kind) {
   ctx.object(j, path,
-             {"dtype", "symmetric", "granularity", "axis", "block_size", "narrow_range", "reduce_range", "method",
+             {"dtype", "symmetric", "granularity", "axis", "block_size", "narrow_range", "reduce_range", "saturation_safe", "method",
               "rounding", "percentile", "range", "scale", "zero_point", "shared_with_inputs"});
   TensorSettingsPatch p;
   for (auto it = j.begin(); it != j.end(); ++it) {
@@ -130,6 +130,9 @@ TensorSettingsPatch parse_patch(const Ctx& ctx, const json& j, const std::string
       p.narrow_range = ctx.boolean(v, kp);
     } else if (k == "reduce_range") {
       p.reduce_range = ctx.boolean(v, kp);
+    } else if (k == "saturation_safe") {
+      p.saturation_safe = ctx.boolean(v, kp);
+      if (kind != SlotKind::Weight) ctx.fail(kp, "saturation_safe applies to weights only");
     } else if (k == "method") {
       const auto m = v.is_string() ? calib::range_method_from_name(v.get<std::string>()) : std::nullopt;
       if (!m) ctx.fail(kp, "expected one of " + calib::known_range_methods() + ", got " + v.dump());
@@ -223,6 +226,7 @@ void apply_patch(TensorSettings& s, const TensorSettingsPatch& p) {
   if (p.block_size) s.block_size = *p.block_size;
   if (p.narrow_range) s.narrow_range = *p.narrow_range;
   if (p.reduce_range) s.reduce_range = *p.reduce_range;
+  if (p.saturation_safe) s.saturation_safe = *p.saturation_safe;
   if (p.method) s.method = *p.method;
   if (p.percentile) s.percentile = *p.percentile;
   if (p.rounding) s.rounding = *p.rounding;

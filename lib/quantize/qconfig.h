@@ -41,6 +41,7 @@ struct TensorSettingsPatch {
   std::optional<int64_t> block_size;  // per_block
   std::optional<bool> narrow_range;   // int8 [-127,127] instead of [-128,127]
   std::optional<bool> reduce_range;   // 7-bit range (older x86 without VNNI)
+  std::optional<bool> saturation_safe;  // int8 weights: no int16 overflow in u8s8 pair sums (qparams.h)
   std::optional<RangeMethod> method;
   std::optional<Rounding> rounding;
   std::optional<double> percentile;                // parameter of method percentile (used when qtool calibrates itself)
@@ -72,6 +73,7 @@ struct TensorSettings {
   int64_t block_size = 0;
   bool narrow_range = false;
   bool reduce_range = false;
+  bool saturation_safe = false;
   RangeMethod method = RangeMethod::MinMax;
   double percentile = 99.999;
   Rounding rounding = Rounding::Nearest;

@@ -65,6 +65,37 @@ std::optional<float> existing_grid(const Tensor& w, const TensorSettings& s) {
   return std::nullopt;
 }
 
+namespace {
+
+// Per scale (one per tensor, or one per index along `axis`): the sum of the two largest magnitudes it scales.
+std::vector<double> top_two_sums(const Tensor& w, int64_t axis, int64_t channels) {
+  std::vector<double> m1(static_cast<size_t>(channels), 0.0), m2(m1);
+  int64_t inner = 1;
+  if (channels > 1)
+    for (int64_t k = axis + 1; k < w.rank(); ++k) inner *= w.dim(k);
+  const float* d = w.data<float>();
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    const auto c = static_cast<size_t>(channels > 1 ? (i / inner) % channels : 0);
+    const double a = std::fabs(static_cast<double>(d[i]));
+    if (a > m1[c])
+      m2[c] = m1[c], m1[c] = a;
+    else if (a > m2[c])
+      m2[c] = a;
+  }
+  for (size_t c = 0; c < m1.size(); ++c) m1[c] += m2[c];
+  return m1;
+}
+
+constexpr double kSafePairCodes = 126.0;  // see saturation_safe in qparams.h: rounding can add up to 2 codes
+
+bool pairs_fit(const std::vector<double>& sums, const float* scales, bool per_channel) {
+  for (size_t c = 0; c < sums.size(); ++c)
+    if (sums[c] / scales[per_channel ? c : 0] > kSafePairCodes + 1e-6) return false;
+  return true;
+}
+
+}  // namespace
+
 QParams weight_params(const Tensor& w, const TensorSettings& s, int64_t axis) {
   quant::QGranularity g;
   if (s.granularity == Granularity::PerChannel && axis >= 0) {
@@ -76,8 +107,14 @@ QParams weight_params(const Tensor& w, const TensorSettings& s, int64_t axis) {
     g.block_size = s.block_size;
   }
   QParams p;
+  const bool safe = s.saturation_safe && g.kind != quant::Granularity::PerBlock && s.dtype == DType::Int8 &&
+                    s.symmetric && w.dtype() == DType::Float32;
+  const int64_t channels = g.kind == quant::Granularity::PerChannel ? w.dim(axis) : 1;
+  const std::vector<double> pair_sums = safe ? top_two_sums(w, axis, channels) : std::vector<double>{};
   if (g.kind != quant::Granularity::PerBlock) {
-    if (const auto step = existing_grid(w, s)) {  // already quantized: keep its step, which is exact
+    const auto step = existing_grid(w, s);
+    // Already quantized: keep its step, which is exact (unless its codes would saturate: then a new grid).
+    if (step && (!safe || pairs_fit(pair_sums, &*step, false))) {
       const int64_t n = g.kind == quant::Granularity::PerChannel ? w.dim(axis) : 1;
       const Shape shape = g.kind == quant::Granularity::PerChannel ? Shape{n} : Shape{};
       p.scale = Tensor::from_vector<float>(shape, std::vector<float>(static_cast<size_t>(n), *step));
@@ -87,6 +124,11 @@ QParams weight_params(const Tensor& w, const TensorSettings& s, int64_t axis) {
     }
   }
   quant::QParamTensors t = quant::choose_qparams(w, g, spec_for(s));
+  if (safe) {
+    float* sc = t.scale.data<float>();
+    for (size_t c = 0; c < pair_sums.size(); ++c)
+      sc[c] = std::max(sc[c], static_cast<float>(pair_sums[c] / kSafePairCodes));
+  }
   p.scale = std::move(t.scale);
   p.zero_point = std::move(t.zero_point);
   p.axis = g.kind == quant::Granularity::PerTensor ? -1 : axis;
