@@ -9,6 +9,7 @@
 #include "calib/calibration_data.h"
 #include "calib/observation_pipeline.h"
 #include "calib/sha256.h"
+#include "calib/softmax_inputs.h"
 #include "core/error.h"
 #include "onnx/model_io.h"
 #include "runtime/session.h"
@@ -169,6 +170,7 @@ CalibrateResult calibrate_model(const fs::path& model_path, const CalibrateOptio
   copt.percentile = options.percentile;
   copt.target = options.target;
   copt.exec.threads = plan.forward + plan.observers;  // for finish(), and inline observers when no workers
+  copt.softmax_inputs = find_softmax_inputs(*model.proto);
   Calibrator calibrator(copt);
 
   const auto t0 = std::chrono::steady_clock::now();

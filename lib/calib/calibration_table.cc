@@ -61,7 +61,11 @@ void write_tensor(std::ostringstream& o, const TensorCalibration& t) {
   }
   o << ", \"shape\": [";
   for (size_t i = 0; i < t.shape.size(); ++i) o << (i ? "," : "") << t.shape[i];
-  o << "]}";
+  o << "]";
+  if (t.softmax_rows)
+    o << ",\n      \"softmax_rows\": {\"min_row_max\": " << f9(t.softmax_rows->min_row_max)
+      << ", \"row_length\": " << t.softmax_rows->row_length << "}";
+  o << "}";
 }
 
 }  // namespace
@@ -188,6 +192,15 @@ TensorCalibration read_tensor(const Reader& r, const json& j, const std::string&
     t.histogram.width = (hi - lo) / static_cast<double>(counts.size());
     t.histogram.data_min = t.minmax->lo;
     t.histogram.data_max = t.minmax->hi;
+  }
+  if (j.contains("softmax_rows")) {
+    const std::string sp = path + ".softmax_rows";
+    const json& sr = j["softmax_rows"];
+    if (!sr.is_object()) r.fail(sp, "expected an object");
+    SoftmaxRows rows;
+    rows.min_row_max = static_cast<float>(r.number(r.field(sr, sp, "min_row_max"), sp + ".min_row_max"));
+    rows.row_length = r.integer(r.field(sr, sp, "row_length"), sp + ".row_length", 1);
+    t.softmax_rows = rows;
   }
   if (j.contains("ranges")) {
     const std::string rp = path + ".ranges";

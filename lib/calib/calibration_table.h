@@ -11,7 +11,8 @@
 //       "dtype": "float", "shape": [1,32,112,112], "count": 2408448, "nan_count": 0, "inf_count": 0,
 //       "min": -1.0, "max": 2.0,
 //       "histogram": {"min": -1.0, "max": 2.0, "counts": [ ... ]},
-//       "ranges": {"minmax": [lo, hi], "percentile": [lo, hi], "entropy": [lo, hi], "mse": [lo, hi]}
+//       "ranges": {"minmax": [lo, hi], "percentile": [lo, hi], "entropy": [lo, hi], "mse": [lo, hi]},
+//       "softmax_rows": {"min_row_max": -3.5, "row_length": 128}
 //     }
 //   }
 // }
@@ -19,7 +20,8 @@
 // had a finite value). shape = the tensor's shape in the last run (batch dim included).
 // histogram = uniform bins between its min and max edges (see calib/histogram.h), present when a recorded
 // method needs it (percentile, entropy, mse); ranges = one [lo, hi] per recorded method (settings.methods;
-// "torch_histogram" only when asked for).
+// "torch_histogram" only when asked for). softmax_rows: only for tensors that feed a Softmax / LogSoftmax (see
+// SoftmaxRows).
 #pragma once
 
 #include <cstdint>
@@ -45,6 +47,15 @@ struct CalibrationSettings {
   DType target_dtype = DType::UInt8;
 };
 
+// A tensor read only by Softmax / LogSoftmax (directly or through Cast / Identity): the smallest row maximum seen
+// (over every row the Softmax normalises, finite values only) and the row length. A value more than W below its
+// row's maximum changes the Softmax output by less than e^-W relative to the largest term, so a quantization
+// range need not reach below min_row_max - W (quantize/qdq.cc: softmax_floor).
+struct SoftmaxRows {
+  float min_row_max = 0;
+  int64_t row_length = 0;
+};
+
 struct TensorCalibration {
   DType dtype = DType::Float32;
   Shape shape;
@@ -54,6 +65,7 @@ struct TensorCalibration {
   std::optional<Range> minmax;  // absent when no finite value was seen
   Histogram histogram;          // empty when no finite value was seen
   std::map<RangeMethod, Range> ranges;
+  std::optional<SoftmaxRows> softmax_rows;
 };
 
 struct CalibrationTable {

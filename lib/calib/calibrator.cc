@@ -1,12 +1,56 @@
 #include "calib/calibrator.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <exception>
 #include <vector>
 
 #include "core/error.h"
 
 namespace qtool::calib {
+
+namespace {
+
+// The smallest over rows of the largest finite value in the row (rows with no finite value are skipped), and the row
+// length; nullopt when no row has a finite value.
+std::optional<SoftmaxRows> min_row_max(std::span<const float> v, const Shape& shape, const SoftmaxAxis& spec) {
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  const int64_t axis = spec.axis < 0 ? spec.axis + rank : spec.axis;
+  if (rank == 0 || axis < 0 || axis >= rank) return std::nullopt;
+  int64_t outer = 1, n = 1, inner = 1;
+  for (int64_t k = 0; k < rank; ++k) {
+    const int64_t d = shape[static_cast<size_t>(k)];
+    if (k < axis)
+      outer *= d;
+    else if (k == axis || spec.coerce_2d)
+      n *= d;
+    else
+      inner *= d;
+  }
+  std::optional<SoftmaxRows> out;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      float m = -std::numeric_limits<float>::infinity();
+      for (int64_t k = 0; k < n; ++k) {
+        const float x = v[static_cast<size_t>((o * n + k) * inner + i)];
+        if (std::isfinite(x) && x > m) m = x;
+      }
+      if (!std::isfinite(m)) continue;
+      if (!out) out = SoftmaxRows{m, n};
+      out->min_row_max = std::min(out->min_row_max, m);
+    }
+  return out;
+}
+
+void fold_rows(std::optional<SoftmaxRows>& into, const std::optional<SoftmaxRows>& r) {
+  if (!r) return;
+  if (!into) into = r;
+  into->min_row_max = std::min(into->min_row_max, r->min_row_max);
+  into->row_length = std::max(into->row_length, r->row_length);
+}
+
+}  // namespace
 
 Calibrator::Calibrator(CalibratorOptions options) : options_(options) {
   options_.methods.insert(RangeMethod::MinMax);
@@ -21,6 +65,7 @@ Calibrator::TensorState& Calibrator::state(const std::string& name, DType dtype)
     if (records_histogram(options_.methods))
       s->histogram.emplace(options_.histogram_bins);
     if (options_.methods.count(RangeMethod::TorchHistogram)) s->torch_histogram.emplace();
+    if (auto sm = options_.softmax_inputs.find(name); sm != options_.softmax_inputs.end()) s->softmax_axis = sm->second;
     it = tensors_.emplace(name, std::move(s)).first;
   }
   it->second->dtype = dtype;
@@ -56,6 +101,7 @@ void Calibrator::observe_slot(TensorState& s, const Tensor& value, const ExecCon
   s.minmax.observe(batch, exec);
   if (s.histogram) s.histogram->observe(batch, exec);
   if (s.torch_histogram) s.torch_histogram->observe(batch, exec);
+  if (s.softmax_axis) fold_rows(s.softmax_rows, min_row_max(values, value.shape(), *s.softmax_axis));
 }
 
 void Calibrator::merge(const Calibrator& other) {
@@ -71,6 +117,7 @@ void Calibrator::merge(const Calibrator& other) {
     s.minmax.merge(o->minmax);
     if (s.histogram) s.histogram->merge(*o->histogram);
     if (s.torch_histogram) s.torch_histogram->merge(*o->torch_histogram);
+    fold_rows(s.softmax_rows, o->softmax_rows);
   }
 }
 
@@ -88,6 +135,7 @@ void Calibrator::select_ranges(const TensorState& s, TensorCalibration& t, int d
   t.nan_count = s.nan_count;
   t.inf_count = s.inf_count;
   if (!s.minmax.has_data()) return;
+  t.softmax_rows = s.softmax_rows;
   t.minmax = s.minmax.range();
   t.ranges[RangeMethod::MinMax] = *t.minmax;
   if (s.histogram) t.histogram = s.histogram->histogram();

@@ -21,6 +21,13 @@
 
 namespace qtool::calib {
 
+// How a Softmax / LogSoftmax groups a tensor into rows: along `axis` (opset >= 13), or, when coerce_2d (opset < 13),
+// every dimension from `axis` on forms one row.
+struct SoftmaxAxis {
+  int64_t axis = -1;
+  bool coerce_2d = false;
+};
+
 struct CalibratorOptions {
   // The ranges to record; each observer runs only when a method needs it (minmax: always; the order-independent
   // histogram: percentile, entropy, mse; PyTorch's histogram: torch_histogram).
@@ -29,6 +36,8 @@ struct CalibratorOptions {
   double percentile = kDefaultPercentile;
   QuantTarget target;
   ExecContext exec;
+  // Tensors read only by Softmax / LogSoftmax: their smallest row maximum is recorded too (SoftmaxRows).
+  std::map<std::string, SoftmaxAxis> softmax_inputs;
 };
 
 // A tensor that held NaN or ±inf values (reported by name).
@@ -74,6 +83,8 @@ class Calibrator {
     MinMaxObserver minmax;
     std::optional<HistogramObserver> histogram;
     std::optional<TorchHistogramObserver> torch_histogram;
+    std::optional<SoftmaxAxis> softmax_axis;  // set: the tensor feeds a Softmax, rows are tracked
+    std::optional<SoftmaxRows> softmax_rows;
   };
 
  private:

@@ -125,6 +125,7 @@ PrepareReport prepare_model(onnx::ModelProto& model, int64_t min_opset) {
   r.rewrites["lift_constants"] = run_pass(g, *make_lift_constants_pass());
   r.rewrites["fold_constants"] = fold_constants(g);
   r.rewrites["fold_batchnorm"] = run_pass(g, *make_fold_batchnorm_pass());
+  r.rewrites["drop_infinite_bound"] = run_pass(g, *make_drop_infinite_bound_pass());
   upgrade_opset(g, min_opset);
   r.rewrites["relu_min_to_clip"] = run_pass(g, *make_relu_min_to_clip_pass());
   r.rewrites["drop_redundant_relu"] = run_pass(g, *make_drop_redundant_relu_pass());

@@ -25,6 +25,8 @@ std::unique_ptr<NodePass> make_drop_redundant_relu_pass();
 std::unique_ptr<NodePass> make_fold_pad_into_conv_pass();
 // Div(x, C) with a constant C becomes Mul(x, 1/C): ONNX Runtime has an int8 Mul and no int8 Div (div_to_mul.cc).
 std::unique_ptr<NodePass> make_div_to_mul_pass();
+// Max(x, -inf) and Min(x, +inf) become Identity(x) (drop_infinite_bound.cc).
+std::unique_ptr<NodePass> make_drop_infinite_bound_pass();
 // Nodes whose outputs nobody reads (and that are not graph outputs) and unused initializers go away.
 int remove_dead_nodes(Graph& g);
 // Nodes with only initializer inputs run once in qtool's interpreter (lib/runtime) and become initializers.
