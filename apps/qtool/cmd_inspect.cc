@@ -200,9 +200,10 @@ Action add_inspect_command(CLI::App& app) {
                   "FLOAT.onnx: run MODEL (quantized) and this float model on the samples and print, per output, "
                   "SQNR, cosine, max/mean abs error, argmax agreement and KL, then each activation's sensitivity")
       ->excludes(explain_flag);
-  add_sample_options(*sub, cmp->samples,
-                     "With --against: NAME=FILE.npy|.npz|.pb per input (first axis = samples), or a folder",
-                     "With --against: compare on N random standard-normal samples instead of --data");
+  const SampleOptions sample_opts = add_sample_options(
+      *sub, cmp->samples, "With --against: NAME=FILE.npy|.npz|.pb per input (first axis = samples), or a folder",
+      "With --against: compare on N random standard-normal samples instead of --data");
+  sample_opts.data->excludes(sample_opts.random);
   sub->add_option("--threads", cmp->threads, "With --against: threads (default 0 = all cores)")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--top", cmp->top, "With --against: sensitivity rows in the text report (default 20)")

@@ -184,6 +184,8 @@ bad(["inspect", QUANT, "--against", declared] + data, ["'logits'", "[N,20]", "[N
 undeclared = variant("wide_undeclared.onnx", lambda m: widen(m, False))
 bad(["inspect", QUANT, "--against", undeclared] + data, ["'logits'", "[1,20]", "[1,10]"])
 bad(["inspect", QUANT, "--against", FLOAT], ["--data"], rc=1)
+p = qt("inspect", QUANT, "--against", FLOAT, "--random", "2", *data)
+check(p.returncode == 1 and "excludes" in p.stderr, f"--data with --random: usage error {p.stderr.strip()!r}")
 
 
 def narrow_input(m):  # input declared [N,3,16,16]
