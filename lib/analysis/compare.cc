@@ -98,8 +98,15 @@ CompareReport compare_models(const onnx::ModelProto& quant, const onnx::ModelPro
                             options.float_label + " (sample " + std::to_string(s) + ")");
       acc[o].add(f, q);
     }
-  for (size_t o = 0; o < acc.size(); ++o)
-    r.outputs.push_back({eval.outputs()[o].output, eval.outputs()[o].state, acc[o].result()});
+  for (size_t o = 0; o < acc.size(); ++o) {
+    OutputComparison c{eval.outputs()[o].output, eval.outputs()[o].state, acc[o].result()};
+    if (c.state) {  // recurrent state is not class scores: no argmax, no KL
+      c.metrics.argmax_agreement.reset();
+      c.metrics.kl_divergence.reset();
+      c.metrics.distribution = Distribution::None;
+    }
+    r.outputs.push_back(std::move(c));
+  }
   if (!options.sensitivity || r.outputs.empty()) return r;
 
   // Sensitivity: each activation kept float alone.

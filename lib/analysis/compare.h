@@ -2,7 +2,8 @@
 // interpreter (the accuracy guard's quantize::AccuracyEvaluator: same sample handling, recurrent state in closed
 // loop). `qtool inspect QUANT --against FLOAT` is a thin shell over this call.
 //
-// Per float32 graph output: the metrics of analysis/metrics.h over all samples.
+// Per float32 graph output: the metrics of analysis/metrics.h over all samples (recurrent state outputs: without
+// argmax agreement and KL, which read the last axis as class scores).
 // Sensitivity, per activation with its own Q/DQ in the quantized model (analysis/qdq_bypass.h): the quantized model
 // is run again with only that activation kept float; its gain is the largest SQNR increase (dB) over the outputs,
 //   gain_db = max over outputs o of ( SQNR_o(kept float) - SQNR_o(quantized) ),

@@ -131,6 +131,27 @@ for model in (FLOAT, QUANT):
 check(json.loads(ok("inspect", QUANT, "--against", FLOAT, "--random", "2", "--shape", "input=1,3,32,32", "--json",
                     "--no-sensitivity"))["sensitivity"] is None, "--no-sensitivity: sensitivity null")
 
+# Recurrent state (an output declared like an input, stateN <- state): compared in closed loop, without argmax/KL.
+T = onnx.TensorProto
+rnn = helper.make_model(helper.make_graph(
+    [helper.make_node("Add", ["x", "state"], ["s"]), helper.make_node("Tanh", ["s"], ["stateN"]),
+     helper.make_node("Mul", ["s", "w"], ["logits"])], "rnn",
+    [helper.make_tensor_value_info("x", T.FLOAT, ["N", 4]), helper.make_tensor_value_info("state", T.FLOAT, ["N", 4])],
+    [helper.make_tensor_value_info("logits", T.FLOAT, ["N", 4]),
+     helper.make_tensor_value_info("stateN", T.FLOAT, ["N", 4])],
+    [helper.make_tensor("w", T.FLOAT, [4], [0.5, -1.0, 2.0, 0.25])]), opset_imports=[helper.make_opsetid("", 13)])
+rnn_path, rnn_q = os.path.join(scratch, "rnn.onnx"), os.path.join(scratch, "rnn_int8.onnx")
+onnx.save(rnn, rnn_path)
+shapes = ["--shape", "x=1,4", "--shape", "state=1,4"]
+ok("quantize", rnn_path, "-o", rnn_q, "--random", "8", *shapes, "--accuracy-guard", "off")
+jr = json.loads(ok("inspect", rnn_q, "--against", rnn_path, "--random", "5", "--seed", "2", *shapes, "--json"))
+by = {o["output"]: o for o in jr["outputs"]}
+check(by["stateN"]["state"] and by["stateN"]["argmax_agreement"] is None and by["stateN"]["kl_divergence"] is None
+      and by["stateN"]["distribution"] == "none", "state output: no argmax, no KL")
+check(not by["logits"]["state"] and by["logits"]["argmax_agreement"] is not None
+      and by["logits"]["kl_divergence"] is not None, "logits beside the state: argmax and KL")
+check(len(jr["sensitivity"]) >= 2, f"rnn sensitivity over {len(jr['sensitivity'])} activations")
+
 # 3. Text report.
 text = ok("inspect", QUANT, "--against", FLOAT, "--data", f"input={x_path}", "--top", "2")
 lines = text.splitlines()
