@@ -25,6 +25,10 @@ inputs and compares them with the task's own metric. The splits and bars are tho
   llama2c      calibrate llama2c_calib32; score llama2c_eval32 at the sampled (non-prompt) positions:
                next-token top-1 agreement with float >= 95 %, perplexity <= 1.05 x float
 
+Where ../shared/data/README.md documents what the float model answers on the scored inputs (top-1 classes,
+accuracy, detections per photo, lines read, perplexity, PSNR), the check also requires the float side to reproduce
+it, so that a broken decoder or split fails instead of measuring something else.
+
 Prints one JSON line: {"model", "ok", "failures", "metrics": [{metric, float, int8, bar, ok}], "seconds",
 "figures"}; exit 1 when a bar is missed (or quantize fails), 0 otherwise. scripts/accuracy_table.py runs all.
 """
@@ -59,6 +63,14 @@ def metric(name, float_value, int8_value, bar, ok):
     metrics.append({'metric': name, 'float': float_value, 'int8': int8_value, 'bar': bar, 'ok': ok})
     if ok is False:
         failures.append(f'{name}: int8 {int8_value} (float {float_value}), bar {bar}')
+
+
+def instrument(what, value, expected):
+    """The float side must reproduce what ../shared/data/README.md says it answers: a decoder or split that went
+    wrong fails the check instead of measuring something else."""
+    figures.setdefault('float_as_documented', {})[what] = value == expected
+    if value != expected:
+        failures.append(f'instrument: float {what} = {value}, the data README says {expected}')
 
 
 def save(work, name, array):
@@ -136,6 +148,7 @@ def mobilenetv2(work, config):
     same = int((top_f == top_q).sum())
     metric('top-1 same as float (3 photos)', f'{len(pf)}/{len(pf)}', f'{same}/{len(pf)}', 'all', same == len(pf))
     metric('mean |Δp(float top-1)|', 0, round(float(dp.mean()), 4), '≤ 0.03', float(dp.mean()) <= 0.03)
+    instrument('top-1 classes', [int(k) for k in top_f], [282, 967, 670])  # tiger cat, espresso, motor scooter
     figures['top1_float'] = [[int(k), round(float(p), 3)] for k, p in zip(top_f, pf[rows, top_f])]
     figures['top1_int8'] = [[int(k), round(float(p), 3)] for k, p in zip(top_q, pq[rows, top_q])]
 
@@ -147,6 +160,7 @@ def digits(work, config):
     of, oq = float_and_int8(run, m, q, {'pixel_values': np.load(t('digits_test_images.npy'))}, work)
     af = float((of['logits'].argmax(1) == labels).mean())
     aq = float((oq['logits'].argmax(1) == labels).mean())
+    instrument('test accuracy', round(af, 4), 0.975)
     metric('test accuracy (360 images)', round(af, 4), round(aq, 4), '≥ float − 0.005', aq >= af - 0.005)
 
 
@@ -158,6 +172,7 @@ def cifar10(work, config):
     top_f, top_q = of['output'].argmax(1), oq['output'].argmax(1)
     agree = float((top_f == top_q).mean())
     metric('top-1 agreement with float (50 images)', 1.0, round(agree, 4), '≥ 0.98', agree >= 0.98)
+    instrument('top-1 correct', int((top_f == labels).sum()), 49)
     metric('top-1 accuracy (labels)', round(float((top_f == labels).mean()), 4),
            round(float((top_q == labels).mean()), 4), '—', None)
 
@@ -205,7 +220,7 @@ def rec(work, config):
            same == len(tf))
     gt = json.load(open(t('ocr_meta.json'), encoding='utf-8'))['gt']
     figures['lines_float'], figures['lines_int8'] = tf, tq
-    figures['float_reads_ground_truth'] = tf == gt
+    instrument('lines', tf, gt)
 
 
 # Lines drawn for the orientation classifier's held-out set (DejaVu ships with Debian's fonts-dejavu-core).
@@ -340,6 +355,12 @@ def superres(work, config):
     mse = float(((of['output'] - oq['output']) ** 2).mean())
     psnr = 10 * math.log10(1.0 / max(mse, 1e-20))
     metric('PSNR vs float on the bus crop (dB)', 'ref', round(psnr, 2), '≥ 35', psnr >= 35.0)
+    from PIL import Image
+    hr = Image.open(os.path.join(SHARED, 'data', 'images', 'superres_hr_crop672.png')).convert('YCbCr')
+    hr = np.asarray(hr, np.float32)[:, :, 0] / 255.0
+    vs_hr = [10 * math.log10(1.0 / float(((np.clip(o['output'][0, 0], 0, 1) - hr) ** 2).mean())) for o in (of, oq)]
+    instrument('PSNR vs the 672x672 original (dB)', round(vs_hr[0], 2), 22.22)
+    metric('PSNR vs the 672x672 original (dB)', round(vs_hr[0], 2), round(vs_hr[1], 2), '—', None)
 
 
 # ---------------------------------------------------------------- detectors
@@ -409,13 +430,14 @@ def match(df, dq):
     return pairs
 
 
-def detection_metrics(dets_f, dets_q, names):
+def detection_metrics(dets_f, dets_q, names, documented):
     pairs, n_f, per = [], 0, {}
     for name, df, dq in zip(names, dets_f, dets_q):
         p = match(df, dq)
         per[name] = [len(df), len(dq), len(p)]
         pairs += p
         n_f += len(df)
+    instrument('detections per photo', [len(d) for d in dets_f], documented)
     frac = len(pairs) / n_f if n_f else 0.0
     dscore = float(np.mean([abs(a - b) for a, b in pairs])) if pairs else float('inf')
     metric('float detections matched (class, IoU ≥ 0.5)', n_f, f'{len(pairs)} ({frac:.3f})', '≥ 0.90',
@@ -433,7 +455,7 @@ def fastestdet(work, config):
     ev = np.concatenate([npz(f'fastestdet_eval_{n}.npz') for n in names])
     of, oq = float_and_int8(run_rows, m, q, {'input.1': ev}, work)
     ff, fq = next(iter(of.values())), next(iter(oq.values()))
-    detection_metrics([fastestdet_decode(x) for x in ff], [fastestdet_decode(x) for x in fq], names)
+    detection_metrics([fastestdet_decode(x) for x in ff], [fastestdet_decode(x) for x in fq], names, [3, 6, 3])
 
 
 def ultraface(work, config):
@@ -443,7 +465,7 @@ def ultraface(work, config):
     ev = np.concatenate([npz(f'ultraface_eval_{n}.npz') for n in names])
     of, oq = float_and_int8(run_rows, m, q, {'input': ev}, work)
     dec = lambda o: [ultraface_decode(o['scores'][k:k + 1], o['boxes'][k:k + 1]) for k in range(len(names))]  # noqa
-    detection_metrics(dec(of), dec(oq), names)
+    detection_metrics(dec(of), dec(oq), names, [4, 5, 44])
 
 
 # ---------------------------------------------------------------- language model
@@ -502,6 +524,7 @@ def llama2c(work, config):
     rows = np.arange(len(nxt))
     ppl_f = math.exp(-float(log_softmax(lf.astype(np.float64))[rows, nxt].mean()))
     ppl_q = math.exp(-float(log_softmax(lq.astype(np.float64))[rows, nxt].mean()))
+    instrument('scored positions, perplexity', [len(nxt), round(ppl_f, 2)], [3824, 5.64])
     metric(f'next-token top-1 agreement with float ({len(nxt)} positions)', 1.0, round(agree, 4), '≥ 0.95',
            agree >= 0.95)
     metric('perplexity of the sampled tokens', round(ppl_f, 3), round(ppl_q, 3), f'≤ 1.05 × float = {1.05 * ppl_f:.3f}',
