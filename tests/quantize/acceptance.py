@@ -527,8 +527,8 @@ def llama2c(work, config):
     instrument('scored positions, perplexity', [len(nxt), round(ppl_f, 2)], [3824, 5.64])
     metric(f'next-token top-1 agreement with float ({len(nxt)} positions)', 1.0, round(agree, 4), '≥ 0.95',
            agree >= 0.95)
-    metric('perplexity of the sampled tokens', round(ppl_f, 3), round(ppl_q, 3), f'≤ 1.05 × float = {1.05 * ppl_f:.3f}',
-           ppl_q <= 1.05 * ppl_f)
+    metric('perplexity of the sampled tokens', round(ppl_f, 3), round(ppl_q, 3),
+           f'≤ 1.05 × float = {1.05 * ppl_f:.3f}', ppl_q <= 1.05 * ppl_f)
 
 
 CHECKS = {'mobilenetv2': mobilenetv2, 'det': det, 'rec': rec, 'cls': cls, 'vad': vad, 'superres': superres,
