@@ -10,6 +10,7 @@ packages=(
   libcli11-dev libspdlog-dev nlohmann-json3-dev catch2
   libopenblas-dev zlib1g-dev
   python3-onnx python3-numpy python3-torch
+  python3-pil fonts-dejavu-core
   libonnx-testdata
   nodejs npm
 )

@@ -17,9 +17,8 @@ namespace {
 
 struct CalibrateArgs {
   std::string model, output, config;
-  std::vector<std::string> data, shapes;
-  int64_t random = 0, batch_size = 1, bins = calib::kDefaultHistogramBins;
-  uint64_t seed = 0;
+  SampleArgs samples;
+  int64_t batch_size = 1, bins = calib::kDefaultHistogramBins;
   int threads = 0, observer_threads = -1;
   double percentile = calib::kDefaultPercentile;
   std::string methods = calib::range_methods_str(calib::kDefaultRangeMethods);
@@ -92,11 +91,21 @@ void calibrate_data_options(const std::vector<std::string>& data, int64_t random
   }
 }
 
+SampleOptions add_sample_options(CLI::App& sub, SampleArgs& a, const std::string& data_help,
+                                 const std::string& random_help) {
+  SampleOptions o;
+  o.data = sub.add_option("--data", a.data, data_help);
+  o.random = sub.add_option("--random", a.random, random_help)->check(CLI::PositiveNumber);
+  sub.add_option("--seed", a.seed, "Seed for --random (default 0)");
+  sub.add_option("--shape", a.shapes, "NAME=d0,d1,... input shape for --random where the model leaves dims open");
+  return o;
+}
+
 namespace {
 
 int run_calibrate(const CalibrateArgs& a) {
   calib::CalibrateOptions o;
-  calibrate_data_options(a.data, a.random, a.seed, a.shapes, o);
+  calibrate_data_options(a.samples.data, a.samples.random, a.samples.seed, a.samples.shapes, o);
   o.batch_size = a.batch_size;
   o.threads = a.threads;
   o.observer_threads = a.observer_threads;
@@ -144,9 +153,10 @@ Action add_calibrate_command(CLI::App& app) {
   auto* sub = app.add_subcommand("calibrate", "Run a model on sample inputs and record activation ranges (CALIB.json)");
   auto a = std::make_shared<CalibrateArgs>();
   sub->add_option("MODEL", a->model, "Path to an .onnx model")->required();
-  sub->add_option("--data", a->data,
-                  "NAME=FILE.npy|.npz|.pb per input (first axis = samples), or a folder of test_data_set_* "
-                  "folders or one .npz per sample");
+  add_sample_options(*sub, a->samples,
+                     "NAME=FILE.npy|.npz|.pb per input (first axis = samples), or a folder of test_data_set_* "
+                     "folders or one .npz per sample",
+                     "Calibrate on N random standard-normal samples instead of --data");
   sub->add_option("-o,--output", a->output, "Calibration file to write (JSON)")->required();
   sub->add_option("--config", a->config, "QConfig JSON: global.activation.dtype/symmetric pick the mse/entropy target");
   sub->add_option("--batch-size", a->batch_size, "Samples per interpreter run (default 1)")->check(CLI::PositiveNumber);
@@ -159,10 +169,6 @@ Action add_calibrate_command(CLI::App& app) {
                   "histogram, else an eighth, at least one; 0 = observe inline, between the interpreter's nodes). "
                   "The table is the same whichever split")
       ->check(CLI::NonNegativeNumber);
-  sub->add_option("--random", a->random, "Calibrate on N random standard-normal samples instead of --data")
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--seed", a->seed, "Seed for --random (default 0)");
-  sub->add_option("--shape", a->shapes, "NAME=d0,d1,... input shape for --random where the model leaves dims open");
   sub->add_option("--methods", a->methods,
                   "Range methods to record, comma-separated: minmax percentile entropy mse torch_histogram, or all "
                   "(default minmax,percentile,entropy,mse; torch_histogram runs PyTorch's order-dependent "

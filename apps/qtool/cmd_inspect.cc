@@ -1,4 +1,5 @@
 // qtool inspect MODEL [--json]: formats the library's ModelSummary as an aligned report or one JSON object.
+// qtool inspect QUANT --against FLOAT --data ...: compares the two models (inspect_compare.cc).
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
@@ -10,8 +11,10 @@
 #include "command.h"
 #include "core/dtype.h"
 #include "inspect/inspect.h"
+#include "inspect_compare.h"
 #include "onnx/model_io.h"
 #include "quantize/quantize.h"
+#include "text_table.h"
 
 namespace qtool::cli {
 namespace {
@@ -116,29 +119,6 @@ ordered_json to_json(const ModelSummary& s) {
   return j;
 }
 
-// A two-column table: rows of cells, each column padded to its widest cell.
-std::string table(const std::vector<std::vector<std::string>>& rows, const std::string& indent,
-                  const std::vector<bool>& right_align = {}) {
-  std::vector<size_t> width;
-  for (const auto& r : rows)
-    for (size_t c = 0; c < r.size(); ++c) {
-      if (width.size() <= c) width.push_back(0);
-      width[c] = std::max(width[c], r[c].size());
-    }
-  std::ostringstream os;
-  for (const auto& r : rows) {
-    std::string line = indent;
-    for (size_t c = 0; c < r.size(); ++c) {
-      const bool right = c < right_align.size() && right_align[c];
-      const std::string pad(width[c] - r[c].size(), ' ');
-      line += right ? pad + r[c] : r[c] + (c + 1 < r.size() ? pad : "");
-      if (c + 1 < r.size()) line += "  ";
-    }
-    os << line << "\n";
-  }
-  return os.str();
-}
-
 std::string to_text(const ModelSummary& s) {
   std::ostringstream os;
   std::string opsets;
@@ -200,7 +180,9 @@ std::string to_text(const ModelSummary& s) {
 }  // namespace
 
 Action add_inspect_command(CLI::App& app) {
-  auto* sub = app.add_subcommand("inspect", "Summarise an ONNX model: inputs, outputs, ops, parameters, quantization");
+  auto* sub = app.add_subcommand("inspect",
+                                 "Summarise an ONNX model: inputs, outputs, ops, parameters, quantization; with "
+                                 "--against, compare it with its float original");
   auto model = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
   sub->add_option("MODEL", *model, "Path to an .onnx model")->required();
@@ -210,8 +192,33 @@ Action add_inspect_command(CLI::App& app) {
   auto explain = std::make_shared<bool>(false);
   sub->add_option("--config", *qconfig, "QConfig JSON for --explain (default: built-in int8)");
   sub->add_option("--calib", *calib, "Calibration file for --explain (scales of activations)");
-  sub->add_flag("--explain", *explain, "Per node: the QConfig rules that apply, int/float, dtype, scale, zero point");
-  return [model, json, qconfig, calib, explain]() -> int {
+  auto* explain_flag = sub->add_flag("--explain", *explain,
+                                     "Per node: the QConfig rules that apply, int/float, dtype, scale, zero point");
+  // Comparison with the float original (lib/analysis): metrics per output and the sensitivity ranking.
+  auto cmp = std::make_shared<CompareArgs>();
+  sub->add_option("--against", cmp->against,
+                  "FLOAT.onnx: run MODEL (quantized) and this float model on the samples and print, per output, "
+                  "SQNR, cosine, max/mean abs error, argmax agreement and KL, then each activation's sensitivity")
+      ->excludes(explain_flag);
+  const SampleOptions sample_opts = add_sample_options(
+      *sub, cmp->samples, "With --against: NAME=FILE.npy|.npz|.pb per input (first axis = samples), or a folder",
+      "With --against: compare on N random standard-normal samples instead of --data");
+  sample_opts.data->excludes(sample_opts.random);
+  sub->add_option("--threads", cmp->threads, "With --against: threads (default 0 = all cores)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--top", cmp->top, "With --against: sensitivity rows in the text report (default 20)")
+      ->check(CLI::NonNegativeNumber);
+  auto no_sens = std::make_shared<bool>(false);
+  sub->add_flag("--no-sensitivity", *no_sens, "With --against: skip the sensitivity ranking (one run per activation)");
+  return [model, json, qconfig, calib, explain, cmp, no_sens]() -> int {
+    if (!cmp->against.empty()) {
+      cmp->quant = *model;
+      cmp->json = *json;
+      cmp->sensitivity = !*no_sens;
+      return run_inspect_compare(*cmp);
+    }
+    if (!cmp->samples.data.empty() || cmp->samples.random > 0)
+      throw UsageError("inspect: --data and --random are for --against FLOAT.onnx");
     if (*explain) {
       const auto cfg = qconfig->empty() ? quantize::QConfig::builtin_default() : quantize::QConfig::load(*qconfig);
       const auto ranges = calib->empty() ? calib::CalibrationTable{} : calib::read_calibration(*calib);

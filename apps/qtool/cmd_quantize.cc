@@ -21,9 +21,7 @@ namespace {
 
 struct QuantizeArgs {
   std::string model, output, config, calib;
-  std::vector<std::string> data, shapes;
-  int64_t random = 0;
-  uint64_t seed = 0;
+  SampleArgs samples;
   int threads = 0;
   bool json = false, explain = false, prepare_only = false;
   std::string guard;  // --accuracy-guard on|off
@@ -96,16 +94,14 @@ Action add_quantize_command(CLI::App& app) {
   sub->add_option("-o,--output", a->output, "Output .onnx path")->required();
   sub->add_option("--config", a->config, "QConfig JSON (default: the built-in configs/int8.json)");
   auto* calib = sub->add_option("--calib", a->calib, "Calibration file from 'qtool calibrate'");
-  auto* data = sub->add_option(
-      "--data", a->data,
+  const SampleOptions sample_opts = add_sample_options(
+      *sub, a->samples,
       "Calibrate first on these inputs (NAME=FILE.npy|.npz ..., or a folder); with --calib: samples for the "
-      "accuracy guard only");
-  auto* random = sub->add_option("--random", a->random, "Calibrate first on N random standard-normal inputs");
-  sub->add_option("--seed", a->seed, "Seed for --random (default 0)");
-  sub->add_option("--shape", a->shapes, "NAME=d0,d1,... input shape for --random where the model leaves dims open");
+      "accuracy guard only",
+      "Calibrate first on N random standard-normal inputs");
   sub->add_option("--threads", a->threads, "Threads for calibration (default 0 = all cores)");
-  calib->excludes(random);
-  data->excludes(random);
+  calib->excludes(sample_opts.random);
+  sample_opts.data->excludes(sample_opts.random);
   sub->add_option("--accuracy-guard", a->guard,
                   "on|off: compare float and quantized outputs on the calibration samples and keep the most "
                   "sensitive tensors float until each output meets its SQNR threshold (default: the config's "
@@ -122,7 +118,7 @@ Action add_quantize_command(CLI::App& app) {
   sub->add_flag("--json", a->json, "Print the summary as one JSON object");
   return [a]() -> int {
     // Cheap checks first, so a mistake is reported before minutes of calibration.
-    if (!a->prepare_only && a->calib.empty() && a->data.empty() && a->random <= 0)
+    if (!a->prepare_only && a->calib.empty() && a->samples.data.empty() && a->samples.random <= 0)
       throw UsageError(
           "quantize: give activation ranges with --calib CALIB.json, or --data / --random to calibrate first");
     std::error_code ec;
@@ -153,9 +149,9 @@ Action add_quantize_command(CLI::App& app) {
     }
     calib::CalibrationTable ranges;
     calib::CalibrateOptions o;
-    const bool samples = !a->data.empty() || a->random > 0;
+    const bool samples = !a->samples.data.empty() || a->samples.random > 0;
     if (samples) {
-      calibrate_data_options(a->data, a->random, a->seed, a->shapes, o);
+      calibrate_data_options(a->samples.data, a->samples.random, a->samples.seed, a->samples.shapes, o);
       o.threads = a->threads;
       o.methods = cfg.range_methods();  // only the observers this config's ranges need
       if (!a->config.empty()) o.target = calib::target_from_qconfig(a->config);
@@ -174,9 +170,9 @@ Action add_quantize_command(CLI::App& app) {
     if (samples && cfg.accuracy_guard().enabled) {
       const runtime::Session session(m, {.threads = 1});
       auto source = calib::open_samples(o, calib::input_specs(session));
-      const int64_t n = std::min(source->samples(), kGuardSamples);
-      if (source->samples() > n) spdlog::warn("accuracy guard: using the first {} of {} samples", n, source->samples());
-      for (int64_t i = 0; i < n; ++i) qo.samples.push_back(source->batch(i, 1));
+      if (source->samples() > kGuardSamples)
+        spdlog::warn("accuracy guard: using the first {} of {} samples", kGuardSamples, source->samples());
+      qo.samples = calib::first_samples(*source, kGuardSamples);
     }
     const auto s = quantize::quantize_model(*m.proto, cfg, ranges, qo);
     if (s.guard.ran && !s.guard.met) spdlog::warn("accuracy guard: {}", s.guard.note);

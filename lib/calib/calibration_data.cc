@@ -76,6 +76,12 @@ Tensor concat_axis(const std::vector<Tensor>& parts, int64_t axis) {
   return out;
 }
 
+std::vector<std::map<std::string, Tensor>> first_samples(SampleSource& source, int64_t max) {
+  std::vector<std::map<std::string, Tensor>> out;
+  for (int64_t i = 0; i < std::min(max, source.samples()); ++i) out.push_back(source.batch(i, 1));
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Validation shared by the file sources.
 

@@ -49,6 +49,10 @@ std::unique_ptr<SampleSource> open_data_dir(const std::vector<InputSpec>& inputs
 std::unique_ptr<SampleSource> open_random(const std::vector<InputSpec>& inputs, int64_t samples, uint64_t seed,
                                           const std::map<std::string, Shape>& shapes);
 
+// The first min(max, source.samples()) samples, one run's inputs each, for callers that keep them in memory (the
+// accuracy guard of `qtool quantize`, `qtool inspect --against`).
+std::vector<std::map<std::string, Tensor>> first_samples(SampleSource& source, int64_t max);
+
 // Tensor plumbing used by the sources (exposed for tests).
 Tensor slice_axis(const Tensor& t, int64_t axis, int64_t first, int64_t count);
 Tensor concat_axis(const std::vector<Tensor>& parts, int64_t axis);

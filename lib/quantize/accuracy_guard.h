@@ -80,9 +80,12 @@ class AccuracyEvaluator {
   double score(const std::vector<double>& ratios) const;
   const std::vector<OutputAccuracy>& outputs() const { return outputs_; }
   int64_t samples() const { return static_cast<int64_t>(samples_.size()); }
+  // The float model's compared outputs: per sample, per output (in outputs() order).
+  const std::vector<std::vector<Tensor>>& reference() const { return reference_; }
+  // Every graph output of `model` per sample, run as the float model was (closed loop with recurrent state).
+  std::vector<std::map<std::string, Tensor>> run(const onnx::ModelProto& model) const;
 
  private:
-  std::vector<std::map<std::string, Tensor>> run(const onnx::ModelProto& model) const;
 
   std::vector<Sample> samples_;
   std::vector<std::pair<std::string, std::string>> feedback_;  // (state input, state output)

@@ -5,6 +5,10 @@
 //       Streams a Silero VAD model over a waveform: 512-sample hops with 64 samples of context, state carried.
 //       Writes the speech probability per chunk; --save-batch writes the [B,576] inputs and [2,B,128] states
 //       that were fed, for calibration on the real stream.
+//   run-rows MODEL --input NAME=FILE.npy ... --output-dir DIR
+//       Runs MODEL once per row of the inputs (first axis; each row fed with a leading 1), for models that fix
+//       the batch to 1, and writes each output stacked over the rows as DIR/<output>.npy. Prints one JSON line
+//       {"outputs": {name: {shape, dtype, file}}} like ort_run.mjs.
 import fs from 'node:fs';
 import path from 'node:path';
 import ort from 'onnxruntime-node';
@@ -51,7 +55,52 @@ async function vadStream(args) {
   }
 }
 
+async function runRows(args) {
+  const model = args[0];
+  const inputs = {};
+  let outDir = null;
+  for (let i = 1; i < args.length; i++) {
+    if (args[i] === '--input') { const v = args[++i]; const eq = v.indexOf('='); inputs[v.slice(0, eq)] = v.slice(eq + 1); }
+    else if (args[i] === '--output-dir') outDir = args[++i];
+    else throw new Error(`run-rows: unexpected argument ${args[i]}`);
+  }
+  if (!outDir) throw new Error('run-rows: --output-dir is required');
+  const s = await session(model);
+  const full = {};
+  for (const name of s.inputNames) {
+    if (!(name in inputs)) throw new Error(`run-rows: missing --input for model input '${name}'`);
+    full[name] = readNpy(inputs[name]);
+  }
+  const rows = full[s.inputNames[0]].dims[0];
+  const parts = Object.fromEntries(s.outputNames.map(n => [n, []]));
+  let first = null;
+  for (let r = 0; r < rows; r++) {
+    const feeds = {};
+    for (const [name, t] of Object.entries(full)) {
+      if (t.dims[0] !== rows) throw new Error(`run-rows: input '${name}' has ${t.dims[0]} rows, not ${rows}`);
+      const per = t.data.length / rows;
+      feeds[name] = new ort.Tensor(t.type, t.data.slice(r * per, (r + 1) * per), [1, ...t.dims.slice(1)]);
+    }
+    const res = await s.run(feeds);
+    first = first ?? res;
+    for (const n of s.outputNames) parts[n].push(res[n].data);
+  }
+  fs.mkdirSync(outDir, { recursive: true });
+  const out = { outputs: {} };
+  for (const n of s.outputNames) {
+    const t0 = first[n];
+    const per = t0.data.length;
+    const data = new t0.data.constructor(per * rows);
+    parts[n].forEach((d, r) => data.set(d, r * per));
+    const dims = [rows * t0.dims[0], ...t0.dims.slice(1)];
+    const file = path.join(outDir, n.replace(/[^A-Za-z0-9_.-]/g, '_') + '.npy');
+    writeNpy(file, new ort.Tensor(t0.type, data, dims));
+    out.outputs[n] = { shape: dims, dtype: t0.type, file };
+  }
+  console.log(JSON.stringify(out));
+}
+
 const [cmd, ...rest] = process.argv.slice(2);
-const fn = { 'vad-stream': vadStream }[cmd];
-if (!fn) { console.error('usage: quantize_tools.mjs vad-stream ...'); process.exit(1); }
+const fn = { 'vad-stream': vadStream, 'run-rows': runRows }[cmd];
+if (!fn) { console.error('usage: quantize_tools.mjs vad-stream|run-rows ...'); process.exit(1); }
 fn(rest).catch(e => { console.error(`quantize_tools: ${e.message}`); process.exit(2); });

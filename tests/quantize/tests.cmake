@@ -7,8 +7,19 @@ add_test(NAME "quantize: preparation passes keep ORT outputs on the shared model
          COMMAND /usr/bin/python3 ${_qz_dir}/prepare_check.py)
 add_test(NAME "quantize: patterns (mask fills, -inf sentinels, mixed Concat) in ORT"
          COMMAND /usr/bin/python3 ${_qz_dir}/patterns.py)
-foreach(model mobilenetv2 ocr cls vad superres digits)
+# Out-of-sample acceptance (issue 12): each check calibrates on one set of inputs and scores on a disjoint one,
+# with the task's own metric against the float model. scripts/accuracy_table.py prints them all as a table.
+# The checks listed in _qz_accept_open missed their bar with the default config when they were written
+# (tests/quantize/acceptance.py, HEAD 31e11f1): they carry the label `accuracy` (`ctest -L accuracy` runs the open
+# ones) and stay failing tests, so the suite's result says where the default stands. Drop a key from the list
+# when its check passes; never loosen a bar to get there.
+set(_qz_accept_models mobilenetv2 det rec cls vad superres digits fastestdet ultraface cifar10 llama2c)
+set(_qz_accept_open mobilenetv2 det rec digits fastestdet llama2c)
+foreach(model ${_qz_accept_models})
   add_test(NAME "quantize: acceptance ${model}" COMMAND /usr/bin/python3 ${_qz_dir}/acceptance.py ${model})
+  if(model IN_LIST _qz_accept_open)
+    set_tests_properties("quantize: acceptance ${model}" PROPERTIES LABELS accuracy)
+  endif()
 endforeach()
 get_property(_qz_tests DIRECTORY PROPERTY TESTS)
 foreach(t ${_qz_tests})
