@@ -13,6 +13,7 @@
 #include "quantize/graph.h"
 #include "quantize/op_roles.h"
 #include "quantize/qparams.h"
+#include "quantize/saturation.h"
 
 namespace qtool::quantize {
 namespace {
@@ -216,7 +217,9 @@ class QdqBuilder {
       if (axis < 0 && ws.axis) axis += w.rank();
       if (axis < 0 || axis >= w.rank()) ws.granularity = Granularity::PerTensor, axis = -1;
     }
-    QParams p = weight_params(w, ws, axis);
+    QParams p = weight_params(w, ws, axis,
+                              ws.saturation_safe ? u8s8_pair_sums(g_.node(i), w, ws.granularity == Granularity::PerChannel ? axis : -1)
+                                                 : std::nullopt);
     if (bias && input_scale && q.bias && p.block_size == 0) widen_for_bias(p, *bias, *input_scale);
     const std::string dq = add_const_dq(name, quantize_tensor(w, p, ws.rounding), p, i);
     g_.node(i).set_input(k, dq);

@@ -96,7 +96,8 @@ bool pairs_fit(const std::vector<double>& sums, const float* scales, bool per_ch
 
 }  // namespace
 
-QParams weight_params(const Tensor& w, const TensorSettings& s, int64_t axis) {
+QParams weight_params(const Tensor& w, const TensorSettings& s, int64_t axis,
+                      const std::optional<std::vector<double>>& kernel_pairs) {
   quant::QGranularity g;
   if (s.granularity == Granularity::PerChannel && axis >= 0) {
     g.kind = quant::Granularity::PerChannel;
@@ -110,7 +111,9 @@ QParams weight_params(const Tensor& w, const TensorSettings& s, int64_t axis) {
   const bool safe = s.saturation_safe && g.kind != quant::Granularity::PerBlock && s.dtype == DType::Int8 &&
                     s.symmetric && w.dtype() == DType::Float32;
   const int64_t channels = g.kind == quant::Granularity::PerChannel ? w.dim(axis) : 1;
-  const std::vector<double> pair_sums = safe ? top_two_sums(w, axis, channels) : std::vector<double>{};
+  const std::vector<double> pair_sums =
+      !safe ? std::vector<double>{} : kernel_pairs && kernel_pairs->size() == static_cast<size_t>(channels) ? *kernel_pairs
+                                                                                                       : top_two_sums(w, axis, channels);
   if (g.kind != quant::Granularity::PerBlock) {
     const auto step = existing_grid(w, s);
     // Already quantized: keep its step, which is exact (unless its codes would saturate: then a new grid).

@@ -37,10 +37,13 @@ std::optional<float> existing_grid(const Tensor& w, const TensorSettings& s);
 // saturation_safe (int8 symmetric): x86 CPUs with AVX2 but no VNNI multiply uint8 activations by int8 weights with
 // VPMADDUBSW, which adds two neighbouring products in int16 and saturates at 32767 (ONNX Runtime's MLAS u8s8 GEMM,
 // so QLinearConv / QLinearMatMul / MatMulInteger). 255 · (|q_a| + |q_b|) <= 32767 holds for every pair of one output
-// channel's codes when the two largest magnitudes m1, m2 of the channel get |q| sums <= 128: the scale is raised to
-// (m1 + m2) / 126 where needed (two codes of 127 would reach 64770: a 2x overflow). At worst (m2 = m1) that is
-// reduce_range's 7 bits; a channel with one large weight keeps nearly 8.
-QParams weight_params(const Tensor& w, const TensorSettings& s, int64_t axis);
+// channel's pairs that the kernel forms have same-sign |q| sums <= 128: the scale is raised to (pair sum) / 126 where
+// needed (two codes of 127 would reach 64770: a 2x overflow). At worst that is reduce_range's 7 bits; most channels
+// keep 8.
+// `pair_sums` (quantize/saturation.h, per scale): the kernel's largest same-sign pair sums; without them
+// saturation_safe assumes the worst pairing (the two largest magnitudes).
+QParams weight_params(const Tensor& w, const TensorSettings& s, int64_t axis,
+                      const std::optional<std::vector<double>>& pair_sums = std::nullopt);
 // Float -> quantized with ONNX QuantizeLinear arithmetic. Rounding::KernelSum (tensors of rank >= 3, integer
 // dtypes) then re-rounds each (output, input) channel's taps so their rounding errors sum to at most 1/2.
 Tensor quantize_tensor(const Tensor& x, const QParams& p, Rounding rounding = Rounding::Nearest);
