@@ -23,7 +23,7 @@ struct QuantizeArgs {
   std::string model, output, config, calib;
   SampleArgs samples;
   int threads = 0;
-  bool json = false, explain = false, prepare_only = false;
+  bool json = false, explain = false, prepare_only = false, allow_below_target = false;
   std::string guard;  // --accuracy-guard on|off
   std::optional<double> min_sqnr, state_min_sqnr;
 };
@@ -46,6 +46,12 @@ nlohmann::json guard_json(const quantize::GuardReport& g) {
                             {"threshold_db", o.threshold_db},
                             {"sqnr_db", o.sqnr_db},
                             {"final_sqnr_db", o.final_sqnr_db}});
+  for (size_t k = 0; k < g.outputs.size(); ++k)
+    if (g.outputs[k].distribution) {
+      j["outputs"][k]["kl"] = g.outputs[k].kl;
+      j["outputs"][k]["final_kl"] = g.outputs[k].final_kl;
+      j["outputs"][k]["max_kl"] = g.outputs[k].max_kl;
+    }
   j["kept_float"] = nlohmann::json::array();
   for (const auto& t : g.kept_float)
     j["kept_float"].push_back({{"tensor", t.tensor},
@@ -72,12 +78,22 @@ nlohmann::json summary_json(const quantize::QuantizeSummary& s, const QuantizeAr
   return j;
 }
 
+std::string fmt_kl(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", v);
+  return buf;
+}
+
 void print_guard(const quantize::GuardReport& g) {
   std::printf("accuracy guard: %s\n", g.note.c_str());
   if (!g.ran) return;
   for (const auto& o : g.outputs)
-    std::printf("  output %s%s: SQNR %.1f dB -> %.1f dB (threshold %.1f dB)\n", o.output.c_str(),
-                o.state ? " (state)" : "", o.sqnr_db, o.final_sqnr_db, o.threshold_db);
+    std::printf("  output %s%s: SQNR %.1f dB -> %.1f dB (threshold %.1f dB)%s\n", o.output.c_str(),
+                o.state ? " (state)" : "", o.sqnr_db, o.final_sqnr_db, o.threshold_db,
+                o.distribution ? (", KL " + fmt_kl(o.kl) + " -> " + fmt_kl(o.final_kl) + " nats (limit " +
+                                  fmt_kl(o.max_kl) + ")")
+                                     .c_str()
+                               : "");
   for (const auto& t : g.kept_float)
     std::printf("  kept float: %s %s (alone it costs %s %.1f dB)\n", t.weight ? "weight" : "activation",
                 t.tensor.c_str(), t.worst_output.c_str(), t.isolated_sqnr_db);
@@ -110,6 +126,9 @@ Action add_quantize_command(CLI::App& app) {
   sub->add_option("--min-sqnr", a->min_sqnr, "Accuracy guard: SQNR threshold in dB for every graph output");
   sub->add_option("--state-min-sqnr", a->state_min_sqnr,
                   "Accuracy guard: SQNR threshold in dB for outputs declared like an input (recurrent state)");
+  sub->add_flag("--allow-below-target", a->allow_below_target,
+                "Write the model even when the accuracy guard cannot bring every output to its threshold (otherwise "
+                "nothing is written and the exit code is 4)");
   sub->add_flag("--explain", a->explain, "Print, per node, the rules that applied and the resulting parameters");
   sub->add_flag(
       "--prepare-only", a->prepare_only,
@@ -175,7 +194,20 @@ Action add_quantize_command(CLI::App& app) {
       qo.samples = calib::first_samples(*source, kGuardSamples);
     }
     const auto s = quantize::quantize_model(*m.proto, cfg, ranges, qo);
-    if (s.guard.ran && !s.guard.met) spdlog::warn("accuracy guard: {}", s.guard.note);
+    if (s.guard.ran && !s.guard.met) {
+      if (!a->allow_below_target) {
+        if (a->json) {
+          nlohmann::json j = summary_json(s, *a);
+          j["written"] = false;
+          std::printf("%s\n", j.dump().c_str());
+        }
+        std::fprintf(stderr, "qtool quantize: accuracy guard: %s; nothing written to %s (raise max_float_tensors, "
+                     "add calibration data, or pass --allow-below-target to write it anyway)\n",
+                     s.guard.note.c_str(), a->output.c_str());
+        return kExitBelowTarget;
+      }
+      spdlog::warn("accuracy guard: {}", s.guard.note);
+    }
     onnxio::save_model(*m.proto, a->output, so);
     if (a->explain) std::fputs(quantize::explain_text(s.qdq).c_str(), stdout);
     if (a->json) {

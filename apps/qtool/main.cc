@@ -24,6 +24,7 @@ constexpr const char* kFooter = R"(Exit codes:
   1  usage error (unknown option, missing argument)
   2  bad input (missing, truncated or malformed model, config or data; unsupported op or dtype)
   3  internal error (a bug in qtool: please report it)
+  4  quantize: the accuracy guard could not meet every output's threshold (see --allow-below-target)
 
 Run 'qtool COMMAND --help' for the options of a command.
 )";

@@ -41,6 +41,9 @@ constexpr int kExitOk = 0;
 constexpr int kExitUsage = 1;
 constexpr int kExitBadInput = 2;
 constexpr int kExitInternal = 3;
+// qtool quantize: the accuracy guard could not bring every output to its threshold (nothing written unless
+// --allow-below-target).
+constexpr int kExitBelowTarget = 4;
 
 inline int exit_code_for(ErrorKind kind) {
   switch (kind) {

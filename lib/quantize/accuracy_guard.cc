@@ -11,6 +11,7 @@
 #include <numeric>
 #include <set>
 
+#include "analysis/metrics.h"
 #include "core/error.h"
 #include "runtime/graph.h"
 #include "runtime/session.h"
@@ -115,6 +116,14 @@ AccuracyEvaluator::AccuracyEvaluator(const onnx::ModelProto& float_model, std::v
       reference_[s].push_back(f);
       signal_[o] += squared_sum(f);
     }
+  // Class scores and token logits (not state): the reference compared with itself tells how analysis reads them.
+  max_kl_ = settings.max_kl;
+  for (size_t o = 0; o < outputs_.size() && max_kl_ > 0; ++o) {
+    if (outputs_[o].state || reference_.empty()) continue;
+    const Tensor& f = reference_.front()[o];
+    outputs_[o].distribution = analysis::compare_tensors(f, f).distribution != analysis::Distribution::None;
+    outputs_[o].max_kl = outputs_[o].distribution ? max_kl_ : 0;
+  }
 }
 
 // One session per thread, one sample per run: every sample's outputs are computed single-threaded, so they do not
@@ -163,6 +172,37 @@ std::vector<double> AccuracyEvaluator::noise_ratios(const onnx::ModelProto& cand
   return noise;
 }
 
+AccuracyEvaluator::Measurement AccuracyEvaluator::measure(const onnx::ModelProto& candidate) const {
+  const auto runs = run(candidate);
+  Measurement m;
+  m.noise.assign(outputs_.size(), 0.0);
+  m.kl.assign(outputs_.size(), 0.0);
+  std::vector<analysis::MetricsAccumulator> acc(outputs_.size());
+  for (size_t s = 0; s < runs.size(); ++s)
+    for (size_t o = 0; o < outputs_.size(); ++o) {
+      const Tensor& q = runs[s].at(outputs_[o].output);
+      m.noise[o] += squared_error(reference_[s][o], q);
+      if (outputs_[o].distribution && q.shape() == reference_[s][o].shape()) acc[o].add(reference_[s][o], q);
+    }
+  for (size_t o = 0; o < outputs_.size(); ++o) {
+    m.noise[o] = m.noise[o] == 0                ? 0
+                 : signal_[o] > 0               ? m.noise[o] / signal_[o]
+                                                : std::numeric_limits<double>::infinity();
+    if (outputs_[o].distribution) {
+      const auto kl = acc[o].result().kl_divergence;
+      m.kl[o] = kl && std::isfinite(*kl) ? *kl : std::numeric_limits<double>::infinity();
+    }
+  }
+  return m;
+}
+
+double AccuracyEvaluator::score(const Measurement& m) const {
+  double worst = score(m.noise);
+  for (size_t o = 0; o < m.kl.size(); ++o)
+    if (outputs_[o].distribution && max_kl_ > 0) worst = std::max(worst, m.kl[o] / max_kl_);
+  return worst;
+}
+
 double AccuracyEvaluator::score(const std::vector<double>& ratios) const {
   double worst = 0;
   for (size_t o = 0; o < ratios.size(); ++o) worst = std::max(worst, ratios[o] / allowed_[o]);
@@ -183,17 +223,23 @@ GuardReport guard_accuracy(const AccuracyEvaluator& eval, const Candidate& initi
   float_tensors.clear();
   auto measure = [&](const onnx::ModelProto& m) {
     ++r.evaluations;
-    return eval.noise_ratios(m);
+    return eval.measure(m);
   };
-  auto finish = [&](const std::vector<double>& ratios) {
-    for (size_t o = 0; o < r.outputs.size(); ++o) r.outputs[o].final_sqnr_db = sqnr_db(ratios[o]);
+  auto finish = [&](const AccuracyEvaluator::Measurement& ratios) {
+    for (size_t o = 0; o < r.outputs.size(); ++o) {
+      r.outputs[o].final_sqnr_db = sqnr_db(ratios.noise[o]);
+      r.outputs[o].final_kl = ratios.kl[o];
+    }
     r.met = eval.score(ratios) <= 1.0;
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return r;
   };
 
-  const std::vector<double> start = measure(*initial.model);
-  for (size_t o = 0; o < r.outputs.size(); ++o) r.outputs[o].sqnr_db = sqnr_db(start[o]);
+  const AccuracyEvaluator::Measurement start = measure(*initial.model);
+  for (size_t o = 0; o < r.outputs.size(); ++o) {
+    r.outputs[o].sqnr_db = sqnr_db(start.noise[o]);
+    r.outputs[o].kl = start.kl[o];
+  }
   if (eval.score(start) <= 1.0) {
     r.note = "every output meets its threshold";
     return finish(start);
@@ -236,14 +282,17 @@ GuardReport guard_accuracy(const AccuracyEvaluator& eval, const Candidate& initi
     std::vector<std::string> others;
     for (size_t j = 0; j < units.size(); ++j)
       if (j != i) others.push_back(units[j].tensor);
-    const auto ratios = measure(*requantize(others).model);
-    units[i].score = eval.score(ratios);
+    const auto m = measure(*requantize(others).model);
+    units[i].score = eval.score(m);
     size_t worst = 0;
-    auto relative = [&](size_t o) { return ratios[o] * std::pow(10.0, r.outputs[o].threshold_db / 10.0); };
-    for (size_t o = 1; o < ratios.size(); ++o)
+    auto relative = [&](size_t o) {
+      const double kl = r.outputs[o].max_kl > 0 ? m.kl[o] / r.outputs[o].max_kl : 0.0;
+      return std::max(m.noise[o] * std::pow(10.0, r.outputs[o].threshold_db / 10.0), kl);
+    };
+    for (size_t o = 1; o < m.noise.size(); ++o)
       if (relative(o) > relative(worst)) worst = o;
     units[i].worst = r.outputs[worst].output;
-    units[i].isolated_db = sqnr_db(ratios[worst]);
+    units[i].isolated_db = sqnr_db(m.noise[worst]);
   }
   std::vector<size_t> order(units.size());
   std::iota(order.begin(), order.end(), 0);
@@ -251,7 +300,7 @@ GuardReport guard_accuracy(const AccuracyEvaluator& eval, const Candidate& initi
 
   // 2. Most sensitive first, until every output meets its threshold.
   std::vector<size_t> chosen;
-  std::vector<double> ratios = start;
+  AccuracyEvaluator::Measurement ratios = start;
   const size_t cap = static_cast<size_t>(settings.max_float_tensors);
   for (size_t k = 0; k < order.size() && chosen.size() < cap && eval.score(ratios) > 1.0; ++k) {
     chosen.push_back(order[k]);

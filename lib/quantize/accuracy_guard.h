@@ -48,6 +48,10 @@ struct OutputAccuracy {
   double threshold_db = 0;
   double sqnr_db = 0;        // fully quantized, before the guard acted
   double final_sqnr_db = 0;  // the model written
+  // Outputs read as class scores or token logits (analysis::Distribution: probability rows, or rank <= 3 and not
+  // state): the mean KL(p_float || p_quantized) per row in nats, before and after, and its limit (max_kl).
+  bool distribution = false;
+  double kl = 0, final_kl = 0, max_kl = 0;
 };
 
 struct FloatTensor {
@@ -76,8 +80,15 @@ class AccuracyEvaluator {
 
   // Per compared output: sum((f - q)^2) / sum(f^2) of `candidate` against the float model (0 when identical).
   std::vector<double> noise_ratios(const onnx::ModelProto& candidate) const;
-  // max over outputs of noise / allowed noise: <= 1 meets every threshold.
+  // max over outputs of noise / allowed noise: <= 1 meets every SQNR threshold.
   double score(const std::vector<double>& ratios) const;
+  // Both criteria of one candidate: per output its noise ratio and (distribution outputs, else 0) its mean KL.
+  struct Measurement {
+    std::vector<double> noise, kl;
+  };
+  Measurement measure(const onnx::ModelProto& candidate) const;
+  // max over outputs of noise / allowed noise and KL / max_kl: <= 1 meets every threshold.
+  double score(const Measurement& m) const;
   const std::vector<OutputAccuracy>& outputs() const { return outputs_; }
   int64_t samples() const { return static_cast<int64_t>(samples_.size()); }
   // The float model's compared outputs: per sample, per output (in outputs() order).
@@ -91,6 +102,7 @@ class AccuracyEvaluator {
   std::vector<std::pair<std::string, std::string>> feedback_;  // (state input, state output)
   std::vector<OutputAccuracy> outputs_;                        // name, state, threshold
   std::vector<double> allowed_;                                // 10^(-threshold/10)
+  double max_kl_ = 0;                                          // 0: no KL criterion
   std::vector<std::vector<Tensor>> reference_;                 // per sample, per output
   std::vector<double> signal_;                                 // per output: sum(f^2)
   int threads_ = 1;

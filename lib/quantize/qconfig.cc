@@ -313,7 +313,7 @@ QConfig QConfig::parse(const std::string& json_text, const std::string& source) 
   if (j.contains("accuracy_guard") && !j["accuracy_guard"].is_null()) {
     const std::string p = "$.accuracy_guard";
     const json& g =
-        ctx.object(j["accuracy_guard"], p, {"min_sqnr_db", "state_min_sqnr_db", "max_float_tensors", "state"});
+        ctx.object(j["accuracy_guard"], p, {"min_sqnr_db", "state_min_sqnr_db", "max_float_tensors", "max_kl", "state"});
     c.guard_.enabled = true;
     for (const char* key : {"min_sqnr_db", "state_min_sqnr_db", "max_float_tensors"})
       if (!g.contains(key)) ctx.fail(p + "." + key, "missing");
@@ -321,6 +321,10 @@ QConfig QConfig::parse(const std::string& json_text, const std::string& source) 
     c.guard_.state_min_sqnr_db = ctx.number(g["state_min_sqnr_db"], p + ".state_min_sqnr_db");
     c.guard_.max_float_tensors = ctx.integer(g["max_float_tensors"], p + ".max_float_tensors");
     if (c.guard_.max_float_tensors < 0) ctx.fail(p + ".max_float_tensors", "expected 0 or more");
+    if (g.contains("max_kl")) {
+      c.guard_.max_kl = ctx.number(g["max_kl"], p + ".max_kl");
+      if (!(c.guard_.max_kl >= 0)) ctx.fail(p + ".max_kl", "expected a KL divergence in nats, 0 or more");
+    }
     if (g.contains("state")) {
       const json& st = g["state"];
       if (!st.is_object())

@@ -98,6 +98,8 @@ struct AccuracyGuardSettings {
   double min_sqnr_db = 0;         // every graph output
   double state_min_sqnr_db = 0;   // outputs declared exactly like an input: recurrent state the caller feeds back
   int64_t max_float_tensors = 0;  // at most this many tensors go back to float
+  // Outputs read as class scores / token logits: mean KL(p_float || p_quant) per row, in nats (0: not checked).
+  double max_kl = 0;
   // State output -> the input it is fed back to; empty: recognised by declared type and name (accuracy_guard.h).
   std::map<std::string, std::string> state;
 };

@@ -97,6 +97,23 @@ def mixed_concat(path, c=8):
     save(g, path)
 
 
+def mlp(path, sizes=(16, 32, 32, 10)):
+    """A small classifier: Gemm -> Relu -> Gemm -> Relu -> Gemm (logits)."""
+    rng = np.random.default_rng(3)
+    nodes, inits, x = [], [], 'x'
+    for k in range(len(sizes) - 1):
+        inits += [init(f'w{k}', rng.normal(0, 1 / np.sqrt(sizes[k]), (sizes[k], sizes[k + 1]))),
+                  init(f'b{k}', rng.normal(0, 0.1, sizes[k + 1]))]
+        y = f'h{k}' if k < len(sizes) - 2 else 'logits'
+        nodes.append(helper.make_node('Gemm', [x, f'w{k}', f'b{k}'], [y + ('_pre' if y != 'logits' else '')]))
+        if y != 'logits':
+            nodes.append(helper.make_node('Relu', [y + '_pre'], [y]))
+        x = y
+    g = helper.make_graph(nodes, 'mlp', [helper.make_tensor_value_info('x', TensorProto.FLOAT, ['B', sizes[0]])],
+                          [helper.make_tensor_value_info('logits', TensorProto.FLOAT, ['B', sizes[-1]])], inits)
+    save(g, path)
+
+
 def quantize_and_run(work, model, calib_x, eval_x, name):
     cx, ex = os.path.join(work, name + '_calib.npy'), os.path.join(work, name + '_eval.npy')
     np.save(cx, calib_x)
@@ -132,6 +149,53 @@ def run_attention(work, fill, label):
     check(label, db >= 20, {'sqnr_db': round(db, 1)})
 
 
+def broken_range(work):
+    """The accuracy guard against a deliberately broken range: one hidden tensor's calibrated range is stretched
+    1000x in the calibration file. Without the guard the logits lose their scale; with it (the calibration samples
+    given again), the guard must find that tensor, keep it float, and meet its thresholds."""
+    m = os.path.join(work, 'mlp.onnx')
+    mlp(m)
+    rng = np.random.default_rng(13)
+    cx, ex = os.path.join(work, 'mlp_calib.npy'), os.path.join(work, 'mlp_eval.npy')
+    np.save(cx, rng.normal(0, 1, (64, 16)).astype(np.float32))
+    np.save(ex, rng.normal(0, 1, (64, 16)).astype(np.float32))
+    calib = os.path.join(work, 'mlp.calib.json')
+    qtest.sh([qtest.qtool(), 'calibrate', m, '-o', calib, '--data', 'x=' + cx])
+    table = json.load(open(calib))
+    t = table['tensors']['h0']
+    t['max'] = t['max'] * 1000
+    t['ranges'] = {k: [lo, hi * 1000] for k, (lo, hi) in t['ranges'].items()}
+    t.pop('histogram', None)
+    broken = os.path.join(work, 'mlp.broken.calib.json')
+    json.dump(table, open(broken, 'w'))
+    yf = qtest.ort_run(m, {'x': ex}, os.path.join(work, 'mlp_f'))[0]['logits']
+    q_off, q_on = os.path.join(work, 'mlp.off.onnx'), os.path.join(work, 'mlp.on.onnx')
+    qtest.quantize(m, q_off, broken, extra=['--accuracy-guard', 'off'])
+    s = qtest.quantize(m, q_on, broken, extra=['--data', 'x=' + cx])
+    y_off = qtest.ort_run(q_off, {'x': ex}, os.path.join(work, 'mlp_off'))[0]['logits']
+    y_on = qtest.ort_run(q_on, {'x': ex}, os.path.join(work, 'mlp_on'))[0]['logits']
+    g = s['accuracy_guard']
+    kept = [k['tensor'] for k in g['kept_float']]
+    db_off, db_on = sqnr(yf, y_off), sqnr(yf, y_on)
+    check('broken_range', db_off < 15 and db_on >= 20 and 'h0' in kept and g['met'],
+          {'sqnr_db_guard_off': round(db_off, 1), 'sqnr_db_guard_on': round(db_on, 1), 'kept_float': kept,
+           'met': g['met']})
+    # With no tensor allowed back to float the guard cannot recover: exit 4 and nothing written, unless
+    # --allow-below-target.
+    cfg = json.load(open(os.path.join(qtest.ROOT, 'configs', 'int8.json')))
+    cfg['accuracy_guard']['max_float_tensors'] = 0
+    cfg_path = os.path.join(work, 'no_fallback.json')
+    json.dump(cfg, open(cfg_path, 'w'))
+    q_below = os.path.join(work, 'mlp.below.onnx')
+    base = [qtest.qtool(), 'quantize', m, '-o', q_below, '--calib', broken, '--config', cfg_path, '--data', 'x=' + cx]
+    r = subprocess.run(base, capture_output=True, text=True)
+    last = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ''
+    refused = r.returncode == 4 and not os.path.exists(q_below) and '--allow-below-target' in last
+    r2 = subprocess.run(base + ['--allow-below-target'], capture_output=True, text=True)
+    check('below_target', refused and r2.returncode == 0 and os.path.exists(q_below),
+          {'exit': r.returncode, 'stderr': r.stderr.strip()[-160:], 'allowed_exit': r2.returncode})
+
+
 def main():
     wanted = set(sys.argv[1:])
     work = tempfile.mkdtemp(prefix='qtool-patterns-')
@@ -160,6 +224,8 @@ def main():
         perr = float(np.abs(yf[:, 4:] - yq[:, 4:]).max())
         bdb = sqnr(yf[:, :4], yq[:, :4])
         check('mixed_concat', perr < 0.05 and bdb >= 20, {'prob_max_abs_err': round(perr, 4), 'box_sqnr_db': round(bdb, 1)})
+    if not wanted or 'broken_range' in wanted:
+        broken_range(work)
     print(json.dumps({'ok': not failures, 'failures': failures}))
     return 1 if failures else 0
 
