@@ -19,6 +19,7 @@
 #include "onnx/external_data.h"
 #include "onnx/model_walk.h"
 #include "onnx/tensor_proto.h"
+#include "onnx/validate.h"
 
 namespace qtool::onnxio {
 namespace fs = std::filesystem;
@@ -55,6 +56,7 @@ struct ExternalScan {
 
 ExternalScan resolve_external(onnx::ModelProto& model, const fs::path& dir, bool load, const std::string& prefix) {
   ExternalScan scan;
+  std::map<fs::path, int64_t> used_per_file;
   for_each_tensor(model, [&](onnx::TensorProto& t, const TensorSite& site) {
     if (t.data_location() != onnx::TensorProto::EXTERNAL) return;
     const std::string what = prefix + site.label;
@@ -69,6 +71,16 @@ ExternalScan resolve_external(onnx::ModelProto& model, const fs::path& dir, bool
     const int64_t length = checked_external_length(file, ref, expected, what);
     if (std::find(scan.files.begin(), scan.files.end(), file) == scan.files.end()) scan.files.push_back(file);
     scan.bytes += length;
+    // Tensors may not share bytes: all those read from one file together fit in it. Otherwise a small model
+    // whose tensors alias one range would make the loader read (and hold) the file many times over.
+    int64_t& used = used_per_file[file];
+    used += length;
+    std::error_code ec;
+    const auto file_bytes = static_cast<int64_t>(fs::file_size(file, ec));
+    if (!ec && used > file_bytes)
+      throw BadInputError(what + ": the model's tensors read " + std::to_string(used) + " bytes from external data file " +
+                          quoted(file) + ", which holds " + std::to_string(file_bytes) +
+                          ": several tensors alias the same bytes; the model is corrupt or malicious");
     if (load) {
       t.set_raw_data(read_range(file, ref.offset, length, what));
       t.clear_external_data();
@@ -208,6 +220,7 @@ LoadedModel load_model(const fs::path& path, const LoadOptions& options) {
 
   m.path = path;
   m.dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+  validate_model(*m.proto, "model " + name + ": ");  // once, here: later code trusts tensors and nodes
   const ExternalScan scan = resolve_external(*m.proto, m.dir, options.load_external_data, "model " + name + ": ");
   m.external_files = scan.files;
   m.external_bytes = scan.bytes;
