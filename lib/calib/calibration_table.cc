@@ -7,6 +7,8 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/json_parse.h"
+#include "calib/sha256.h"
 
 namespace qtool::calib {
 
@@ -210,12 +212,7 @@ TensorCalibration read_tensor(const Reader& r, const json& j, const std::string&
 
 CalibrationTable calibration_from_json(const std::string& text, const std::string& origin) {
   Reader r{origin};
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw BadInputError(origin + ": not valid JSON (byte " + std::to_string(e.byte) + ")");
-  }
+  const json doc = parse_json_limited(text, origin);
   if (!doc.is_object()) r.fail("(root)", "expected an object");
   const std::string format = r.string(r.field(doc, "", "format"), "format");
   if (format != kCalibrationFormat) r.fail("format", "is '" + format + "', expected 'qtool-calibration'");
@@ -259,6 +256,16 @@ CalibrationTable read_calibration(const std::filesystem::path& path) {
   std::ostringstream ss;
   ss << f.rdbuf();
   return calibration_from_json(ss.str(), path.string());
+}
+
+void check_calibration_model(const CalibrationTable& table, const std::filesystem::path& model,
+                             const std::string& table_name) {
+  if (table.model_sha256.empty()) return;  // nothing recorded: nothing to compare
+  const std::string actual = sha256_file(model);
+  if (actual == table.model_sha256) return;
+  throw BadInputError("calibration file '" + table_name + "' was made for model '" + table.model + "' (sha256 " +
+                      table.model_sha256.substr(0, 12) + "...), not for '" + model.string() + "' (sha256 " +
+                      actual.substr(0, 12) + "...): re-run qtool calibrate on this model, or pass --allow-calib-mismatch");
 }
 
 }  // namespace qtool::calib

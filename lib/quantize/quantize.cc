@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "core/error.h"
 #include "onnx/tensor_proto.h"
 
 namespace qtool::quantize {
@@ -56,6 +57,14 @@ namespace {
 // The QDQ rewrite and clean-up of an already prepared model.
 QdqReport rewrite(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges) {
   QdqReport r = insert_qdq(model, config, ranges);
+  if (!r.missing_ranges.empty()) {
+    std::string list;
+    for (size_t i = 0; i < r.missing_ranges.size() && i < 3; ++i) list += (i ? ", '" : "'") + r.missing_ranges[i] + "'";
+    if (r.missing_ranges.size() > 3) list += " and " + std::to_string(r.missing_ranges.size() - 3) + " more";
+    throw BadInputError("the calibration table" + (ranges.model.empty() ? std::string() : " (of model '" + ranges.model + "')") +
+                        " has no entry for " + list + ", which the config quantizes: it was made for another model; "
+                        "re-run qtool calibrate on this one");
+  }
   Graph g(model);
   remove_dead_nodes(g);
   return r;

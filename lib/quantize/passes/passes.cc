@@ -3,6 +3,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/limits.h"
 #include "runtime/session.h"
 
 namespace qtool::quantize {
@@ -88,15 +89,19 @@ int fold_constants(Graph& g) {
       if (!in.empty()) *og->add_initializer() = *g.initializer(in);
     for (const auto& o : n.output())
       if (!o.empty()) og->add_output()->set_name(o);
+    const int64_t max_out_bytes = std::max<int64_t>(2 * in_bytes, 1 << 16);
     std::map<std::string, Tensor> outs;
     try {
+      // Results larger than max_out_bytes are not folded: refuse to compute them at all (Expand or Tile of a
+      // tiny constant to [65536,65536] would otherwise allocate gigabytes here).
+      const ScopedTensorLimit small(max_out_bytes + 64, "for a constant-folding result (the node stays in the graph)");
       outs = runtime::Session(one).run({});
     } catch (const Error&) {
-      continue;  // not computable here (unsupported kernel, dtype...): leave it to the runtime
+      continue;  // not computable here (unsupported kernel, dtype, too large...): leave it to the runtime
     }
     int64_t out_bytes = 0;
     for (const auto& [name, t] : outs) out_bytes += static_cast<int64_t>(t.nbytes());
-    if (out_bytes > std::max<int64_t>(2 * in_bytes, 1 << 16)) continue;
+    if (out_bytes > max_out_bytes) continue;
     for (const auto& [name, t] : outs) g.set_initializer(name, t);
     g.remove_node(i);
     ++folded;
