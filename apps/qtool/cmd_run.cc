@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "limit_options.h"
 #include "core/error.h"
 #include "onnx/model_io.h"
 #include "runtime/session.h"
@@ -191,6 +192,7 @@ int run_command(const RunArgs& a) {
 
 Action add_run_command(CLI::App& app) {
   auto* sub = app.add_subcommand("run", "Run a model with qtool's interpreter and write its outputs as .npy");
+  add_limit_options(*sub);
   auto a = std::make_shared<RunArgs>();
   sub->add_option("MODEL", a->model, "Path to an .onnx model")->required();
   sub->add_option("-i,--input", a->inputs, "NAME=FILE (.npy, .npz with one array, .pb), or an .npz keyed by input name")
