@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/limits.h"
+#include "onnx/external_data.h"
 #include "runtime/session.h"
 
 namespace qtool::quantize {
@@ -68,13 +69,15 @@ int fold_constants(Graph& g) {
     const onnx::NodeProto& n = g.node(i);
     if (!foldable_op(n) || n.output_size() == 0) continue;
     bool all_const = true;
-    int64_t in_bytes = 0;
+    int64_t in_bytes = 0, largest_input = 0;
     for (const auto& in : n.input()) {
       if (in.empty()) continue;
       const auto* t = g.initializer(in);
       all_const = all_const && t && !g.is_graph_input(in);
-      if (t)
+      if (t) {
         in_bytes += static_cast<int64_t>(t->raw_data().size()) + 4 * t->float_data_size() + 8 * t->int64_data_size();
+        largest_input = std::max(largest_input, onnxio::tensor_proto_bytes(*t));
+      }
     }
     bool has_out = false;
     for (const auto& o : n.output()) has_out = has_out || (!o.empty() && !g.is_graph_output(o));
@@ -94,7 +97,9 @@ int fold_constants(Graph& g) {
     try {
       // Results larger than max_out_bytes are not folded: refuse to compute them at all (Expand or Tile of a
       // tiny constant to [65536,65536] would otherwise allocate gigabytes here).
-      const ScopedTensorLimit small(max_out_bytes + 64, "for a constant-folding result (the node stays in the graph)");
+      // (The inputs themselves are decoded into tensors too: the cap is at least the largest of them.)
+      const ScopedTensorLimit small(std::max(max_out_bytes, largest_input) + 64,
+                                    "for a constant-folding result (the node stays in the graph)");
       outs = runtime::Session(one).run({});
     } catch (const Error&) {
       continue;  // not computable here (unsupported kernel, dtype, too large...): leave it to the runtime
