@@ -11,6 +11,7 @@
 #include "calib/observation_pipeline.h"
 #include "calib/sha256.h"
 #include "core/error.h"
+#include "core/file_io.h"
 #include "core/json_parse.h"
 #include "onnx/model_io.h"
 #include "runtime/session.h"
@@ -46,9 +47,7 @@ std::vector<InputSpec> input_specs(const runtime::Session& session) {
 }
 
 QuantTarget target_from_qconfig(const fs::path& config) {
-  std::ifstream f(config, std::ios::binary);
-  if (!f) throw BadInputError("cannot open config " + config.string());
-  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const std::string text = fileio::read_file(config, "config");
   const nlohmann::json doc = parse_json_limited(text, config.string());
   QuantTarget t;
   const nlohmann::json* act = nullptr;

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/file_io.h"
 #include "core/json_parse.h"
 #include "calib/sha256.h"
 
@@ -90,23 +91,7 @@ std::string calibration_to_json(const CalibrationTable& table) {
 }
 
 void write_calibration(const CalibrationTable& table, const std::filesystem::path& path) {
-  const std::string text = calibration_to_json(table);
-  std::filesystem::path tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f)
-      throw BadInputError("cannot write calibration file " + path.string() +
-                          ": check the folder exists and is writable");
-    f.write(text.data(), static_cast<std::streamsize>(text.size()));
-    if (!f.flush()) throw BadInputError("cannot write calibration file " + path.string() + " (disk full?)");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    throw BadInputError("cannot write calibration file " + path.string() + ": rename failed");
-  }
+  fileio::write_file_atomic(path, calibration_to_json(table));
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -251,11 +236,7 @@ CalibrationTable calibration_from_json(const std::string& text, const std::strin
 }
 
 CalibrationTable read_calibration(const std::filesystem::path& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw BadInputError("cannot open calibration file " + path.string() + ": run 'qtool calibrate' to make one");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return calibration_from_json(ss.str(), path.string());
+  return calibration_from_json(fileio::read_file(path, "calibration file"), path.string());
 }
 
 void check_calibration_model(const CalibrationTable& table, const std::filesystem::path& model,
