@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "core/file_io.h"
 #include "core/limits.h"
 
 namespace qtool::cli {
@@ -32,6 +33,19 @@ void add_limit_options(CLI::App& sub) {
          },
          "Most iterations one Loop node may run (default " + std::to_string(defaults.max_loop_iterations) + ")")
       ->type_name("N");
+  sub.add_option_function<std::string>(
+         "--max-tensor-bytes",
+         [](const std::string& text) {
+           try {
+             fileio::set_max_tensor_bytes(parse_byte_size(text));
+           } catch (const Error& e) {
+             throw CLI::ValidationError("--max-tensor-bytes", e.what());
+           }
+         },
+         "Largest tensor file, .npy shape or .npz member read, and the most bytes inflated from one .npz; more is "
+         "refused before reading (bytes, or with K/M/G/T; default " +
+             format_bytes(fileio::kDefaultMaxTensorBytes) + ")")
+      ->type_name("SIZE");
 }
 
 }  // namespace qtool::cli

@@ -40,7 +40,6 @@ std::string errno_text() { return std::strerror(errno); }
 
 // Reads [offset, offset+length) of a file; the range was validated against the file's size.
 std::string read_range(const fs::path& file, int64_t offset, int64_t length, const std::string& what) {
-  if (length > fileio::max_tensor_bytes()) fileio::throw_over_limit(what, static_cast<uint64_t>(length));
   std::string bytes(static_cast<size_t>(length), '\0');
   try {
     fileio::InputFile(file, "external data file").read_at(offset, bytes.data(), bytes.size());

@@ -11,3 +11,11 @@ add_test(NAME "cli: hostile models and configs give exit code 2 and one line nam
                  ${CMAKE_BINARY_DIR}/test_scratch/cli_hostile_models)
 set_tests_properties("cli: hostile models and configs give exit code 2 and one line naming the problem"
                      PROPERTIES TIMEOUT 120)
+
+# Hostile files (docs/reliability.md "Files"): outputs naming inputs, planted temporary names, signals and a full
+# disk during writes, FIFOs and folders as inputs, zip bombs; exit 2 with one line, no temporary file left behind,
+# inputs byte-identical.
+add_test(NAME "cli: hostile files are refused and never lose or leave a file"
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/hostile_files.py $<TARGET_FILE:qtool> ${CMAKE_SOURCE_DIR}
+                 ${QTOOL_SHARED_DIR} ${CMAKE_BINARY_DIR}/test_scratch/cli_hostile_files)
+set_tests_properties("cli: hostile files are refused and never lose or leave a file" PROPERTIES TIMEOUT 120)
