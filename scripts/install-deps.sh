@@ -8,7 +8,7 @@ packages=(
   build-essential cmake pkg-config
   libonnx-dev libprotobuf-dev protobuf-compiler
   libcli11-dev libspdlog-dev nlohmann-json3-dev catch2
-  libopenblas-dev zlib1g-dev
+  libopenblas-dev zlib1g-dev libre2-dev
   python3-onnx python3-numpy python3-torch
   python3-pil fonts-dejavu-core
   libonnx-testdata

@@ -9,6 +9,7 @@
 
 #include "calib/calibrate.h"
 #include "command.h"
+#include "limit_options.h"
 #include "core/error.h"
 
 namespace qtool::cli {
@@ -151,6 +152,7 @@ int run_calibrate(const CalibrateArgs& a) {
 
 Action add_calibrate_command(CLI::App& app) {
   auto* sub = app.add_subcommand("calibrate", "Run a model on sample inputs and record activation ranges (CALIB.json)");
+  add_limit_options(*sub);
   auto a = std::make_shared<CalibrateArgs>();
   sub->add_option("MODEL", a->model, "Path to an .onnx model")->required();
   add_sample_options(*sub, a->samples,

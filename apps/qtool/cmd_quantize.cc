@@ -11,6 +11,7 @@
 #include "calib/calibrate.h"
 #include "calib/calibration_table.h"
 #include "command.h"
+#include "limit_options.h"
 #include "core/error.h"
 #include "onnx/model_io.h"
 #include "quantize/quantize.h"
@@ -23,7 +24,7 @@ struct QuantizeArgs {
   std::string model, output, config, calib;
   SampleArgs samples;
   int threads = 0;
-  bool json = false, explain = false, prepare_only = false, allow_below_target = false;
+  bool json = false, explain = false, prepare_only = false, allow_calib_mismatch = false, allow_below_target = false;
   std::string guard;  // --accuracy-guard on|off
   std::optional<double> min_sqnr, state_min_sqnr;
 };
@@ -105,6 +106,7 @@ void print_guard(const quantize::GuardReport& g) {
 
 Action add_quantize_command(CLI::App& app) {
   auto* sub = app.add_subcommand("quantize", "Quantize a float ONNX model to int8 QDQ form (ONNX Runtime / TensorRT)");
+  add_limit_options(*sub);
   auto a = std::make_shared<QuantizeArgs>();
   sub->add_option("MODEL", a->model, "Float .onnx model")->required();
   sub->add_option("-o,--output", a->output, "Output .onnx path")->required();
@@ -135,6 +137,9 @@ Action add_quantize_command(CLI::App& app) {
       "Only run the preparation passes (constants, BatchNorm and Pad folding, Div by a constant -> Mul, opset "
       "upgrade) and write the float model");
   sub->add_flag("--json", a->json, "Print the summary as one JSON object");
+  sub->add_flag("--allow-calib-mismatch", a->allow_calib_mismatch,
+                "Accept a --calib file whose model_sha256 is not this model's (e.g. the model was re-exported "
+                "unchanged); tensors the config quantizes must still be in it");
   return [a]() -> int {
     // Cheap checks first, so a mistake is reported before minutes of calibration.
     if (!a->prepare_only && a->calib.empty() && a->samples.data.empty() && a->samples.random <= 0)
@@ -177,6 +182,7 @@ Action add_quantize_command(CLI::App& app) {
     }
     if (!a->calib.empty()) {
       ranges = calib::read_calibration(a->calib);
+      if (!a->allow_calib_mismatch) calib::check_calibration_model(ranges, a->model, a->calib);
     } else {  // --data or --random: calibrate first, as `qtool calibrate` would
       calib::CalibrateResult r = calib::calibrate_model(a->model, o);
       for (const std::string& note : r.notes) spdlog::warn("{}", note);
@@ -184,7 +190,7 @@ Action add_quantize_command(CLI::App& app) {
       ranges = std::move(r.table);
     }
     quantize::QuantizeOptions qo;
-    qo.threads = a->threads > 0 ? a->threads : omp_get_max_threads();
+    qo.threads = runtime::resolve_threads(a->threads);
     qo.log = [](const std::string& line) { spdlog::info("{}", line); };
     if (samples && cfg.accuracy_guard().enabled) {
       const runtime::Session session(m, {.threads = 1});

@@ -10,7 +10,9 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "limit_options.h"
 #include "core/error.h"
+#include "core/file_io.h"
 #include "onnx/model_io.h"
 #include "runtime/session.h"
 #include "tensorio/tensorio.h"
@@ -121,7 +123,18 @@ int run_command(const RunArgs& a) {
   j["prepare_ms"] = prepare_ms;
   j["first_run_ms"] = first_ms;
   j["outputs"] = nlohmann::ordered_json::array();
-  if (!a.output_dir.empty()) fs::create_directories(a.output_dir);
+  // NumPy has no bfloat16/FP8/4-bit dtypes: those are written as TensorProto .pb.
+  auto output_file = [&](const std::string& name, const Tensor& t) {
+    const bool npy = !dtype_info(t.dtype()).numpy_descr.empty();
+    return fs::path(a.output_dir) / (file_stem(name) + (npy ? ".npy" : ".pb"));
+  };
+  if (!a.output_dir.empty()) {
+    std::error_code ec;
+    fs::create_directories(a.output_dir, ec);
+    if (ec) throw BadInputError("cannot create output folder '" + a.output_dir + "': " + ec.message());
+    // Every file is checked before the first is written: none may be an input (or a FIFO, device, folder).
+    for (const auto& decl : session.outputs()) fileio::check_output_target(output_file(decl.name, outputs.at(decl.name)));
+  }
   for (const auto& decl : session.outputs()) {
     const Tensor& t = outputs.at(decl.name);
     nlohmann::ordered_json o;
@@ -129,9 +142,7 @@ int run_command(const RunArgs& a) {
     o["dtype"] = std::string(dtype_name(t.dtype()));
     o["shape"] = t.shape();
     if (!a.output_dir.empty()) {
-      // NumPy has no bfloat16/FP8/4-bit dtypes: those are written as TensorProto .pb.
-      const bool npy = !dtype_info(t.dtype()).numpy_descr.empty();
-      const fs::path file = fs::path(a.output_dir) / (file_stem(decl.name) + (npy ? ".npy" : ".pb"));
+      const fs::path file = output_file(decl.name, t);
       tensorio::write_tensor_file(file, t);
       o["file"] = file.string();
     }
@@ -191,6 +202,7 @@ int run_command(const RunArgs& a) {
 
 Action add_run_command(CLI::App& app) {
   auto* sub = app.add_subcommand("run", "Run a model with qtool's interpreter and write its outputs as .npy");
+  add_limit_options(*sub);
   auto a = std::make_shared<RunArgs>();
   sub->add_option("MODEL", a->model, "Path to an .onnx model")->required();
   sub->add_option("-i,--input", a->inputs, "NAME=FILE (.npy, .npz with one array, .pb), or an .npz keyed by input name")

@@ -14,7 +14,9 @@
 #include <vector>
 
 #include "command.h"
+#include "file_guard.h"
 #include "core/error.h"
+#include "core/file_io.h"
 #include "core/version.h"
 
 namespace {
@@ -71,6 +73,8 @@ void keep_freed_activations_mapped() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  qtool::fileio::install_cleanup_signal_handlers();  // first: a signal must never leave a temporary file behind
+  qtool::fileio::remember_inputs(true);              // no command writes over a file it read
   CLI::App app{"qtool " QTOOL_VERSION " - post-training quantization of ONNX models", "qtool"};
   app.footer(kFooter);
   app.set_version_flag("--version", "qtool " QTOOL_VERSION);
@@ -104,7 +108,10 @@ int main(int argc, char** argv) {
   keep_freed_activations_mapped();
   try {
     for (auto& [sub, action] : commands)
-      if (sub->parsed()) return action();
+      if (sub->parsed()) {
+        qtool::cli::guard_files(*sub);
+        return action();
+      }
     return qtool::kExitUsage;
   } catch (const qtool::Error& e) {
     spdlog::error("{}", one_line(e.what()));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -11,6 +12,8 @@
 #include "calib/sha256.h"
 #include "calib/softmax_inputs.h"
 #include "core/error.h"
+#include "core/file_io.h"
+#include "core/json_parse.h"
 #include "onnx/model_io.h"
 #include "runtime/session.h"
 
@@ -45,14 +48,8 @@ std::vector<InputSpec> input_specs(const runtime::Session& session) {
 }
 
 QuantTarget target_from_qconfig(const fs::path& config) {
-  std::ifstream f(config, std::ios::binary);
-  if (!f) throw BadInputError("cannot open config " + config.string());
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(f);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw BadInputError(config.string() + ": not valid JSON (byte " + std::to_string(e.byte) + ")");
-  }
+  const std::string text = fileio::read_file(config, "config");
+  const nlohmann::json doc = parse_json_limited(text, config.string());
   QuantTarget t;
   const nlohmann::json* act = nullptr;
   if (doc.is_object() && doc.contains("global") && doc["global"].is_object() && doc["global"].contains("activation"))
@@ -102,6 +99,9 @@ ThreadPlan plan_threads(int threads, int observer_threads, const RangeMethods& m
   // per value as the interpreter (ppocrv4-det), so half; min/max alone costs ~15 % of it, so an eighth (at least
   // one: on 2 threads a worker beside a 1-thread interpreter measured +7 % to +20 % against +30 % to +40 %
   // for inline observers on both threads).
+  if (observer_threads > runtime::kMaxThreads)
+    throw BadInputError("--observer-threads " + std::to_string(observer_threads) + " is more than the " +
+                        std::to_string(runtime::kMaxThreads) + " threads qtool supports");
   if (observer_threads >= 0)
     plan.observers = observer_threads;
   else if (total >= 2)

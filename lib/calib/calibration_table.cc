@@ -7,6 +7,9 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/file_io.h"
+#include "core/json_parse.h"
+#include "calib/sha256.h"
 
 namespace qtool::calib {
 
@@ -92,23 +95,7 @@ std::string calibration_to_json(const CalibrationTable& table) {
 }
 
 void write_calibration(const CalibrationTable& table, const std::filesystem::path& path) {
-  const std::string text = calibration_to_json(table);
-  std::filesystem::path tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f)
-      throw BadInputError("cannot write calibration file " + path.string() +
-                          ": check the folder exists and is writable");
-    f.write(text.data(), static_cast<std::streamsize>(text.size()));
-    if (!f.flush()) throw BadInputError("cannot write calibration file " + path.string() + " (disk full?)");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    throw BadInputError("cannot write calibration file " + path.string() + ": rename failed");
-  }
+  fileio::write_file_atomic(path, calibration_to_json(table));
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -223,12 +210,7 @@ TensorCalibration read_tensor(const Reader& r, const json& j, const std::string&
 
 CalibrationTable calibration_from_json(const std::string& text, const std::string& origin) {
   Reader r{origin};
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw BadInputError(origin + ": not valid JSON (byte " + std::to_string(e.byte) + ")");
-  }
+  const json doc = parse_json_limited(text, origin);
   if (!doc.is_object()) r.fail("(root)", "expected an object");
   const std::string format = r.string(r.field(doc, "", "format"), "format");
   if (format != kCalibrationFormat) r.fail("format", "is '" + format + "', expected 'qtool-calibration'");
@@ -267,11 +249,17 @@ CalibrationTable calibration_from_json(const std::string& text, const std::strin
 }
 
 CalibrationTable read_calibration(const std::filesystem::path& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw BadInputError("cannot open calibration file " + path.string() + ": run 'qtool calibrate' to make one");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return calibration_from_json(ss.str(), path.string());
+  return calibration_from_json(fileio::read_file(path, "calibration file"), path.string());
+}
+
+void check_calibration_model(const CalibrationTable& table, const std::filesystem::path& model,
+                             const std::string& table_name) {
+  if (table.model_sha256.empty()) return;  // nothing recorded: nothing to compare
+  const std::string actual = sha256_file(model);
+  if (actual == table.model_sha256) return;
+  throw BadInputError("calibration file '" + table_name + "' was made for model '" + table.model + "' (sha256 " +
+                      table.model_sha256.substr(0, 12) + "...), not for '" + model.string() + "' (sha256 " +
+                      actual.substr(0, 12) + "...): re-run qtool calibrate on this model, or pass --allow-calib-mismatch");
 }
 
 }  // namespace qtool::calib

@@ -92,5 +92,9 @@ void write_calibration(const CalibrationTable& table, const std::filesystem::pat
 // Reads and validates; BadInputError naming the file and the JSON path at fault
 // (e.g. "calib.json: tensors.conv1.ranges.mse: expected [lo, hi] with lo <= hi").
 CalibrationTable read_calibration(const std::filesystem::path& path);
+// BadInputError when `table` records a model_sha256 that differs from the bytes of `model` (the table was made
+// for another model, or an earlier version of it). `table_name` names the file in the message.
+void check_calibration_model(const CalibrationTable& table, const std::filesystem::path& model,
+                             const std::string& table_name);
 
 }  // namespace qtool::calib

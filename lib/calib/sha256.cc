@@ -1,5 +1,6 @@
 #include "calib/sha256.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstdio>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/file_io.h"
 
 namespace qtool::calib {
 
@@ -100,13 +102,14 @@ std::string sha256_hex(std::span<const unsigned char> bytes) {
 }
 
 std::string sha256_file(const std::filesystem::path& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw BadInputError("cannot read " + path.string() + " to hash it");
+  const fileio::InputFile f(path, "file to hash");
   Sha256 s;
-  std::vector<char> buf(1 << 20);
-  while (f) {
-    f.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    s.update(reinterpret_cast<const unsigned char*>(buf.data()), static_cast<size_t>(f.gcount()));
+  std::vector<unsigned char> buf(1 << 20);
+  for (int64_t off = 0; off < f.size();) {
+    const size_t n = static_cast<size_t>(std::min<int64_t>(f.size() - off, static_cast<int64_t>(buf.size())));
+    f.read_at(off, buf.data(), n);
+    s.update(buf.data(), n);
+    off += static_cast<int64_t>(n);
   }
   return s.hex();
 }

@@ -138,8 +138,13 @@ size_t storage_bytes(DType t, int64_t count) {
   const DTypeInfo& d = dtype_info(t);
   if (d.cls == DTypeClass::String || d.cls == DTypeClass::None)
     throw InternalError("storage_bytes: no fixed size for dtype " + std::string(d.name));
-  if (d.elems_per_byte == 2) return static_cast<size_t>((count + 1) / 2);
-  return static_cast<size_t>(count) * static_cast<size_t>(d.bits / 8);
+  if (count < 0) throw BadInputError("negative element count " + std::to_string(count));
+  if (d.elems_per_byte == 2) return static_cast<size_t>(count / 2 + count % 2);
+  // Byte counts stay below 2^63 so they fit int64 and size_t alike.
+  int64_t bytes;
+  if (__builtin_mul_overflow(count, int64_t{d.bits / 8}, &bytes))
+    throw BadInputError(std::to_string(count) + " elements of " + std::string(d.name) + " overflow a 64-bit byte count");
+  return static_cast<size_t>(bytes);
 }
 
 }  // namespace qtool

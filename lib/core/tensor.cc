@@ -4,6 +4,8 @@
 #include <limits>
 #include <new>
 
+#include "core/limits.h"
+
 namespace qtool {
 
 int64_t shape_numel(const Shape& shape) {
@@ -29,10 +31,19 @@ std::string shape_str(const Shape& shape) {
 namespace {
 constexpr size_t kAlign = 64;
 
-std::shared_ptr<std::byte[]> allocate(size_t bytes) {
+// Checks the runtime limits (core/limits.h) before taking memory; `shape` and `dtype` describe the tensor in
+// the message. Live bytes are counted until the last copy of the storage is gone.
+std::shared_ptr<std::byte[]> allocate(size_t bytes, DType dtype, const Shape& shape) {
   const size_t n = (bytes + kAlign - 1) / kAlign * kAlign;
-  auto* p = static_cast<std::byte*>(::operator new[](n == 0 ? kAlign : n, std::align_val_t{kAlign}));
-  return std::shared_ptr<std::byte[]>(p, [](std::byte* q) { ::operator delete[](q, std::align_val_t{kAlign}); });
+  const auto counted = static_cast<int64_t>(n == 0 ? kAlign : n);
+  if (!tensor_allocation_fits(counted))
+    throw_tensor_limit(counted, std::string(dtype_name(dtype)) + " tensor of shape " + shape_str(shape));
+  auto* p = static_cast<std::byte*>(::operator new[](static_cast<size_t>(counted), std::align_val_t{kAlign}));
+  note_tensor_allocated(counted);
+  return std::shared_ptr<std::byte[]>(p, [counted](std::byte* q) {
+    ::operator delete[](q, std::align_val_t{kAlign});
+    note_tensor_freed(counted);
+  });
 }
 }  // namespace
 
@@ -43,7 +54,7 @@ Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape
   if (static_cast<uint64_t>(numel_) > std::numeric_limits<size_t>::max() / 8)
     throw BadInputError("shape " + shape_str(shape_) + " is too large to allocate");
   nbytes_ = storage_bytes(dtype_, numel_);
-  storage_ = allocate(nbytes_);
+  storage_ = allocate(nbytes_, dtype_, shape_);
   data_ = storage_.get();
 }
 

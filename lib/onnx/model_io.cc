@@ -16,9 +16,11 @@
 #include <system_error>
 
 #include "core/error.h"
+#include "core/file_io.h"
 #include "onnx/external_data.h"
 #include "onnx/model_walk.h"
 #include "onnx/tensor_proto.h"
+#include "onnx/validate.h"
 
 namespace qtool::onnxio {
 namespace fs = std::filesystem;
@@ -38,11 +40,12 @@ std::string errno_text() { return std::strerror(errno); }
 
 // Reads [offset, offset+length) of a file; the range was validated against the file's size.
 std::string read_range(const fs::path& file, int64_t offset, int64_t length, const std::string& what) {
-  std::ifstream in(file, std::ios::binary);
   std::string bytes(static_cast<size_t>(length), '\0');
-  if (!in || !in.seekg(offset) || !in.read(bytes.data(), length))
-    throw BadInputError(what + ": cannot read " + std::to_string(length) + " bytes at offset " +
-                        std::to_string(offset) + " of external data file " + quoted(file));
+  try {
+    fileio::InputFile(file, "external data file").read_at(offset, bytes.data(), bytes.size());
+  } catch (const BadInputError& e) {
+    throw BadInputError(what + ": " + e.what());
+  }
   return bytes;
 }
 
@@ -55,6 +58,7 @@ struct ExternalScan {
 
 ExternalScan resolve_external(onnx::ModelProto& model, const fs::path& dir, bool load, const std::string& prefix) {
   ExternalScan scan;
+  std::map<fs::path, int64_t> used_per_file;
   for_each_tensor(model, [&](onnx::TensorProto& t, const TensorSite& site) {
     if (t.data_location() != onnx::TensorProto::EXTERNAL) return;
     const std::string what = prefix + site.label;
@@ -69,6 +73,16 @@ ExternalScan resolve_external(onnx::ModelProto& model, const fs::path& dir, bool
     const int64_t length = checked_external_length(file, ref, expected, what);
     if (std::find(scan.files.begin(), scan.files.end(), file) == scan.files.end()) scan.files.push_back(file);
     scan.bytes += length;
+    // Tensors may not share bytes: all those read from one file together fit in it. Otherwise a small model
+    // whose tensors alias one range would make the loader read (and hold) the file many times over.
+    int64_t& used = used_per_file[file];
+    used += length;
+    std::error_code ec;
+    const auto file_bytes = static_cast<int64_t>(fs::file_size(file, ec));
+    if (!ec && used > file_bytes)
+      throw BadInputError(what + ": the model's tensors read " + std::to_string(used) + " bytes from external data file " +
+                          quoted(file) + ", which holds " + std::to_string(file_bytes) +
+                          ": several tensors alias the same bytes; the model is corrupt or malicious");
     if (load) {
       t.set_raw_data(read_range(file, ref.offset, length, what));
       t.clear_external_data();
@@ -77,59 +91,6 @@ ExternalScan resolve_external(onnx::ModelProto& model, const fs::path& dir, bool
   });
   return scan;
 }
-
-// A temporary file in the target folder that is removed unless committed by renaming it into place.
-class TempFile {
- public:
-  explicit TempFile(const fs::path& target) : target_(target) {
-    std::string name(1, '.');
-    name.append(target.filename().string()).append(".tmp-XXXXXX");
-    std::string tmpl = (target.parent_path() / name).string();
-    fd_ = ::mkstemp(tmpl.data());
-    if (fd_ < 0) throw BadInputError("cannot create a temporary file next to " + quoted(target) + ": " + errno_text());
-    path_ = tmpl;
-    const mode_t mask = ::umask(0);
-    ::umask(mask);
-    ::fchmod(fd_, 0666 & ~mask);
-  }
-  ~TempFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!path_.empty()) ::unlink(path_.c_str());
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-
-  int fd() const { return fd_; }
-
-  void write(const char* data, size_t n) {
-    while (n > 0) {
-      const ssize_t w = ::write(fd_, data, n);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) throw BadInputError("cannot write " + quoted(target_) + ": " + errno_text());
-      data += w;
-      n -= static_cast<size_t>(w);
-    }
-  }
-  // Flushes to disk and closes; the file still has its temporary name.
-  void finish() {
-    if (::fsync(fd_) != 0 || ::close(fd_) != 0) {
-      fd_ = -1;
-      throw BadInputError("cannot write " + quoted(target_) + ": " + errno_text());
-    }
-    fd_ = -1;
-  }
-  // Moves the finished file over the target.
-  void commit() {
-    if (::rename(path_.c_str(), target_.c_str()) != 0)
-      throw BadInputError("cannot write " + quoted(target_) + ": " + errno_text());
-    path_.clear();
-  }
-
- private:
-  fs::path target_;
-  fs::path path_;
-  int fd_ = -1;
-};
 
 // Raw little-endian bytes of an inline tensor (raw_data, or the typed fields decoded).
 std::string inline_bytes(const onnx::TensorProto& t, const std::string& what) {
@@ -159,14 +120,6 @@ void refuse_overwrite(const fs::path& target, const std::vector<fs::path>& prote
   }
 }
 
-void fsync_dir(const fs::path& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-}
-
 }  // namespace
 
 LoadedModel::LoadedModel() = default;
@@ -176,19 +129,14 @@ LoadedModel& LoadedModel::operator=(LoadedModel&&) noexcept = default;
 
 LoadedModel load_model(const fs::path& path, const LoadOptions& options) {
   const std::string name = quoted(path);
-  std::error_code ec;
-  const auto st = fs::status(path, ec);
-  if (ec || !fs::exists(st)) throw BadInputError("cannot open model " + name + ": no such file; check the path");
-  if (!fs::is_regular_file(st)) throw BadInputError("cannot open model " + name + ": not a regular file");
-  const auto size = static_cast<int64_t>(fs::file_size(path, ec));
-  if (ec) throw BadInputError("cannot read model " + name + ": " + ec.message());
+  fileio::InputFile file(path, "model");  // a regular file, or BadInputError naming it (never blocks on a FIFO)
+  const int64_t size = file.size();
   if (size == 0) throw BadInputError("model " + name + " is an empty file, not an ONNX model");
   if (size >= kProtobufLimit)
     throw BadInputError("model " + name + " is " + std::to_string(size) +
                         " bytes, over protobuf's 2 GB limit for one .onnx file; store the weights as external data");
 
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw BadInputError("cannot open model " + name + ": " + errno_text());
+  const int fd = file.release();
   LoadedModel m;
   m.proto = std::make_unique<onnx::ModelProto>();
   bool parsed = false;
@@ -208,6 +156,7 @@ LoadedModel load_model(const fs::path& path, const LoadOptions& options) {
 
   m.path = path;
   m.dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+  validate_model(*m.proto, "model " + name + ": ");  // once, here: later code trusts tensors and nodes
   const ExternalScan scan = resolve_external(*m.proto, m.dir, options.load_external_data, "model " + name + ": ");
   m.external_files = scan.files;
   m.external_bytes = scan.bytes;
@@ -267,7 +216,7 @@ void save_model(const onnx::ModelProto& model, const fs::path& out, const SaveOp
     throw BadInputError("cannot write " + quoted(out) + " without external data: its tensors hold " +
                         std::to_string(total) + " bytes, over protobuf's 2 GB limit; use external data");
 
-  std::unique_ptr<TempFile> data_tmp;
+  std::unique_ptr<fileio::AtomicFile> data_tmp;
   fs::path data_path;
   if (external) {
     const std::string location =
@@ -278,7 +227,7 @@ void save_model(const onnx::ModelProto& model, const fs::path& out, const SaveOp
     if (fs::equivalent(data_path, out, ec) ||
         (out_dir / location).lexically_normal() == (out_dir / out.filename()).lexically_normal())
       throw BadInputError(what + ": the external data file cannot be the model file itself");
-    data_tmp = std::make_unique<TempFile>(data_path);
+    data_tmp = std::make_unique<fileio::AtomicFile>(data_path);
     int64_t offset = 0;
     const std::string zeros(kExternalAlign, '\0');
     for_each_tensor(copy, [&](onnx::TensorProto& t, const TensorSite& site) {
@@ -314,7 +263,7 @@ void save_model(const onnx::ModelProto& model, const fs::path& out, const SaveOp
   if (proto_bytes >= static_cast<size_t>(kProtobufLimit))
     throw BadInputError("cannot write " + quoted(out) + ": the graph alone serializes to " +
                         std::to_string(proto_bytes) + " bytes, over protobuf's 2 GB limit");
-  TempFile model_tmp(out);
+  fileio::AtomicFile model_tmp(out);
   {
     google::protobuf::io::FileOutputStream raw(model_tmp.fd());
     {
@@ -328,7 +277,6 @@ void save_model(const onnx::ModelProto& model, const fs::path& out, const SaveOp
   model_tmp.finish();
   if (data_tmp) data_tmp->commit();
   model_tmp.commit();
-  fsync_dir(out_dir);
 }
 
 }  // namespace qtool::onnxio

@@ -406,7 +406,7 @@ QdqLayout qdq_layout(const Shape& x, const Tensor& scale, const Tensor* zero_poi
     return L;
   }
   // blocked (opset 21)
-  const int64_t nblocks = (x[ax] + block_size - 1) / block_size;
+  const int64_t nblocks = x[ax] / block_size + (x[ax] % block_size != 0);  // no overflow for huge block_size
   bool ok = static_cast<int64_t>(s.size()) == rank;
   for (size_t d = 0; ok && d < s.size(); ++d) ok = d == ax ? s[d] == nblocks : s[d] == x[d];
   if (!ok) {

@@ -114,7 +114,7 @@ MinMax compute_minmax(const Tensor& x, const QGranularity& g, int threads) {
     mm.shape = {x.dim(axis)};
   } else {
     mm.shape = x.shape();
-    mm.shape[static_cast<size_t>(axis)] = (x.dim(axis) + block - 1) / block;
+    mm.shape[static_cast<size_t>(axis)] = x.dim(axis) / block + (x.dim(axis) % block != 0);  // no overflow for huge blocks
   }
   const Tensor dummy_scale(DType::Float32, mm.shape);
   const QdqLayout L = qdq_layout(x.shape(), dummy_scale, nullptr, axis, block, "scale", "zero_point");

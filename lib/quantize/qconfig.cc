@@ -3,12 +3,17 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cmath>
+#include <limits>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <re2/re2.h>
 #include <set>
 #include <sstream>
 
 #include "core/error.h"
+#include "core/file_io.h"
+#include "core/json_parse.h"
 #include "quantize/builtin_configs.h"
 
 namespace qtool::quantize {
@@ -51,6 +56,8 @@ class Ctx {
   }
   int64_t integer(const json& j, const std::string& path) const {
     if (!j.is_number_integer()) fail(path, "expected an integer, got " + got(j));
+    if (j.is_number_unsigned() && j.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      fail(path, "integer " + got(j) + " is too large");
     return j.get<int64_t>();
   }
   double number(const json& j, const std::string& path) const {
@@ -101,6 +108,19 @@ void check_dtype(const Ctx& ctx, DType d, SlotKind kind, const std::string& path
     ctx.fail(path, "4-bit types are supported for weights only");
 }
 
+// Largest fixed scale: scale * 65536 (a 16-bit type's range) stays a finite float.
+constexpr double kMaxFixedScale = 3.4028234663852886e38 / 65536.0;
+
+void check_zero_point(const Ctx& ctx, int64_t zp, DType d, const std::string& path) {
+  const auto& info = dtype_info(d);
+  const bool ok = info.cls == DTypeClass::Integer ? (zp >= info.qmin && zp <= info.qmax) : zp == 0;
+  if (!ok)
+    ctx.fail(path, "zero_point " + std::to_string(zp) + " is outside the range of " + std::string(info.name) +
+                       (info.cls == DTypeClass::Integer
+                            ? " [" + std::to_string(info.qmin) + ", " + std::to_string(info.qmax) + "]"
+                            : std::string(" (float8 zero points are 0)")));
+}
+
 TensorSettingsPatch parse_patch(const Ctx& ctx, const json& j, const std::string& path, SlotKind kind) {
   ctx.object(j, path,
              {"dtype", "symmetric", "granularity", "axis", "block_size", "narrow_range", "reduce_range", "saturation_safe", "method",
@@ -149,13 +169,23 @@ TensorSettingsPatch parse_patch(const Ctx& ctx, const json& j, const std::string
         ctx.fail(kp, "expected [lo, hi] (two numbers), got " + v.dump());
       const double lo = v[0].get<double>(), hi = v[1].get<double>();
       if (!(lo <= hi)) ctx.fail(kp, "lo must not exceed hi, got " + v.dump());
+      if (std::fabs(lo) > std::numeric_limits<float>::max() || std::fabs(hi) > std::numeric_limits<float>::max())
+        ctx.fail(kp, "range " + v.dump() + " does not fit a float (largest finite float is 3.4e38)");
       p.range = std::make_pair(lo, hi);
     } else if (k == "scale") {
       const double s = ctx.number(v, kp);
       if (!(s > 0.0)) ctx.fail(kp, "scale must be positive, got " + v.dump());
+      // Scales are stored as float: a subnormal one loses precision (and 1/scale overflows), and one whose
+      // 16-bit range (scale * 65536) is not a finite float cannot represent any tensor.
+      if (s < std::numeric_limits<float>::min())
+        ctx.fail(kp, "scale " + v.dump() + " is below the smallest normal float (1.2e-38)");
+      if (s > kMaxFixedScale)
+        ctx.fail(kp, "scale " + v.dump() + " is absurdly large (at most 5.2e33, so that scale * 65536 is a finite float)");
       p.scale = s;
     } else if (k == "zero_point") {
       p.zero_point = ctx.integer(v, kp);
+      if (*p.zero_point < -32768 || *p.zero_point > 65535)
+        ctx.fail(kp, "zero_point " + v.dump() + " fits no quantized dtype (int16 to uint16 range)");
     } else if (k == "shared_with_inputs") {
       p.shared_with_inputs = ctx.boolean(v, kp);
       if (kind != SlotKind::Output) ctx.fail(kp, "applies to \"output\" settings only (of a Concat)");
@@ -163,6 +193,7 @@ TensorSettingsPatch parse_patch(const Ctx& ctx, const json& j, const std::string
   }
   if (p.scale.has_value() != p.zero_point.has_value())
     ctx.fail(path, "\"scale\" and \"zero_point\" must be given together");
+  if (p.zero_point && p.dtype) check_zero_point(ctx, *p.zero_point, *p.dtype, path + ".zero_point");
   if (p.granularity == Granularity::PerBlock && kind == SlotKind::Weight && !p.block_size)
     ctx.fail(path + ".granularity", "per_block needs \"block_size\"");
   return p;
@@ -238,12 +269,7 @@ void apply_patch(TensorSettings& s, const TensorSettingsPatch& p) {
 
 QConfig QConfig::parse(const std::string& json_text, const std::string& source) {
   const Ctx ctx(source);
-  json j;
-  try {
-    j = json::parse(json_text);
-  } catch (const json::parse_error& e) {
-    throw BadInputError(source + ": not valid JSON (" + std::string(e.what()) + ")");
-  }
+  const json j = parse_json_limited(json_text, source);
   ctx.object(j, "$",
              {"format", "version", "name", "description", "global", "op_types", "node_name_regex", "node_names",
               "tensors", "accuracy_guard"});
@@ -281,11 +307,13 @@ QConfig QConfig::parse(const std::string& json_text, const std::string& source) 
       if (!arr[i].contains("rule")) ctx.fail(p + ".rule", "missing (a rule object, or null to keep matches float)");
       RegexRule rr;
       rr.pattern = ctx.string(arr[i]["pattern"], p + ".pattern");
-      try {
-        rr.re = std::regex(rr.pattern, std::regex::ECMAScript);
-      } catch (const std::regex_error& e) {
-        ctx.fail(p + ".pattern", "bad regular expression " + json(rr.pattern).dump() + " (" + e.what() + ")");
-      }
+      RE2::Options opts;
+      opts.set_log_errors(false);  // errors are reported below, on one line
+      auto re = std::make_shared<const RE2>(rr.pattern, opts);
+      if (!re->ok())
+        ctx.fail(p + ".pattern", "bad regular expression " + json(rr.pattern).dump() + " (" + re->error() +
+                                     "; patterns use RE2 syntax: no backreferences or lookaround)");
+      rr.re = std::move(re);
       rr.rule = parse_rule(ctx, arr[i]["rule"], p + ".rule");
       c.required_opset_ = std::max(c.required_opset_, opset_for(rr.rule));
       c.regex_rules_.push_back(std::move(rr));
@@ -347,11 +375,7 @@ QConfig QConfig::with_float_tensors(const std::vector<std::string>& names) const
 }
 
 QConfig QConfig::load(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw BadInputError("cannot open config '" + path.string() + "': check the path");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse(ss.str(), path.filename().string());
+  return parse(fileio::read_file(path, "config"), path.filename().string());
 }
 
 QConfig QConfig::builtin_default() { return parse(std::string(kBuiltinInt8Config), "built-in int8.json"); }
@@ -363,7 +387,7 @@ NodeQuant QConfig::resolve(const std::string& node_name, const std::string& op_t
   else if (op_types_default_)
     levels.push_back(&*op_types_default_);
   for (const auto& rr : regex_rules_)
-    if (std::regex_search(node_name, rr.re)) {
+    if (RE2::PartialMatch(node_name, *rr.re)) {
       levels.push_back(&rr.rule);
       break;
     }
@@ -399,6 +423,11 @@ NodeQuant QConfig::resolve(const std::string& node_name, const std::string& op_t
     }
   }
   if (!nq.quantized) return nq;
+  // A zero point set on one level must fit the dtype another level chose (uint8 by default).
+  const Ctx ctx(source_);
+  const std::string where = nq.applied.empty() ? std::string("$") : nq.applied.back();
+  for (const auto& [on, s] : {std::pair{act_on, &act}, {wt_on, &wt}, {bias_on, &bias}})
+    if (on && s->zero_point) check_zero_point(ctx, *s->zero_point, s->dtype, where + " (node " + json(node_name).dump() + ")");
   if (act_on) nq.activation = act;
   if (wt_on) nq.weight = wt;
   if (bias_on) nq.bias = bias;
@@ -440,7 +469,7 @@ void QConfig::check_names(const std::vector<std::string>& node_names,
       ctx.fail(rule.path, "no node of the model is named " + json(name).dump());
   for (size_t i = 0; i < regex_rules_.size(); ++i) {
     bool any = false;
-    for (const auto& n : node_names) any = any || std::regex_search(n, regex_rules_[i].re);
+    for (const auto& n : node_names) any = any || RE2::PartialMatch(n, *regex_rules_[i].re);
     if (!any)
       ctx.fail("$.node_name_regex[" + std::to_string(i) + "].pattern",
                json(regex_rules_[i].pattern).dump() + " matches no node name of the model");

@@ -12,13 +12,17 @@
 
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
-#include <regex>
 #include <string>
 #include <vector>
 
 #include "calib/range_select.h"
 #include "core/dtype.h"
+
+namespace re2 {
+class RE2;
+}
 
 namespace qtool::quantize {
 
@@ -104,9 +108,12 @@ struct AccuracyGuardSettings {
   std::map<std::string, std::string> state;
 };
 
+// node_name_regex entries are RE2 patterns (linear-time matching: no backtracking blow-up on hostile patterns
+// or long names), compiled once when the config is parsed; a rule matches a node when the pattern matches
+// anywhere in its name (as a search, not a full match).
 struct RegexRule {
   std::string pattern;
-  std::regex re;
+  std::shared_ptr<const re2::RE2> re;
   Rule rule;
 };
 

@@ -313,6 +313,7 @@ class QdqBuilder {
         p = act_params(t, *q.activation);
       if (!p) {
         if (!tensor_settings(t, *q.activation)) continue;  // the config keeps this tensor float
+        if (!ranges_.tensors.empty() && !ranges_.find(t)) report_.missing_ranges.push_back(t);
         return keep_float(i, no_range_reason(t));
       }
       plans.push_back({k, t, Plan::Act, p});

@@ -39,6 +39,9 @@ struct QdqReport {
   // Activations with Q/DQ (pass-through outputs included: when their input goes float, they are quantized with
   // their own range) and quantized weights/constants, in rewrite order: what the accuracy guard can keep float.
   std::vector<std::string> activation_tensors, weight_tensors;
+  // Activations the config quantizes that a non-empty calibration table has no entry for (not even "no finite
+  // value"): the table was made for another model. quantize_model refuses these.
+  std::vector<std::string> missing_ranges;
 };
 
 // Rewrites `model` in place; activation ranges come from the calibration table (`qtool calibrate`). Config names that

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "core/error.h"
 #include "onnx/tensor_proto.h"
 
 namespace qtool::quantize {
@@ -56,6 +57,16 @@ namespace {
 // The QDQ rewrite and clean-up of an already prepared model.
 QdqReport rewrite(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges) {
   QdqReport r = insert_qdq(model, config, ranges);
+  // Integer tensors (shape arithmetic read by a Concat, say) are never in a table, so a few absent names are normal;
+  // a table that lacks most of what the config quantizes was made for another model.
+  if (!r.missing_ranges.empty() && r.missing_ranges.size() >= r.activation_tensors.size()) {
+    std::string list;
+    for (size_t i = 0; i < r.missing_ranges.size() && i < 3; ++i) list += (i ? ", '" : "'") + r.missing_ranges[i] + "'";
+    if (r.missing_ranges.size() > 3) list += " and " + std::to_string(r.missing_ranges.size() - 3) + " more";
+    throw BadInputError("the calibration table" + (ranges.model.empty() ? std::string() : " (of model '" + ranges.model + "')") +
+                        " has no entry for " + list + ", which the config quantizes: it was made for another model; "
+                        "re-run qtool calibrate on this one");
+  }
   Graph g(model);
   remove_dead_nodes(g);
   return r;

@@ -168,6 +168,9 @@ void check_input(const ValueDecl& d, const Tensor& t, std::map<std::string, int6
 int resolve_threads(int requested) {
   if (requested < 0)
     throw UsageError("the thread count must be 0 (all cores) or positive, got " + std::to_string(requested));
+  if (requested > kMaxThreads)
+    throw BadInputError("--threads " + std::to_string(requested) + " is more than the " + std::to_string(kMaxThreads) +
+                        " threads qtool supports; use 0 for all cores");
   return requested == 0 ? omp_get_max_threads() : requested;
 }
 

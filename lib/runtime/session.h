@@ -33,7 +33,11 @@ struct SessionOptions {
   int threads = 1;  // OpenMP threads kernels may use; 0 = all available (omp_get_max_threads)
 };
 
-// A thread count as SessionOptions reads it: 0 = all available; UsageError when negative.
+// Most threads qtool starts for one job: more only oversubscribes, and tens of thousands make thread
+// creation fail deep inside OpenMP or std::thread (std::terminate).
+inline constexpr int kMaxThreads = 1024;
+// A thread count as SessionOptions reads it: 0 = all available; UsageError when negative, BadInputError
+// above kMaxThreads.
 int resolve_threads(int requested);
 
 // Sees every graph input (in declaration order, before any node runs), then every node output of

@@ -3,7 +3,7 @@
 #include <cstring>
 #include <optional>
 
-#include "tensorio/file_util.h"
+#include "core/file_io.h"
 #include "tensorio/tensorio.h"
 
 namespace qtool::tensorio {
@@ -156,10 +156,18 @@ Tensor parse_npy(std::span<const std::byte> b, const std::string& what) {
     throw UnsupportedError(what + ": NumPy dtype '" + h.descr +
                            "' is not supported (use float32/16/64, (u)int8/16/32/64 or bool)");
   const DType dtype = *dt;
-  for (int64_t d : h.shape)
-    if (d < 0) throw BadInputError(what + ": negative dimension in shape " + shape_str(h.shape));
-  const int64_t numel = shape_numel(h.shape);
   const size_t esize = static_cast<size_t>(dtype_info(dtype).bits / 8);
+  // The shape's byte size, checked against --max-tensor-bytes before the product can overflow.
+  uint64_t shape_bytes = esize;
+  for (int64_t d : h.shape) {
+    if (d < 0) throw BadInputError(what + ": negative dimension in shape " + shape_str(h.shape));
+    if (d != 0 && shape_bytes > static_cast<uint64_t>(fileio::max_tensor_bytes()) / static_cast<uint64_t>(d))
+      fileio::throw_over_limit(what + ": shape " + shape_str(h.shape), shape_bytes * static_cast<uint64_t>(d));
+    shape_bytes *= static_cast<uint64_t>(d);
+  }
+  if (shape_bytes > static_cast<uint64_t>(fileio::max_tensor_bytes()))
+    fileio::throw_over_limit(what + ": shape " + shape_str(h.shape), shape_bytes);
+  const int64_t numel = shape_numel(h.shape);
   const size_t have = b.size() - prefix - hlen;
   const size_t need = static_cast<uint64_t>(numel) > have / esize ? have + 1 : static_cast<size_t>(numel) * esize;
   if (have < need)
@@ -223,11 +231,13 @@ std::vector<std::byte> encode_npy(const Tensor& t) {
   return out;
 }
 
-Tensor read_npy(const std::filesystem::path& path) { return parse_npy(detail::read_file(path), path.string()); }
+Tensor read_npy(const std::filesystem::path& path) {
+  return parse_npy(fileio::read_file_bytes(path, "tensor file"), path.string());
+}
 
 void write_npy(const std::filesystem::path& path, const Tensor& t) {
   try {
-    detail::write_file_atomic(path, encode_npy(t));
+    fileio::write_file_atomic(path, encode_npy(t));
   } catch (const UnsupportedError& e) {
     throw UnsupportedError(path.string() + ": " + e.what());
   }

@@ -2,10 +2,11 @@
 // zlib does raw inflate/deflate and CRC-32.
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
-#include "tensorio/file_util.h"
+#include "core/file_io.h"
 #include "tensorio/tensorio.h"
 
 namespace qtool::tensorio {
@@ -37,10 +38,7 @@ class Reader {
 };
 
 std::vector<std::byte> inflate_raw(std::span<const std::byte> in, uint64_t out_size, const std::string& what) {
-  // Deflate expands at most 1032:1; a larger claim is a corrupt header (and would be a huge allocation).
-  if (out_size > static_cast<uint64_t>(in.size()) * 1032 + 1024)
-    throw BadInputError(what + ": corrupt zip header (claims " + std::to_string(out_size) + " bytes from " +
-                        std::to_string(in.size()) + " compressed)");
+  // out_size was checked against deflate's bound and --max-tensor-bytes (list_members).
   std::vector<std::byte> out(static_cast<size_t>(out_size));
   z_stream zs{};
   if (inflateInit2(&zs, -MAX_WBITS) != Z_OK) throw InternalError("zlib inflateInit2 failed");
@@ -74,16 +72,24 @@ void put(std::vector<std::byte>& out, uint64_t v, int n) {
 
 }  // namespace
 
-std::map<std::string, Tensor> read_npz(const std::filesystem::path& path) {
-  const std::string what = path.string();
-  const std::vector<std::byte> bytes = detail::read_file(path);
-  const Reader r(bytes, what);
-  if (bytes.size() < 22 || r.u(0, 4) != kLocalSig)
+namespace {
+
+// One member as the central directory describes it; data_off is where its (compressed) bytes start.
+struct Member {
+  std::string name, what;  // what: "file.npz:name" for errors
+  uint64_t method = 0, crc = 0, csize = 0, usize = 0, local = 0, data_off = 0;
+};
+
+// The archive's members, validated before anything is inflated: sizes within --max-tensor-bytes, deflate
+// claims within deflate's 1032:1 bound, and no two members sharing bytes (a zip bomb reuses one compressed
+// stream for many members, so every member is small and their sum is not).
+std::vector<Member> list_members(const Reader& r, size_t file_size, const std::string& what) {
+  if (file_size < 22 || r.u(0, 4) != kLocalSig)
     throw BadInputError(what + ": not a zip archive (an .npz file is a zip of .npy files)");
   // End of central directory: the last record with its signature, followed by at most 65535 comment bytes.
   size_t eocd = std::string::npos;
-  const size_t lowest = bytes.size() > 22 + 65535 ? bytes.size() - 22 - 65535 : 0;
-  for (size_t off = bytes.size() - 22 + 1; off-- > lowest;)
+  const size_t lowest = file_size > 22 + 65535 ? file_size - 22 - 65535 : 0;
+  for (size_t off = file_size - 22 + 1; off-- > lowest;)
     if (r.u(off, 4) == kEocdSig) {
       eocd = off;
       break;
@@ -99,49 +105,111 @@ std::map<std::string, Tensor> read_npz(const std::filesystem::path& path) {
     cd_off = r.u(rec + 48, 8);
   }
   (void)r.sub(cd_off, cd_size);
-  std::map<std::string, Tensor> out;
+  if (count > cd_size / 46)  // a central directory entry takes at least 46 bytes
+    throw BadInputError(what + ": corrupt zip central directory (" + std::to_string(count) + " entries in " +
+                        std::to_string(cd_size) + " bytes)");
+  std::vector<Member> members;
   uint64_t p = cd_off;
   for (uint64_t e = 0; e < count; ++e) {
     if (r.u(p, 4) != kCentralSig) throw BadInputError(what + ": corrupt zip central directory");
-    const uint64_t flags = r.u(p + 8, 2), method = r.u(p + 10, 2), crc = r.u(p + 16, 4);
-    uint64_t csize = r.u(p + 20, 4), usize = r.u(p + 24, 4);
+    Member m;
+    const uint64_t flags = r.u(p + 8, 2);
+    m.method = r.u(p + 10, 2);
+    m.crc = r.u(p + 16, 4);
+    m.csize = r.u(p + 20, 4);
+    m.usize = r.u(p + 24, 4);
     const uint64_t name_len = r.u(p + 28, 2), extra_len = r.u(p + 30, 2), comment_len = r.u(p + 32, 2);
-    uint64_t local = r.u(p + 42, 4);
+    m.local = r.u(p + 42, 4);
     const auto name_bytes = r.sub(p + 46, name_len);
-    const std::string name(reinterpret_cast<const char*>(name_bytes.data()), name_bytes.size());
+    m.name.assign(reinterpret_cast<const char*>(name_bytes.data()), name_bytes.size());
     // zip64 extended information: the fields that are 0xFFFFFFFF above, in this order.
     for (uint64_t x = p + 46 + name_len; x + 4 <= p + 46 + name_len + extra_len;) {
       const uint64_t id = r.u(x, 2), len = r.u(x + 2, 2);
       if (id == 0x0001) {
         uint64_t f = x + 4;
-        if (usize == k32Max) usize = r.u(f, 8), f += 8;
-        if (csize == k32Max) csize = r.u(f, 8), f += 8;
-        if (local == k32Max) local = r.u(f, 8), f += 8;
+        if (m.usize == k32Max) m.usize = r.u(f, 8), f += 8;
+        if (m.csize == k32Max) m.csize = r.u(f, 8), f += 8;
+        if (m.local == k32Max) m.local = r.u(f, 8), f += 8;
       }
       x += 4 + len;
     }
     p += 46 + name_len + extra_len + comment_len;
-    const std::string member = what + ":" + name;
-    if (flags & 1u) throw UnsupportedError(member + ": encrypted zip members are not supported");
-    if (r.u(local, 4) != kLocalSig) throw BadInputError(member + ": corrupt zip local header");
-    const uint64_t data_off = local + 30 + r.u(local + 26, 2) + r.u(local + 28, 2);
-    const auto raw = r.sub(data_off, csize);
-    std::vector<std::byte> data;
-    if (method == 0) {
-      if (csize != usize) throw BadInputError(member + ": stored member sizes disagree");
-      data.assign(raw.begin(), raw.end());
-    } else if (method == 8) {
-      data = inflate_raw(raw, usize, member);
-    } else {
-      throw UnsupportedError(member + ": zip compression method " + std::to_string(method) +
+    m.what = what + ":" + m.name;
+    if (flags & 1u) throw UnsupportedError(m.what + ": encrypted zip members are not supported");
+    if (m.method != 0 && m.method != 8)
+      throw UnsupportedError(m.what + ": zip compression method " + std::to_string(m.method) +
                              " is not supported (only stored and deflate)");
-    }
-    if (crc_of(data) != crc) throw BadInputError(member + ": CRC-32 mismatch; the archive is corrupt");
-    std::string key = name;
-    if (key.size() > 4 && key.ends_with(".npy")) key.resize(key.size() - 4);
-    out[key] = parse_npy(data, member);
+    if (r.u(m.local, 4) != kLocalSig) throw BadInputError(m.what + ": corrupt zip local header");
+    m.data_off = m.local + 30 + r.u(m.local + 26, 2) + r.u(m.local + 28, 2);
+    (void)r.sub(m.data_off, m.csize);
+    if (m.method == 0 && m.csize != m.usize) throw BadInputError(m.what + ": stored member sizes disagree");
+    // Deflate expands at most 1032:1; a larger claim is a corrupt header (and would be a huge allocation).
+    if (m.method == 8 && m.usize / 1032 > m.csize + 1)
+      throw BadInputError(m.what + ": corrupt zip header (claims " + std::to_string(m.usize) + " bytes from " +
+                          std::to_string(m.csize) + " compressed)");
+    if (m.usize > static_cast<uint64_t>(fileio::max_tensor_bytes()))
+      fileio::throw_over_limit("member " + m.what, m.usize);
+    members.push_back(std::move(m));
   }
+  std::vector<const Member*> by_start;
+  for (const Member& m : members) by_start.push_back(&m);
+  std::sort(by_start.begin(), by_start.end(), [](const Member* a, const Member* b) { return a->local < b->local; });
+  for (size_t i = 1; i < by_start.size(); ++i) {
+    const Member& prev = *by_start[i - 1];
+    if (by_start[i]->local < prev.data_off + prev.csize)
+      throw BadInputError(what + ": zip members '" + prev.name + "' and '" + by_start[i]->name +
+                          "' overlap (they share compressed bytes: a zip bomb or a corrupt archive)");
+  }
+  return members;
+}
+
+// The bytes inflated for `members` together stay within --max-tensor-bytes.
+void check_total(const std::vector<Member>& members, const std::string& what) {
+  uint64_t total = 0;
+  for (const Member& m : members) total += m.usize;  // each <= the limit, so no overflow
+  if (total > static_cast<uint64_t>(fileio::max_tensor_bytes()))
+    fileio::throw_over_limit(what + " (" + std::to_string(members.size()) + " members, uncompressed)", total);
+}
+
+Tensor read_member(const Reader& r, const Member& m) {
+  const auto raw = r.sub(m.data_off, m.csize);
+  std::vector<std::byte> data;
+  if (m.method == 0)
+    data.assign(raw.begin(), raw.end());
+  else
+    data = inflate_raw(raw, m.usize, m.what);
+  if (crc_of(data) != m.crc) throw BadInputError(m.what + ": CRC-32 mismatch; the archive is corrupt");
+  return parse_npy(data, m.what);
+}
+
+std::string key_of(const std::string& name) {
+  std::string key = name;
+  if (key.size() > 4 && key.ends_with(".npy")) key.resize(key.size() - 4);
+  return key;
+}
+
+}  // namespace
+
+std::map<std::string, Tensor> read_npz(const std::filesystem::path& path) {
+  const std::string what = path.string();
+  const std::vector<std::byte> bytes = fileio::read_file_bytes(path, "tensor file");
+  const Reader r(bytes, what);
+  const std::vector<Member> members = list_members(r, bytes.size(), what);
+  check_total(members, what);
+  std::map<std::string, Tensor> out;
+  for (const Member& m : members) out[key_of(m.name)] = read_member(r, m);
   return out;
+}
+
+Tensor read_npz_single(const std::filesystem::path& path) {
+  const std::string what = path.string();
+  const std::vector<std::byte> bytes = fileio::read_file_bytes(path, "tensor file");
+  const Reader r(bytes, what);
+  const std::vector<Member> members = list_members(r, bytes.size(), what);
+  if (members.size() != 1)
+    throw BadInputError(what + ": holds " + std::to_string(members.size()) +
+                        " arrays; a single-tensor input needs exactly one (or name the member)");
+  return read_member(r, members[0]);
 }
 
 void write_npz(const std::filesystem::path& path, const std::map<std::string, Tensor>& tensors, bool compress) {
@@ -251,7 +319,7 @@ void write_npz(const std::filesystem::path& path, const std::map<std::string, Te
   put(out, z64 ? k32Max : cd_size, 4);
   put(out, z64 ? k32Max : cd_off, 4);
   put(out, 0, 2);
-  detail::write_file_atomic(path, out);
+  fileio::write_file_atomic(path, out);
 }
 
 }  // namespace qtool::tensorio

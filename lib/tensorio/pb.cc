@@ -2,14 +2,14 @@
 #include <onnx/onnx_pb.h>
 
 #include "onnx/tensor_proto.h"
-#include "tensorio/file_util.h"
+#include "core/file_io.h"
 #include "tensorio/tensorio.h"
 
 namespace qtool::tensorio {
 
 Tensor read_pb(const std::filesystem::path& path, std::string* name) {
   const std::string what = path.string();
-  const std::vector<std::byte> bytes = detail::read_file(path);
+  const std::vector<std::byte> bytes = fileio::read_file_bytes(path, "tensor file");
   onnx::TensorProto proto;
   if (!proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
     throw BadInputError(what + ": not an ONNX TensorProto (protobuf parse failed; truncated or not a .pb tensor)");
@@ -39,20 +39,14 @@ void write_pb(const std::filesystem::path& path, const Tensor& t, const std::str
   onnxio::tensor_to_proto(t, name, proto);
   std::string s;
   if (!proto.SerializeToString(&s)) throw InternalError(path.string() + ": TensorProto serialization failed");
-  detail::write_file_atomic(path, std::as_bytes(std::span(s.data(), s.size())));
+  fileio::write_file_atomic(path, s);
 }
 
 Tensor read_tensor_file(const std::filesystem::path& path) {
   const std::string ext = path.extension().string();
   if (ext == ".npy") return read_npy(path);
   if (ext == ".pb") return read_pb(path);
-  if (ext == ".npz") {
-    auto m = read_npz(path);
-    if (m.size() != 1)
-      throw BadInputError(path.string() + ": holds " + std::to_string(m.size()) +
-                          " arrays; a single-tensor input needs exactly one (or name the member)");
-    return m.begin()->second;
-  }
+  if (ext == ".npz") return read_npz_single(path);
   throw UsageError(path.string() + ": unknown tensor file extension '" + ext + "' (use .npy, .npz or .pb)");
 }
 

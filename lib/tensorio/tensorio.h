@@ -7,7 +7,11 @@
 //   CRC-32 is checked on read. Keys are member names without the ".npy" suffix.
 // Errors: BadInputError naming the file and what is wrong (bad magic, truncated header, bad header dict,
 //   data shorter than the shape, bad CRC, ...); UnsupportedError for dtypes or zip features qtool lacks.
-// Writes are atomic: a temporary file in the same folder, then rename.
+// Limits: a file, a member's uncompressed size, the sum of the members read from one .npz and a .npy shape's
+//   byte size must each stay within fileio::max_tensor_bytes() (--max-tensor-bytes); zip members that share
+//   bytes (a zip bomb) are refused. All of it is checked before anything is inflated or allocated.
+// Files are opened and written through core/file_io.h: regular files only, atomic writes, inputs never
+//   overwritten.
 #pragma once
 
 #include <filesystem>
@@ -27,6 +31,8 @@ Tensor parse_npy(std::span<const std::byte> bytes, const std::string& what);
 std::vector<std::byte> encode_npy(const Tensor& t);
 
 std::map<std::string, Tensor> read_npz(const std::filesystem::path& path);
+// The one array of an .npz; BadInputError when it holds another number, before anything is inflated.
+Tensor read_npz_single(const std::filesystem::path& path);
 void write_npz(const std::filesystem::path& path, const std::map<std::string, Tensor>& tensors, bool compress = false);
 
 // ONNX TensorProto file. `name` (optional) receives the proto's name field.

@@ -50,6 +50,11 @@ class FoldBatchNorm final : public NodePass {
     const Tensor gamma = g.initializer_tensor(bn.input(1)), beta = g.initializer_tensor(bn.input(2));
     const Tensor mean = g.initializer_tensor(bn.input(3)), var = g.initializer_tensor(bn.input(4));
     const int64_t channels = gamma.numel();
+    const std::pair<const char*, const Tensor*> params[] = {{"B", &beta}, {"input_mean", &mean}, {"input_var", &var}};
+    for (const auto& [pname, t] : params)
+      if (t->numel() != channels)
+        throw BadInputError(describe(bn) + ": " + pname + " has " + std::to_string(t->numel()) + " values but scale has " +
+                            std::to_string(channels) + "; every BatchNormalization parameter needs one per channel");
 
     Tensor w = g.initializer_tensor(prod.input(1)).clone();
     int64_t axis = 0;
@@ -80,6 +85,9 @@ class FoldBatchNorm final : public NodePass {
     std::vector<float> b(static_cast<size_t>(channels), 0.0f);
     if (prod.input_size() >= 3 && !prod.input(2).empty()) {
       const Tensor old_b = g.initializer_tensor(prod.input(2));
+      if (old_b.numel() != 1 && old_b.numel() != channels)
+        throw BadInputError(describe(prod) + ": bias has " + std::to_string(old_b.numel()) + " values, but " +
+                            describe(bn) + " has " + std::to_string(channels) + " channels");
       const float beta_gemm = op == "Gemm" ? attr_float(prod, "beta", 1.0f) : 1.0f;
       for (int64_t c = 0; c < channels; ++c) b[c] = beta_gemm * old_b.data<float>()[old_b.numel() == 1 ? 0 : c];
     }

@@ -3,6 +3,8 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/limits.h"
+#include "onnx/external_data.h"
 #include "runtime/session.h"
 
 namespace qtool::quantize {
@@ -67,13 +69,15 @@ int fold_constants(Graph& g) {
     const onnx::NodeProto& n = g.node(i);
     if (!foldable_op(n) || n.output_size() == 0) continue;
     bool all_const = true;
-    int64_t in_bytes = 0;
+    int64_t in_bytes = 0, largest_input = 0;
     for (const auto& in : n.input()) {
       if (in.empty()) continue;
       const auto* t = g.initializer(in);
       all_const = all_const && t && !g.is_graph_input(in);
-      if (t)
+      if (t) {
         in_bytes += static_cast<int64_t>(t->raw_data().size()) + 4 * t->float_data_size() + 8 * t->int64_data_size();
+        largest_input = std::max(largest_input, onnxio::tensor_proto_bytes(*t));
+      }
     }
     bool has_out = false;
     for (const auto& o : n.output()) has_out = has_out || (!o.empty() && !g.is_graph_output(o));
@@ -88,15 +92,21 @@ int fold_constants(Graph& g) {
       if (!in.empty()) *og->add_initializer() = *g.initializer(in);
     for (const auto& o : n.output())
       if (!o.empty()) og->add_output()->set_name(o);
+    const int64_t max_out_bytes = std::max<int64_t>(2 * in_bytes, 1 << 16);
     std::map<std::string, Tensor> outs;
     try {
+      // Results larger than max_out_bytes are not folded: refuse to compute them at all (Expand or Tile of a
+      // tiny constant to [65536,65536] would otherwise allocate gigabytes here).
+      // (The inputs themselves are decoded into tensors too: the cap is at least the largest of them.)
+      const ScopedTensorLimit small(std::max(max_out_bytes, largest_input) + 64,
+                                    "for a constant-folding result (the node stays in the graph)");
       outs = runtime::Session(one).run({});
     } catch (const Error&) {
-      continue;  // not computable here (unsupported kernel, dtype...): leave it to the runtime
+      continue;  // not computable here (unsupported kernel, dtype, too large...): leave it to the runtime
     }
     int64_t out_bytes = 0;
     for (const auto& [name, t] : outs) out_bytes += static_cast<int64_t>(t.nbytes());
-    if (out_bytes > std::max<int64_t>(2 * in_bytes, 1 << 16)) continue;
+    if (out_bytes > max_out_bytes) continue;
     for (const auto& [name, t] : outs) g.set_initializer(name, t);
     g.remove_node(i);
     ++folded;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/checked.h"
+
 namespace qtool::runtime::kernels::compute {
 
 QTOOL_HOT_LOOP
@@ -88,28 +90,32 @@ Window Window::parse(const NodeInfo& node, size_t nd, const std::vector<int64_t>
 
 std::vector<int64_t> Window::output_dims(const NodeInfo& node, const std::vector<int64_t>& in,
                                          std::vector<int64_t>& pads_out) const {
+  // Checked arithmetic throughout: kernel, dilation, pads and strides come from the model.
+  constexpr std::string_view what = "window size arithmetic (kernel_shape, dilations, pads, strides)";
   const size_t nd = kernel.size();
   std::vector<int64_t> out(nd);
   pads_out = pads;
   for (size_t i = 0; i < nd; ++i) {
-    const int64_t ext = (kernel[i] - 1) * dilations[i] + 1;
+    const int64_t ext = checked_add(checked_mul(kernel[i] - 1, dilations[i], what), 1, what);
     if (auto_pad == AutoPad::SameUpper || auto_pad == AutoPad::SameLower) {
-      out[i] = (in[i] + strides[i] - 1) / strides[i];
-      const int64_t total = std::max<int64_t>(0, (out[i] - 1) * strides[i] + ext - in[i]);
+      out[i] = checked_ceil_div(in[i], strides[i], what);
+      const int64_t total =
+          std::max<int64_t>(0, checked_sub(checked_add(checked_mul(out[i] - 1, strides[i], what), ext, what), in[i], what));
       const int64_t small = total / 2, big = total - total / 2;
       pads_out[i] = auto_pad == AutoPad::SameUpper ? small : big;
       pads_out[i + nd] = auto_pad == AutoPad::SameUpper ? big : small;
       continue;
     }
     if (auto_pad == AutoPad::Valid) pads_out[i] = pads_out[i + nd] = 0;
-    const int64_t span = in[i] + pads_out[i] + pads_out[i + nd] - ext;
+    const int64_t span =
+        checked_sub(checked_add(checked_add(in[i], pads_out[i], what), pads_out[i + nd], what), ext, what);
     if (span < 0)
       throw BadInputError(node.label() + ": window of " + std::to_string(ext) + " does not fit spatial axis " +
                           std::to_string(i) + " of size " + std::to_string(in[i]) + " plus pads");
     if (ceil_mode) {
-      out[i] = (span + strides[i] - 1) / strides[i] + 1;
+      out[i] = checked_ceil_div(span, strides[i], what) + 1;
       // The last window must start inside the input or the begin padding.
-      if ((out[i] - 1) * strides[i] >= in[i] + pads_out[i]) --out[i];
+      if (checked_mul(out[i] - 1, strides[i], what) >= in[i] + pads_out[i]) --out[i];
     } else {
       out[i] = span / strides[i] + 1;
     }

@@ -2,6 +2,9 @@
 // Bodies run through ctx.subgraphs, which resolves names from enclosing scopes.
 #include <cstring>
 
+#include "core/checked.h"
+#include "core/limits.h"
+
 #include "runtime/graph.h"
 #include "runtime/kernels/common.h"
 #include "runtime/kernels/kernels.h"
@@ -82,14 +85,17 @@ class LoopKernel final : public Kernel {
     if (body.inputs.size() != n_carried + 2 || body.outputs.size() < n_carried + 1)
       throw BadInputError(ctx.node.label() + ": body signature does not match the loop's inputs");
     const size_t n_scan = body.outputs.size() - 1 - n_carried;
-    const int64_t max_trips =
-        ctx.has_input(0) ? static_cast<int64_t>(read_scalar(ctx.input(0), ctx.node, "M")) : INT64_MAX;
+    const int64_t max_trips = !ctx.has_input(0)                  ? INT64_MAX
+                              : ctx.input(0).dtype() == DType::Int64 && ctx.input(0).numel() == 1
+                                  ? ctx.input(0).data<int64_t>()[0]
+                                  : checked_to_int64(read_scalar(ctx.input(0), ctx.node, "M"), "trip count M");
     bool cond = ctx.has_input(1) ? truth(ctx.input(1), ctx.node, "cond") : true;
     std::vector<Tensor> carried;
     for (size_t i = 0; i < n_carried; ++i) carried.push_back(ctx.input(2 + i));
     std::vector<std::vector<Tensor>> scans(n_scan);
     std::vector<Tensor> args(body.inputs.size());
     for (int64_t it = 0; it < max_trips && cond; ++it) {
+      check_loop_iteration(it);  // --max-loop-iterations: a trip count of 2^62 must not hang
       args[0] = Tensor::scalar<int64_t>(it);
       Tensor c(DType::Bool, {});
       c.raw()[0] = std::byte{1};

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/checked.h"
 #include "runtime/kernels/blas.h"
 #include "runtime/kernels/compute_common.h"
 #include "runtime/kernels/im2col.h"
@@ -232,7 +233,7 @@ class ConvKernel final : public Kernel {
     const auto [X, W, B, nd] = conv_operands(ctx);
     const Window win = parsed_ ? win_ : Window::parse(node_, nd, {W.shape().begin() + 2, W.shape().end()});
     const int64_t N = X.dim(0), C = X.dim(1), M = W.dim(0);
-    if (C != W.dim(1) * group_ || M % group_ != 0)
+    if (C != checked_mul(W.dim(1), group_, "W channels * group") || M % group_ != 0)
       throw BadInputError(node_.label() + ": X has " + std::to_string(C) + " channels but W " + shape_str(W.shape()) +
                           " with group " + std::to_string(group_) + " expects " + std::to_string(W.dim(1) * group_));
     if (B && B->numel() != M)

@@ -9,6 +9,7 @@
 // Reference twin: conv_transpose_ref (direct scatter loops).
 #include <algorithm>
 
+#include "core/checked.h"
 #include "runtime/kernels/blas.h"
 #include "runtime/kernels/compute_common.h"
 #include "runtime/kernels/im2col.h"
@@ -31,7 +32,7 @@ class ConvTransposeKernel final : public Kernel {
   void run(KernelContext& ctx) override {
     const auto [X, W, B, nd] = conv_operands(ctx);
     Window win = Window::parse(node_, nd, {W.shape().begin() + 2, W.shape().end()});
-    const int64_t N = X.dim(0), C = X.dim(1), Mg = W.dim(1), M = Mg * group_;
+    const int64_t N = X.dim(0), C = X.dim(1), Mg = W.dim(1), M = checked_mul(Mg, group_, "output channels");
     if (W.dim(0) != C || C % group_ != 0)
       throw BadInputError(node_.label() + ": X has " + std::to_string(C) + " channels but W " + shape_str(W.shape()) +
                           " expects " + std::to_string(W.dim(0)));
@@ -50,12 +51,14 @@ class ConvTransposeKernel final : public Kernel {
     g.in.resize(nd);
     g.pads = win.pads;
     for (size_t d = 0; d < nd; ++d) {
-      const int64_t ext = (win.kernel[d] - 1) * win.dilations[d] + 1;
-      const int64_t full = win.strides[d] * (g.out[d] - 1) + opad[d] + ext;
+      constexpr std::string_view what = "output size arithmetic (strides, pads, dilations, output_shape)";
+      const int64_t ext = checked_add(checked_mul(win.kernel[d] - 1, win.dilations[d], what), 1, what);
+      const int64_t full =
+          checked_add(checked_add(checked_mul(win.strides[d], g.out[d] - 1, what), opad[d], what), ext, what);
       const bool same = win.auto_pad == AutoPad::SameUpper || win.auto_pad == AutoPad::SameLower;
       if (!oshape.empty() || same) {
-        const int64_t target = !oshape.empty() ? oshape[d] : g.out[d] * win.strides[d];
-        const int64_t total = full - target;
+        const int64_t target = !oshape.empty() ? oshape[d] : checked_mul(g.out[d], win.strides[d], what);
+        const int64_t total = checked_sub(full, target, what);
         const int64_t small = total / 2, big = total - small;
         if (win.auto_pad == AutoPad::SameLower) {
           g.pads[d] = big;
@@ -67,7 +70,7 @@ class ConvTransposeKernel final : public Kernel {
         g.in[d] = target;
       } else {
         if (win.auto_pad == AutoPad::Valid) g.pads[d] = g.pads[d + nd] = 0;
-        g.in[d] = full - g.pads[d] - g.pads[d + nd];
+        g.in[d] = checked_sub(checked_sub(full, g.pads[d], what), g.pads[d + nd], what);
       }
       if (g.in[d] <= 0)
         throw BadInputError(node_.label() + ": output spatial axis " + std::to_string(d) + " would have size " +

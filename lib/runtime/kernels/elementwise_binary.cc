@@ -44,15 +44,21 @@ Tensor arith(Arith op, const Tensor& a, const Tensor& b, const NodeInfo& n, int 
     case Arith::Mul:
       return apply_binary<T, T, T>(a, b, dt, n, th, [](T x, T y) { return static_cast<T>(x * y); });
     case Arith::Div:
-      if constexpr (std::is_integral_v<T>)
+      if constexpr (std::is_integral_v<T>) {
+        // Integer division by zero has no value: refused before the loop (which must not throw). MIN / -1
+        // wraps to MIN, as two's-complement hardware would, instead of overflowing (UB).
+        const T* d = b.data<T>();
+        for (int64_t i = 0; i < b.numel(); ++i)
+          if (d[i] == T{0}) throw BadInputError("integer division by zero (divisor B holds 0)");
         return apply_binary<T, T, T>(a, b, dt, n, th, [](T x, T y) {
           if (y == 0) return T{0};
           if constexpr (std::is_signed_v<T>)
-            if (y == -1) return static_cast<T>(-x);
+            if (y == -1) return static_cast<T>(std::make_unsigned_t<T>{0} - static_cast<std::make_unsigned_t<T>>(x));
           return static_cast<T>(x / y);
         });
-      else
+      } else {
         return apply_binary<T, T, T>(a, b, dt, n, th, [](T x, T y) { return x / y; });
+      }
     case Arith::Pow:
       if constexpr (std::is_integral_v<T>)
         return apply_binary<T, T, T>(a, b, dt, n, th, [](T x, T y) {

@@ -2,7 +2,9 @@
 // ScatterND, OneHot, NonZero, Compress. Negative indices count from the end; out-of-range indices
 // are a BadInputError naming the node.
 #include <cstring>
+#include <limits>
 
+#include "core/checked.h"
 #include "runtime/kernels/common.h"
 #include "runtime/kernels/kernels.h"
 
@@ -245,12 +247,16 @@ class OneHotKernel final : public Kernel {
   explicit OneHotKernel(const NodeInfo& n) : axis_(n.attrs.get_int("axis", -1)) {}
   void run(KernelContext& ctx) override {
     const Tensor& it = ctx.input(0);
-    const int64_t depth = static_cast<int64_t>(read_scalar(ctx.input(1), ctx.node, "depth"));
+    const int64_t depth = checked_to_int64(read_scalar(ctx.input(1), ctx.node, "depth"), "depth");
     const Tensor& values = ctx.input(2);
     if (values.numel() != 2) throw BadInputError(ctx.node.label() + ": values must hold [off, on]");
-    std::vector<double> idx(static_cast<size_t>(it.numel()));
+    // Indices as int64; one outside int64's range matches no position (an all-off row).
+    std::vector<int64_t> idx(static_cast<size_t>(it.numel()));
     dispatch_numeric(it.dtype(), ctx.node, [&]<class T>() {
-      for (int64_t i = 0; i < it.numel(); ++i) idx[i] = static_cast<double>(it.data<T>()[i]);
+      for (int64_t i = 0; i < it.numel(); ++i) {
+        const double v = static_cast<double>(it.data<T>()[i]);
+        idx[i] = v >= -9.2e18 && v < 9.2e18 ? static_cast<int64_t>(v) : std::numeric_limits<int64_t>::min();
+      }
     });
     const int64_t out_rank = it.rank() + 1;
     const int64_t axis = normalize_axis(axis_, out_rank, ctx.node);
@@ -266,8 +272,8 @@ class OneHotKernel final : public Kernel {
       for (int64_t o = 0; o < outer; ++o)
         for (int64_t d = 0; d < depth; ++d)
           for (int64_t i = 0; i < inner; ++i) {
-            int64_t v = static_cast<int64_t>(idx[o * inner + i]);
-            if (v < 0) v += depth;
+            int64_t v = idx[o * inner + i];
+            if (v < 0 && v >= -depth) v += depth;
             dst[(o * depth + d) * inner + i] = v == d ? on : off;
           }
     });

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "core/checked.h"
 #include "runtime/kernels/common.h"
 #include "runtime/kernels/kernels.h"
 
@@ -179,7 +180,7 @@ class PadKernel final : public Kernel {
     }
     p.out_shape.resize(rank);
     for (int64_t d = 0; d < rank; ++d) {
-      p.out_shape[d] = x.shape()[d] + p.before[d] + p.after[d];
+      p.out_shape[d] = checked_add(checked_add(x.shape()[d], p.before[d], "padded size"), p.after[d], "padded size");
       if (p.out_shape[d] < 0) throw BadInputError(ctx.node.label() + ": pads remove more than the whole dim");
       if (mode_ != PadMode::Constant && x.shape()[d] == 0 && p.out_shape[d] > 0)
         throw BadInputError(ctx.node.label() + ": cannot pad an empty dim in this mode");

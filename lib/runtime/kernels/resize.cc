@@ -17,6 +17,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/checked.h"
+#include "core/limits.h"
 #include "runtime/kernels/blas.h"
 #include "runtime/kernels/compute_common.h"
 #include "runtime/kernels/kernels.h"
@@ -337,7 +339,8 @@ class ResizeKernel final : public Kernel {
       }
       for (size_t k = 0; k < na; ++k) {
         axis_scale[axes[k]] = s;
-        out_dims[axes[k]] = static_cast<int64_t>(std::floor(s * static_cast<double>(X.dim(axes[k])) + 0.5));
+        out_dims[axes[k]] =
+            checked_to_int64(std::floor(s * static_cast<double>(X.dim(axes[k])) + 0.5), "output size");
       }
     } else {
       for (size_t k = 0; k < na; ++k) {
@@ -349,7 +352,7 @@ class ResizeKernel final : public Kernel {
           if (!(scales[k] > 0))
             throw BadInputError(node_.label() + ": scales must be positive, got " + std::to_string(scales[k]));
           axis_scale[axes[k]] = scales[k];
-          out_dims[axes[k]] = static_cast<int64_t>(std::floor(static_cast<double>(in) * scales[k]));
+          out_dims[axes[k]] = checked_to_int64(std::floor(static_cast<double>(in) * scales[k]), "output size");
         }
       }
     }
@@ -357,6 +360,11 @@ class ResizeKernel final : public Kernel {
       roi_start[axes[k]] = roi[k];
       roi_end[axes[k]] = roi[k + na];
     }
+    // The output must fit the limits before per-axis tap tables (as long as the output axes) are built.
+    for (int64_t d : out_dims)
+      if (d < 0) throw BadInputError(node_.label() + ": negative output size in " + shape_str(out_dims));
+    const auto out_bytes = static_cast<int64_t>(storage_bytes(X.dtype(), shape_numel(out_dims)));
+    if (!tensor_allocation_fits(out_bytes)) throw_tensor_limit(out_bytes, "Resize output of shape " + shape_str(out_dims));
     if (attrs_.mode == Mode::Nearest && rank > 0 && X.numel() > 0) {
       std::vector<AxisTaps> taps;
       for (int64_t ax = 0; ax < rank; ++ax)

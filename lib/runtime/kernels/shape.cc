@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/checked.h"
 #include "runtime/kernels/broadcast.h"
 #include "runtime/kernels/kernels.h"
 
@@ -171,7 +172,7 @@ void tile_kernel(KernelContext& ctx) {
   Shape out_shape(x.shape());
   for (size_t i = 0; i < reps.size(); ++i) {
     if (reps[i] < 0) throw BadInputError(ctx.node.label() + ": negative repeat");
-    out_shape[i] *= reps[i];
+    out_shape[i] = checked_mul(out_shape[i], reps[i], "tiled dimension");
   }
   Tensor y(x.dtype(), out_shape);
   // Tile each dim as a broadcast over a doubled-rank view: [r0, d0, r1, d1, ...] with stride 0 on r.
@@ -221,10 +222,15 @@ void range_kernel(KernelContext& ctx) {
     if (delta == T{0}) throw BadInputError(ctx.node.label() + ": delta must not be 0");
     const double count =
         std::ceil((static_cast<double>(limit) - static_cast<double>(start)) / static_cast<double>(delta));
-    const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(count));
-    Tensor y(s.dtype(), {n});
+    const int64_t n = std::max<int64_t>(0, checked_to_int64(count, "Range element count"));
+    Tensor y(s.dtype(), {n});  // checked against --max-memory before anything is written
     T* out = y.data<T>();
-    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(start + static_cast<T>(i) * delta);
+    if constexpr (std::is_integral_v<T>) {  // two's-complement wrap instead of signed-overflow UB at the ends
+      for (int64_t i = 0; i < n; ++i)
+        out[i] = static_cast<T>(static_cast<uint64_t>(start) + static_cast<uint64_t>(i) * static_cast<uint64_t>(delta));
+    } else {
+      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(start + static_cast<T>(i) * delta);
+    }
     ctx.outputs[0] = std::move(y);
   });
 }

@@ -178,10 +178,13 @@ class SliceKernel final : public Kernel {
         s = std::clamp<int64_t>(s, 0, dim - 1);
         e = std::clamp<int64_t>(e, -1, dim - 1);
       }
-      const int64_t len = st > 0 ? (e - s + st - 1) / st : (s - e + (-st) - 1) / (-st);
-      out_shape[a] = std::max<int64_t>(0, len);
+      // Element count without overflow for steps near INT64_MIN / INT64_MAX (s and e lie in [-1, dim]).
+      const uint64_t abs_step = st > 0 ? static_cast<uint64_t>(st) : uint64_t{0} - static_cast<uint64_t>(st);
+      const int64_t span = st > 0 ? e - s : s - e;
+      const int64_t len = span <= 0 ? 0 : static_cast<int64_t>((static_cast<uint64_t>(span) - 1) / abs_step + 1);
+      out_shape[a] = len;
       begin[a] = s;
-      step[a] = st;
+      step[a] = len > 1 ? st : 1;  // |step| < dim when two or more elements are taken, so strides cannot overflow
     }
     const auto xs = strides_of(x.shape());
     int64_t offset = 0;
