@@ -63,6 +63,8 @@ def check(args, names, expect_rc=2, max_seconds=20):
         problems.append(f"exit code {rc}, expected {expect_rc}")
     if expect_rc == 2 and (len(lines) != 1 or not lines[0].strip()):
         problems.append(f"stderr has {len(lines)} lines, expected exactly one")
+    if expect_rc == 0 and err.strip():  # with -q: nothing (a sanitizer report would show here)
+        problems.append("stderr is not empty")
     for n in names if expect_rc != 0 else []:
         if n not in err:
             problems.append(f"stderr does not name {n!r}")
