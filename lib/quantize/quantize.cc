@@ -57,19 +57,23 @@ namespace {
 // The QDQ rewrite and clean-up of an already prepared model.
 QdqReport rewrite(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges) {
   QdqReport r = insert_qdq(model, config, ranges);
-  // Integer tensors (shape arithmetic read by a Concat, say) are never in a table, so a few absent names are normal;
-  // a table that lacks most of what the config quantizes was made for another model.
-  if (!r.missing_ranges.empty() && r.missing_ranges.size() >= r.activation_tensors.size()) {
-    std::string list;
-    for (size_t i = 0; i < r.missing_ranges.size() && i < 3; ++i) list += (i ? ", '" : "'") + r.missing_ranges[i] + "'";
-    if (r.missing_ranges.size() > 3) list += " and " + std::to_string(r.missing_ranges.size() - 3) + " more";
-    throw BadInputError("the calibration table" + (ranges.model.empty() ? std::string() : " (of model '" + ranges.model + "')") +
-                        " has no entry for " + list + ", which the config quantizes: it was made for another model; "
-                        "re-run qtool calibrate on this one");
-  }
   Graph g(model);
   remove_dead_nodes(g);
   return r;
+}
+
+// Integer tensors (shape arithmetic read by a Concat, say) are never in a table, so a few absent names are normal;
+// a table that lacks most of what the config quantizes was made for another model. Checked on the full rewrite
+// only (the guard's candidates keep most tensors float on purpose).
+void check_table_matches(const QdqReport& r, const calib::CalibrationTable& ranges) {
+  if (r.missing_ranges.empty() || r.missing_ranges.size() < r.activation_tensors.size()) return;
+  std::string list;
+  for (size_t i = 0; i < r.missing_ranges.size() && i < 3; ++i) list += (i ? ", '" : "'") + r.missing_ranges[i] + "'";
+  if (r.missing_ranges.size() > 3) list += " and " + std::to_string(r.missing_ranges.size() - 3) + " more";
+  throw BadInputError("the calibration table" +
+                      (ranges.model.empty() ? std::string() : " (of model '" + ranges.model + "')") +
+                      " has no entry for " + list +
+                      ", which the config quantizes: it was made for another model; re-run qtool calibrate on this one");
 }
 
 // What the guard may keep float, from the rewrite's report.
@@ -95,6 +99,7 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
   const bool guard = gs.enabled && !options.samples.empty();
   const onnx::ModelProto prepared = guard ? model : onnx::ModelProto();
   s.qdq = rewrite(model, config, ranges);
+  check_table_matches(s.qdq, ranges);
   if (!gs.enabled)
     s.guard.note = "off";
   else if (!guard)
