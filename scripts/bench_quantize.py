@@ -41,6 +41,29 @@ MODELS = {
                             {'input': t('vad_chunk576_speech.npy'), 'state': t('vad_state_zeros.npy')}),
 }
 
+# The four models added for issue 12 read .npz tensors (one array each): unpacked to .npy on first use.
+NPZ_MODELS = {
+    'fastestdet-coco-352': ('input.1', 'fastestdet_calib4.npz', 'fastestdet_eval_bus.npz'),
+    'ultraface-rfb-320': ('input', 'ultraface_calib3.npz', 'ultraface_eval_faces4.npz'),
+    'cifar10-resnet20': ('input', 'cifar10_calib50.npz', 'cifar10_eval50.npz'),
+}
+
+
+def npz_to_npy(path, work, first=None):
+    z = np.load(path)
+    a = z[z.files[0]]
+    out = os.path.join(work, os.path.basename(path)[:-4] + ('_first.npy' if first else '.npy'))
+    np.save(out, a[:first] if first else a)
+    return out
+
+
+def add_npz_models(work):
+    for name, (inp, calib, timed) in NPZ_MODELS.items():
+        MODELS[name] = ([{inp: npz_to_npy(t(calib), work)}], {inp: npz_to_npy(t(timed), work, first=1)})
+    first = os.path.join(work, 'llama2c_eval1.npy')
+    np.save(first, np.load(t('llama2c_eval32.npy'))[:1])
+    MODELS['llama2c-aidreams-260k'] = ([{'input_ids': t('llama2c_calib32.npy')}], {'input_ids': first})
+
 
 def kernel_share(optimized):
     ops = Counter(n.op_type for n in onnx.load(optimized).graph.node)
@@ -53,9 +76,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--threads', type=int, default=1)
     ap.add_argument('--repeat', type=int, default=40, help='timed runs of each model (alternating fp32, int8)')
-    ap.add_argument('--models', default=','.join(MODELS))
+    ap.add_argument('--models', default=','.join(list(MODELS) + list(NPZ_MODELS) + ['llama2c-aidreams-260k']))
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix='qtool-bench-')
+    add_npz_models(work)
     rows = {}
     print(f'{"model":28s} {"fp32 ms":>9s} {"int8 ms":>9s} {"ratio":>6s} {"int kernels":>12s}  (ORT 1.30, '
           f'{a.threads} thread(s), {a.repeat} alternating runs each; ratio = median of the per-pair ratios)')

@@ -273,6 +273,7 @@ TEST_CASE("qdq: Conv -> Relu -> Reshape gets Q/DQ after the Relu, int32 bias, sh
            {"x", -1, 1}, {"c", -3, 4}, {"r", 0, 4}, {"f", 0, 4}, {"y", 0.5f, 1}}) {
     calib::TensorCalibration tc;
     tc.minmax = calib::Range{lo, hi};
+    tc.ranges[calib::RangeMethod::Percentile] = *tc.minmax;  // the default config's method
     ranges.tensors[name] = tc;
   }
   const Tensor x = random_tensor({1, 2, 6, 6}, 23);
@@ -373,28 +374,30 @@ TEST_CASE("qdq: a config asking a range method the calibration table did not rec
   b.node("Conv", {"x", "w"}, {"y"}, "conv");
   b.output("y");
   calib::CalibrationTable ranges;
-  ranges.settings.methods = {calib::RangeMethod::MinMax};  // as `qtool calibrate --methods minmax` writes
+  ranges.settings.methods = {calib::RangeMethod::MinMax, calib::RangeMethod::Percentile};
   for (const char* name : {"x", "y"}) {
     calib::TensorCalibration tc;
     tc.minmax = calib::Range{-1, 1};
     tc.ranges[calib::RangeMethod::MinMax] = *tc.minmax;
+    tc.ranges[calib::RangeMethod::Percentile] = *tc.minmax;  // the default config's method
     ranges.tensors[name] = tc;
   }
   std::ifstream f(test::source_dir() / "configs/int8.json");
   std::stringstream text;
   text << f.rdbuf();
   std::string json = text.str();
-  const size_t at = json.find("\"method\": \"minmax\"");
+  const std::string method = "\"method\": \"percentile\"";
+  const size_t at = json.find(method);
   REQUIRE(at != std::string::npos);
-  json.replace(at, 18, "\"method\": \"entropy\"");
+  json.replace(at, method.size(), "\"method\": \"entropy\"");
   const QConfig entropy = QConfig::parse(json, "entropy.json");
   CHECK(entropy.range_methods() == calib::RangeMethods{calib::RangeMethod::MinMax, calib::RangeMethod::Entropy});
   onnx::ModelProto m = b.m;
   CHECK_THROWS_WITH(insert_qdq(m, entropy, ranges),
                     Catch::Contains("no 'entropy' range for tensor 'x'") &&
-                        Catch::Contains("re-run qtool calibrate with --methods minmax,entropy"));
+                        Catch::Contains("re-run qtool calibrate with --methods minmax,percentile,entropy"));
   onnx::ModelProto m2 = b.m;
-  CHECK_NOTHROW(insert_qdq(m2, QConfig::builtin_default(), ranges));  // minmax is always there
+  CHECK_NOTHROW(insert_qdq(m2, QConfig::builtin_default(), ranges));  // the default's percentile was recorded
 }
 
 TEST_CASE("qdq: Concat with output.shared_with_inputs gives inputs, output and pass-through sources one scale") {
@@ -426,6 +429,7 @@ TEST_CASE("qdq: Concat with output.shared_with_inputs gives inputs, output and p
                                                                                        {"y", -5, 5}}) {
     calib::TensorCalibration tc;
     tc.minmax = calib::Range{lo, hi};
+    tc.ranges[calib::RangeMethod::Percentile] = *tc.minmax;  // the default config's method
     ranges.tensors[name] = tc;
   }
   const Tensor x = random_tensor({1, 2, 6, 6}, 44);
@@ -477,6 +481,7 @@ calib::CalibrationTable minmax_ranges(const std::vector<std::tuple<std::string, 
   for (const auto& [name, lo, hi] : r) {
     calib::TensorCalibration tc;
     tc.minmax = calib::Range{lo, hi};
+    tc.ranges[calib::RangeMethod::Percentile] = *tc.minmax;  // the default config's method
     ranges.tensors[name] = tc;
   }
   return ranges;
@@ -577,6 +582,7 @@ TEST_CASE(
     for (const auto& [n, r] : mm) {
       calib::TensorCalibration tc;
       tc.minmax = calib::Range{r.first, r.second};
+      tc.ranges[calib::RangeMethod::Percentile] = *tc.minmax;  // the default config's method
       t.tensors[n] = tc;
     }
     return t;

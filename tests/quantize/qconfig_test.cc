@@ -180,7 +180,7 @@ TEST_CASE("qconfig: errors name the file and JSON path") {
 TEST_CASE("qconfig: accuracy_guard is on in the default, off when absent or null, errors name the path") {
   const AccuracyGuardSettings d = QConfig::builtin_default().accuracy_guard();
   CHECK(d.enabled);
-  CHECK(d.min_sqnr_db == 5);
+  CHECK(d.min_sqnr_db == 10);
   CHECK(d.state_min_sqnr_db == 45);
   CHECK(d.max_float_tensors == 64);
   CHECK_FALSE(QConfig::parse(wrap(R"("global": {})"), "c.json").accuracy_guard().enabled);

@@ -18,11 +18,12 @@ np.save(f"{w}/steps.npy", np.array(5, dtype=np.int64))
 np.save(f"{w}/img16.npy", np.random.RandomState(3).rand(2, 3, 16, 16).astype(np.float32))
 np.save(f"{w}/img32.npy", np.random.RandomState(4).rand(2, 3, 32, 32).astype(np.float32))
 PY
-compare() {  # name model args...
+compare() {  # name model args...   (ORT_OPT: ort_run.mjs --opt-level for this call)
   local name=$1 model=$2
   shift 2
   "$qtool" run "$src/models/$model" "$@" --output-dir "$work/q_$name" > /dev/null
-  node "$src/scripts/ort/ort_run.mjs" "$src/models/$model" "$@" --output-dir "$work/o_$name" > /dev/null
+  node "$src/scripts/ort/ort_run.mjs" "$src/models/$model" "$@" --output-dir "$work/o_$name" \
+    ${ORT_OPT:+--opt-level "$ORT_OPT"} > /dev/null
   /usr/bin/python3 - "$work/o_$name" "$work/q_$name" "$name" <<'PY'
 import sys, glob, os, numpy as np
 ort_dir, q_dir, name = sys.argv[1:4]
@@ -41,6 +42,9 @@ PY
 compare if_then tiny_if.onnx --input "x=$work/x16.npy"
 compare if_else tiny_if.onnx --input "x=$work/x16neg.npy"
 compare loop tiny_loop.onnx --input "x=$work/x8.npy" --input "steps=$work/steps.npy"
-compare qdq tiny_qdq.onnx --input "input=$work/img16.npy"
+# The QDQ model against ORT without graph optimizations, i.e. DequantizeLinear -> float op as ONNX defines it: fused,
+# ORT's u8s8 kernels add neighbouring products in int16 and saturate on x86 CPUs with AVX2 but no VNNI (this
+# model's weights then differ by 0.0074; docs/accuracy.md), which is a property of ORT's kernels, not of the model.
+ORT_OPT=disabled compare qdq tiny_qdq.onnx --input "input=$work/img16.npy"
 compare conv tiny_conv.onnx --input "input=$work/img32.npy"
 echo "all outputs match ONNX Runtime"
