@@ -211,7 +211,7 @@ double AccuracyEvaluator::score(const std::vector<double>& ratios) const {
 
 GuardReport guard_accuracy(const AccuracyEvaluator& eval, const Candidate& initial, const Requantize& requantize,
                            const AccuracyGuardSettings& settings, std::vector<std::string>& float_tensors,
-                           const std::function<void(const std::string&)>& log) {
+                           const std::function<void(const std::string&)>& log, const AccuracyEvaluator* scan) {
   const auto t0 = std::chrono::steady_clock::now();
   auto say = [&](const std::string& s) {
     if (log) log(s);
@@ -275,15 +275,23 @@ GuardReport guard_accuracy(const AccuracyEvaluator& eval, const Candidate& initi
     return names;
   };
 
-  // 1. Each unit alone.
+  // 1. Each unit alone (on the scan evaluator's samples when there is one: this step only ranks).
+  const AccuracyEvaluator& ranker = scan ? *scan : eval;
   say("accuracy guard: an output misses its threshold; measuring " + std::to_string(units.size()) +
-      " quantized tensors one at a time on " + std::to_string(r.samples) + " samples");
+      " quantized tensors one at a time on " + std::to_string(ranker.samples()) + " samples");
+  const auto scan_t0 = std::chrono::steady_clock::now();
   for (size_t i = 0; i < units.size(); ++i) {
     std::vector<std::string> others;
     for (size_t j = 0; j < units.size(); ++j)
       if (j != i) others.push_back(units[j].tensor);
-    const auto m = measure(*requantize(others).model);
-    units[i].score = eval.score(m);
+    ++r.evaluations;
+    const auto m = ranker.measure(*requantize(others).model);
+    units[i].score = ranker.score(m);
+    if (units.size() >= 20 && (i + 1) % (units.size() / 10) == 0)
+      say("accuracy guard: measured " + std::to_string(i + 1) + " of " + std::to_string(units.size()) + " (" +
+          std::to_string(static_cast<int>(
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - scan_t0).count())) +
+          " s)");
     size_t worst = 0;
     auto relative = [&](size_t o) {
       const double kl = r.outputs[o].max_kl > 0 ? m.kl[o] / r.outputs[o].max_kl : 0.0;

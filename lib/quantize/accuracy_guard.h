@@ -120,8 +120,11 @@ struct Candidate {
 using Requantize = std::function<Candidate(const std::vector<std::string>& float_tensors)>;
 
 // Runs the search above from the fully quantized `initial`; returns the report and the tensors to keep float.
+// `scan` (optional): a cheaper evaluator (fewer samples) for step 1, which only ranks the units; every decision of
+// steps 2 and 3 and the reported figures use `eval`. Step 1 logs its progress about every tenth of the units.
 GuardReport guard_accuracy(const AccuracyEvaluator& eval, const Candidate& initial, const Requantize& requantize,
                            const AccuracyGuardSettings& settings, std::vector<std::string>& float_tensors,
-                           const std::function<void(const std::string&)>& log = {});
+                           const std::function<void(const std::string&)>& log = {},
+                           const AccuracyEvaluator* scan = nullptr);
 
 }  // namespace qtool::quantize

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #include "core/error.h"
 #include "onnx/tensor_proto.h"
@@ -107,6 +108,15 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
   if (guard) {
     const auto t0 = std::chrono::steady_clock::now();
     const AccuracyEvaluator eval(prepared, options.samples, gs, options.threads);
+    // The per-tensor scan only ranks tensors: on many samples it runs on the first kScanSamples (recurrent models
+    // keep the whole stream: their state's error builds up over it).
+    constexpr size_t kScanSamples = 16;
+    bool recurrent = false;
+    for (const auto& o : eval.outputs()) recurrent = recurrent || o.state;
+    std::optional<AccuracyEvaluator> scan;
+    if (!recurrent && options.samples.size() > kScanSamples)
+      scan.emplace(prepared, std::vector<Sample>(options.samples.begin(), options.samples.begin() + kScanSamples), gs,
+                   options.threads);
     auto requantize = [&](const std::vector<std::string>& float_tensors) {
       Candidate c;
       c.model = std::make_shared<onnx::ModelProto>(prepared);
@@ -117,7 +127,7 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
     initial.model = std::shared_ptr<onnx::ModelProto>(&model, [](onnx::ModelProto*) {});  // not owned
     units_of(s.qdq, initial);
     std::vector<std::string> keep;
-    s.guard = guard_accuracy(eval, initial, requantize, gs, keep, options.log);
+    s.guard = guard_accuracy(eval, initial, requantize, gs, keep, options.log, scan ? &*scan : nullptr);
     if (!keep.empty()) {
       model = prepared;
       s.qdq = rewrite(model, config.with_float_tensors(keep), ranges);
