@@ -127,10 +127,17 @@ QParams weight_params(const Tensor& w, const TensorSettings& s, int64_t axis,
     }
   }
   quant::QParamTensors t = quant::choose_qparams(w, g, spec_for(s));
+  const auto grid = g.kind == quant::Granularity::PerChannel ? existing_grid(w, s) : std::nullopt;
   if (safe) {
     float* sc = t.scale.data<float>();
-    for (size_t c = 0; c < pair_sums.size(); ++c)
-      sc[c] = std::max(sc[c], static_cast<float>(pair_sums[c] / kSafePairCodes));
+    for (size_t c = 0; c < pair_sums.size(); ++c) {
+      // Per channel, an existing grid stays where its codes cannot overflow (exact there); elsewhere the channel
+      // gets the smallest safe scale.
+      if (grid && pair_sums[c] / *grid <= kSafePairCodes + 1e-6)
+        sc[c] = *grid;
+      else
+        sc[c] = std::max(sc[c], static_cast<float>(pair_sums[c] / kSafePairCodes));
+    }
   }
   p.scale = std::move(t.scale);
   p.zero_point = std::move(t.zero_point);
