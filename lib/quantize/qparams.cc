@@ -88,11 +88,7 @@ std::vector<double> top_two_sums(const Tensor& w, int64_t axis, int64_t channels
 
 constexpr double kSafePairCodes = 126.0;  // see saturation_safe in qparams.h: rounding can add up to 2 codes
 
-bool pairs_fit(const std::vector<double>& sums, const float* scales, bool per_channel) {
-  for (size_t c = 0; c < sums.size(); ++c)
-    if (sums[c] / scales[per_channel ? c : 0] > kSafePairCodes + 1e-6) return false;
-  return true;
-}
+bool pair_fits(double pair_sum, double scale) { return pair_sum / scale <= kSafePairCodes + 1e-6; }
 
 }  // namespace
 
@@ -111,30 +107,32 @@ QParams weight_params(const Tensor& w, const TensorSettings& s, int64_t axis,
   const bool safe = s.saturation_safe && g.kind != quant::Granularity::PerBlock && s.dtype == DType::Int8 &&
                     s.symmetric && w.dtype() == DType::Float32;
   const int64_t channels = g.kind == quant::Granularity::PerChannel ? w.dim(axis) : 1;
-  const std::vector<double> pair_sums =
-      !safe ? std::vector<double>{} : kernel_pairs && kernel_pairs->size() == static_cast<size_t>(channels) ? *kernel_pairs
-                                                                                                       : top_two_sums(w, axis, channels);
-  if (g.kind != quant::Granularity::PerBlock) {
-    const auto step = existing_grid(w, s);
-    // Already quantized: keep its step, which is exact (unless its codes would saturate: then a new grid).
-    if (step && (!safe || pairs_fit(pair_sums, &*step, false))) {
-      const int64_t n = g.kind == quant::Granularity::PerChannel ? w.dim(axis) : 1;
-      const Shape shape = g.kind == quant::Granularity::PerChannel ? Shape{n} : Shape{};
-      p.scale = Tensor::from_vector<float>(shape, std::vector<float>(static_cast<size_t>(n), *step));
+  std::vector<double> pair_sums;  // per scale; empty when not saturation-safe
+  if (safe)
+    pair_sums = kernel_pairs && kernel_pairs->size() == static_cast<size_t>(channels) ? *kernel_pairs
+                                                                                       : top_two_sums(w, axis, channels);
+  const auto step = g.kind != quant::Granularity::PerBlock ? existing_grid(w, s) : std::nullopt;
+  if (step) {
+    // Already quantized: keep its step, which is exact (unless its codes could overflow: see below).
+    const bool fits = std::all_of(pair_sums.begin(), pair_sums.end(), [&](double v) { return pair_fits(v, *step); });
+    if (fits) {
+      const Shape shape = g.kind == quant::Granularity::PerChannel ? Shape{channels} : Shape{};
+      p.scale = Tensor::from_vector<float>(shape, std::vector<float>(static_cast<size_t>(channels), *step));
       p.zero_point = Tensor::zeros(s.dtype, shape);
       p.axis = g.kind == quant::Granularity::PerChannel ? axis : -1;
       return p;
     }
   }
   quant::QParamTensors t = quant::choose_qparams(w, g, spec_for(s));
-  const auto grid = g.kind == quant::Granularity::PerChannel ? existing_grid(w, s) : std::nullopt;
+  const bool per_channel_grid = step.has_value() && g.kind == quant::Granularity::PerChannel;
+  const float grid = step.value_or(0.0f);
   if (safe) {
     float* sc = t.scale.data<float>();
     for (size_t c = 0; c < pair_sums.size(); ++c) {
       // Per channel, an existing grid stays where its codes cannot overflow (exact there); elsewhere the channel
       // gets the smallest safe scale.
-      if (grid && pair_sums[c] / *grid <= kSafePairCodes + 1e-6)
-        sc[c] = *grid;
+      if (per_channel_grid && pair_fits(pair_sums[c], grid))
+        sc[c] = grid;
       else
         sc[c] = std::max(sc[c], static_cast<float>(pair_sums[c] / kSafePairCodes));
     }
