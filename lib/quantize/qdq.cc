@@ -196,8 +196,10 @@ class QdqBuilder {
   }
 
   // Weight input k of node i -> integer initializer + DequantizeLinear; nullopt when it stays float.
+  // `value`: the weight already decoded by the caller (decoded here when null).
   std::optional<QParams> quantize_weight(int i, int k, const NodeQuant& q, const Tensor* bias = nullptr,
-                                         std::optional<float> input_scale = std::nullopt) {
+                                         std::optional<float> input_scale = std::nullopt,
+                                         const Tensor* value = nullptr) {
     const std::string name = g_.node(i).input(k);
     std::optional<TensorSettings> wset = q.weight;
     if (const SettingsSlot* o = cfg_.tensor_override(name); o && wset) {
@@ -207,7 +209,7 @@ class QdqBuilder {
         apply_patch(*wset, o->patch);
     }
     if (!wset || !g_.is_float_initializer(name)) return std::nullopt;
-    const Tensor w = g_.initializer_tensor(name);
+    const Tensor w = value ? *value : g_.initializer_tensor(name);
     TensorSettings ws = *wset;
     int64_t axis = -1;
     if (ws.granularity != Granularity::PerTensor) {
@@ -289,6 +291,7 @@ class QdqBuilder {
       std::string name;
       enum { Act, Weight, Const } kind;
       std::optional<QParams> params;
+      std::optional<Tensor> value;  // Weight and Const: the initializer, decoded once
     };
     std::vector<Plan> plans;
     for (int k : data) {
@@ -296,13 +299,13 @@ class QdqBuilder {
       const std::string& t = node.input(k);
       if (g_.is_initializer(t)) {
         if (!g_.is_float_initializer(t)) return keep_float(i, "input " + t + " is not float");
-        if (!all_finite(g_.initializer_tensor(t)))
-          return keep_float(i, "constant " + t + " holds ±inf or NaN: no integer grid holds it");
+        Tensor value = g_.initializer_tensor(t);
+        if (!all_finite(value)) return keep_float(i, "constant " + t + " holds ±inf or NaN: no integer grid holds it");
         if (k == role.weight_input) {
-          plans.push_back({k, t, Plan::Weight, std::nullopt});
+          plans.push_back({k, t, Plan::Weight, std::nullopt, std::move(value)});
         } else {
           if (const SettingsSlot* o = cfg_.tensor_override(t); o && o->is_null) continue;  // stays float
-          plans.push_back({k, t, Plan::Const, std::nullopt});
+          plans.push_back({k, t, Plan::Const, std::nullopt, std::move(value)});
         }
         continue;
       }
@@ -316,7 +319,7 @@ class QdqBuilder {
         if (!ranges_.tensors.empty() && !ranges_.find(t)) report_.missing_ranges.push_back(t);
         return keep_float(i, no_range_reason(t));
       }
-      plans.push_back({k, t, Plan::Act, p});
+      plans.push_back({k, t, Plan::Act, p, std::nullopt});
     }
     if (node.op_type() == "Concat" && q.output && !q.output->shared_with_inputs)
       if (auto why = mixed_concat(plans)) return keep_float(i, *why);
@@ -337,9 +340,10 @@ class QdqBuilder {
         if (role.bias_input >= 0 && role.bias_input < node.input_size() &&
             g_.is_float_initializer(node.input(role.bias_input)))
           bias = g_.initializer_tensor(node.input(role.bias_input));
-        if (auto p = quantize_weight(i, pl.index, q, bias ? &*bias : nullptr, input_scale)) weight_scales = p->scales();
+        if (auto p = quantize_weight(i, pl.index, q, bias ? &*bias : nullptr, input_scale, &*pl.value))
+          weight_scales = p->scales();
       } else if (pl.kind == Plan::Const) {
-        const Tensor c = clamp_add_constant(i, plans, g_.initializer_tensor(pl.name), q);
+        const Tensor c = clamp_add_constant(i, plans, *pl.value, q);
         const QParams p = weight_params(
             c,
             [&] {
