@@ -9,6 +9,7 @@
 #include "calib/calibration_table.h"
 #include "core/error.h"
 #include "quantize/qconfig.h"
+#include "qconfig_error.h"
 
 using namespace qtool;
 using namespace qtool::quantize;
@@ -19,14 +20,7 @@ std::string wrap(const std::string& body) {
   return R"({"format": "qtool-qconfig", "version": 1, "global": {}, )" + body + "}";
 }
 
-std::string error_of(const std::string& text) {
-  try {
-    QConfig::parse(text, "config.json");
-  } catch (const BadInputError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using qconfig_testing::error_of;
 
 std::string regex_rule(const std::string& pattern) {
   return wrap(R"("node_name_regex": [{"pattern": )" + pattern + R"(, "rule": null}])");

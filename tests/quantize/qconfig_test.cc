@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "qconfig_error.h"
 #include "test_paths.h"
 
 using namespace qtool;
@@ -15,14 +16,7 @@ namespace {
 
 std::string wrap(const std::string& body) { return R"({"format": "qtool-qconfig", "version": 1, )" + body + "}"; }
 
-std::string error_of(const std::string& text) {
-  try {
-    QConfig::parse(text, "config.json");
-  } catch (const BadInputError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using qconfig_testing::error_of;
 
 }  // namespace
 
