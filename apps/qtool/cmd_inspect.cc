@@ -10,6 +10,7 @@
 #include "calib/calibration_table.h"
 #include "command.h"
 #include "core/dtype.h"
+#include "core/limits.h"
 #include "inspect/inspect.h"
 #include "inspect_compare.h"
 #include "onnx/model_io.h"
@@ -48,16 +49,6 @@ std::string grouped(int64_t n) {
 
 // 1 -> "1 tensor", 3 -> "3 tensors"
 std::string plural(int64_t n, const std::string& noun) { return grouped(n) + " " + noun + (n == 1 ? "" : "s"); }
-
-std::string human_bytes(int64_t b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(b);
-  int u = 0;
-  while (v >= 1024.0 && u < 4) v /= 1024.0, ++u;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
-  return buf;
-}
 
 ordered_json value_json(const ValueInfo& v) {
   ordered_json j;
@@ -126,7 +117,7 @@ std::string to_text(const ModelSummary& s) {
     opsets += (opsets.empty() ? "" : ", ") + domain + " " + std::to_string(version);
   std::string producer = s.producer_name.empty() ? "(not recorded)" : s.producer_name;
   if (!s.producer_version.empty()) producer += " " + s.producer_version;
-  os << table({{"model", s.path.string() + " (" + human_bytes(s.file_bytes) + ")"},
+  os << table({{"model", s.path.string() + " (" + format_bytes(s.file_bytes) + ")"},
                {"ir version", std::to_string(s.ir_version)},
                {"opsets", opsets},
                {"producer", producer}},
@@ -147,12 +138,12 @@ std::string to_text(const ModelSummary& s) {
   os << table(op_rows, "  ", {false, true});
 
   const auto& p = s.parameters;
-  os << "\nparameters  " << grouped(p.count) << " in " << plural(p.tensors, "tensor") << ", " << human_bytes(p.bytes);
-  if (p.external_bytes) os << " (" << human_bytes(p.external_bytes) << " in external data)";
+  os << "\nparameters  " << grouped(p.count) << " in " << plural(p.tensors, "tensor") << ", " << format_bytes(p.bytes);
+  if (p.external_bytes) os << " (" << format_bytes(p.external_bytes) << " in external data)";
   os << "\n";
   std::vector<std::vector<std::string>> prow;
   for (const auto& [dt, t] : p.by_dtype)
-    prow.push_back({std::string(dtype_name(dt)), grouped(t.count), human_bytes(t.bytes), plural(t.tensors, "tensor")});
+    prow.push_back({std::string(dtype_name(dt)), grouped(t.count), format_bytes(t.bytes), plural(t.tensors, "tensor")});
   os << table(prow, "  ", {false, true, true, false});
 
   const auto& q = s.quantization;

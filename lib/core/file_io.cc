@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/limits.h"
 
 namespace qtool::fileio {
 namespace fs = std::filesystem;
@@ -41,17 +42,6 @@ const char* kind_of(mode_t mode) {
   if (S_ISBLK(mode)) return "a block device";
   if (S_ISSOCK(mode)) return "a socket";
   return "a special file";
-}
-
-// 1536 -> "1.5 KiB", 3221225472 -> "3.0 GiB"
-std::string human(uint64_t bytes) {
-  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024.0 && u < 4) v /= 1024.0, ++u;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
-  return buf;
 }
 
 std::atomic<int64_t> g_max_tensor_bytes{kDefaultMaxTensorBytes};
@@ -144,8 +134,10 @@ void set_max_tensor_bytes(int64_t bytes) {
 
 void throw_over_limit(const std::string& what, uint64_t bytes) {
   const auto limit = static_cast<uint64_t>(max_tensor_bytes());
-  throw BadInputError(what + " needs " + std::to_string(bytes) + " bytes (" + human(bytes) + "), over the limit of " +
-                      human(limit) + " for one tensor or file; raise --max-tensor-bytes if the file is trusted");
+  throw BadInputError(what + " needs " + std::to_string(bytes) + " bytes (" +
+                      format_bytes(static_cast<int64_t>(std::min<uint64_t>(bytes, INT64_MAX))) + "), over the limit of " +
+                      format_bytes(static_cast<int64_t>(limit)) +
+                      " for one tensor or file; raise --max-tensor-bytes if the file is trusted");
 }
 
 // ---------------------------------------------------------------------------------------------------
