@@ -67,6 +67,7 @@ std::string_view dtype_name(DType t);
 inline bool is_float(DType t) { return dtype_info(t).cls == DTypeClass::Float; }
 inline bool is_integer(DType t) { return dtype_info(t).cls == DTypeClass::Integer; }
 inline bool is_packed4(DType t) { return dtype_info(t).elems_per_byte == 2; }
+inline bool is_float8(DType t) { return is_float(t) && dtype_info(t).bits == 8; }
 
 // Bytes needed to hold `count` elements (rounds up for 4-bit packing). Not valid for String.
 size_t storage_bytes(DType t, int64_t count);

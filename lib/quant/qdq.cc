@@ -31,7 +31,6 @@ bool is_quantized_dtype(DType t) {
   }
 }
 bool is_scale_dtype(DType t) { return t == DType::Float32 || t == DType::Float16 || t == DType::BFloat16; }
-bool is_fp8(DType t) { return is_float(t) && dtype_info(t).bits == 8; }
 
 std::string dt(DType t) { return std::string(dtype_name(t)); }
 
@@ -315,7 +314,7 @@ template <bool Recip>
 void quantize_fast(const Tensor& x, const Prepared& p, DType out, bool saturate, Tensor& y, int threads) {
   const QdqLayout& L = p.layout;
   const float* sc = p.scale.data();
-  const bool fp8 = is_fp8(out);
+  const bool fp8 = is_float8(out);
   with_float_type(x.dtype() == DType::Int32 ? DType::Float32 : x.dtype(), [&](auto in_tag) {
     using In0 = typename decltype(in_tag)::type;
     // int32 inputs are read through their own pointer type.
@@ -464,7 +463,7 @@ Tensor dequantize_linear(const Tensor& x, const Tensor& scale, const Tensor* zp,
   with_float_type(scale.dtype(), [&](auto out_tag) {
     using Out = typename decltype(out_tag)::type;
     Out* yo = reinterpret_cast<Out*>(y.raw());
-    if (is_fp8(x.dtype())) {
+    if (is_float8(x.dtype())) {
       const std::array<float, 256>& table = fp8_decode_table(x.dtype());
       const uint8_t* xi = reinterpret_cast<const uint8_t*>(x.raw());
       const float* zf = p.zp_float.data();
@@ -529,7 +528,7 @@ Tensor quantize_linear_ref(const Tensor& x, const Tensor& scale, const Tensor* z
     const float xv = xi.load(x.raw(), i);
     const float s = si.load(scale.raw(), s_idx);
     const float z = zp ? yi.load(zp->raw(), s_idx) : 0.0f;
-    if (is_fp8(out)) {
+    if (is_float8(out)) {
       const float v = recip ? quantize_fp8_value<true>(xv, s, z) : quantize_fp8_value<false>(xv, s, z);
       yi.store(y.raw(), i, v, a.saturate);
     } else {
@@ -553,7 +552,7 @@ Tensor dequantize_linear_ref(const Tensor& x, const Tensor& scale, const Tensor*
     const int64_t s_idx = scale_index(L, i);
     const float s = si.load(scale.raw(), s_idx);
     float v;
-    if (is_fp8(x.dtype())) {
+    if (is_float8(x.dtype())) {
       v = dequantize_fp8(xi.load(x.raw(), i), s, zp ? xi.load(zp->raw(), s_idx) : 0.0f);
     } else {  // integers: exact int32 values (a float load would round int32 beyond 2^24)
       auto int_at = [&](const Tensor& t, int64_t j) {

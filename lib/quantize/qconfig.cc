@@ -27,6 +27,7 @@ struct Names {
 };
 constexpr std::array kGranularityNames = {Names{"per_tensor", 0}, Names{"per_channel", 1}, Names{"per_block", 2}};
 constexpr std::array kRoundingNames = {Names{"nearest", 0}, Names{"kernel_sum", 1}};
+constexpr std::array kTargetNames = {Names{"ort-cpu", 0}, Names{"tensorrt", 1}};
 
 // Parsing context: the source file and JSON path, for error messages.
 class Ctx {
@@ -248,6 +249,27 @@ int64_t opset_for(const Rule& r) {
 
 std::string_view granularity_name(Granularity g) { return kGranularityNames.at(static_cast<size_t>(g)).name; }
 std::string_view rounding_name(Rounding r) { return kRoundingNames.at(static_cast<size_t>(r)).name; }
+std::string_view target_name(Target t) { return kTargetNames.at(static_cast<size_t>(t)).name; }
+
+namespace {
+
+// ONNX Runtime 1.30's CPU provider cannot load FP8 activation Q/DQ with its default graph optimizations: its
+// QDQ fusions (ClipQuantFusion, DQ->Conv->Q into QLinearConv) expect 8-bit integer zero points and have no FP8
+// kernels. FP8 weights alone load (a DequantizeLinear of an initializer feeding a float op).
+std::string float8_on_ort_cpu(const std::string& what) {
+  return what + ": ONNX Runtime's CPU provider cannot load FP8 activation Q/DQ with its default graph " +
+         "optimizations; set \"target\": \"tensorrt\" in the config for a TensorRT deployment (check it in ONNX " +
+         "Runtime with graph optimizations disabled), or keep FP8 for weights only";
+}
+
+void check_target(const Ctx& ctx, const Rule& r, Target target) {
+  if (target != Target::OrtCpu || r.is_null) return;
+  for (const auto& [slot, name] : {std::pair{&r.activation, "activation"}, std::pair{&r.output, "output"}})
+    if (slot->present && !slot->is_null && slot->patch.dtype && is_float8(*slot->patch.dtype))
+      ctx.fail(r.path + "." + name + ".dtype", float8_on_ort_cpu("float8 activations"));
+}
+
+}  // namespace
 
 void apply_patch(TensorSettings& s, const TensorSettingsPatch& p) {
   if (p.dtype) s.dtype = *p.dtype;
@@ -271,8 +293,8 @@ QConfig QConfig::parse(const std::string& json_text, const std::string& source) 
   const Ctx ctx(source);
   const json j = parse_json_limited(json_text, source);
   ctx.object(j, "$",
-             {"format", "version", "name", "description", "global", "op_types", "node_name_regex", "node_names",
-              "tensors", "accuracy_guard"});
+             {"format", "version", "name", "description", "target", "global", "op_types", "node_name_regex",
+              "node_names", "tensors", "accuracy_guard"});
   QConfig c;
   c.source_ = source;
   if (!j.contains("format") || j["format"] != "qtool-qconfig")
@@ -281,8 +303,10 @@ QConfig QConfig::parse(const std::string& json_text, const std::string& source) 
     ctx.fail("$.version", "expected 1, got " + (j.contains("version") ? j["version"].dump() : "nothing"));
   if (j.contains("name")) c.name_ = ctx.string(j["name"], "$.name");
   if (j.contains("description")) ctx.string(j["description"], "$.description");
+  if (j.contains("target")) c.target_ = static_cast<Target>(ctx.choice(j["target"], "$.target", kTargetNames));
   if (!j.contains("global")) ctx.fail("$.global", "missing (a rule object, or null to quantize nothing by default)");
   c.global_ = parse_rule(ctx, j["global"], "$.global");
+  check_target(ctx, c.global_, c.target_);
   c.required_opset_ = std::max(c.required_opset_, opset_for(c.global_));
   if (j.contains("op_types")) {
     const json& ops = j["op_types"];
@@ -290,6 +314,7 @@ QConfig QConfig::parse(const std::string& json_text, const std::string& source) 
     for (auto it = ops.begin(); it != ops.end(); ++it) {
       const std::string p = key_path("$.op_types", it.key());
       Rule r = parse_rule(ctx, it.value(), p);
+      check_target(ctx, r, c.target_);
       c.required_opset_ = std::max(c.required_opset_, opset_for(r));
       if (it.key() == "*")
         c.op_types_default_ = std::move(r);
@@ -315,6 +340,7 @@ QConfig QConfig::parse(const std::string& json_text, const std::string& source) 
                                      "; patterns use RE2 syntax: no backreferences or lookaround)");
       rr.re = std::move(re);
       rr.rule = parse_rule(ctx, arr[i]["rule"], p + ".rule");
+      check_target(ctx, rr.rule, c.target_);
       c.required_opset_ = std::max(c.required_opset_, opset_for(rr.rule));
       c.regex_rules_.push_back(std::move(rr));
     }
@@ -324,6 +350,7 @@ QConfig QConfig::parse(const std::string& json_text, const std::string& source) 
     if (!nn.is_object()) ctx.fail("$.node_names", "expected an object {node name: rule}, got " + nn.dump());
     for (auto it = nn.begin(); it != nn.end(); ++it) {
       Rule r = parse_rule(ctx, it.value(), key_path("$.node_names", it.key()));
+      check_target(ctx, r, c.target_);
       c.required_opset_ = std::max(c.required_opset_, opset_for(r));
       c.node_names_.emplace(it.key(), std::move(r));
     }

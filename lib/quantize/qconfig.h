@@ -32,9 +32,14 @@ using RangeMethod = calib::RangeMethod;
 // Weight rounding: to nearest, or per kernel so that the rounding errors of one (output, input) channel's
 // taps sum to at most half a step (see qparams.h).
 enum class Rounding { Nearest, KernelSum };
+// The runtime the written model is for. OrtCpu (the default): every model loads and runs in ONNX Runtime's CPU
+// provider with its default graph optimizations, so configs it cannot load are refused up front. TensorRT: Q/DQ
+// formats TensorRT builds (FP8 activations) that ONNX Runtime CPU runs only with graph optimizations disabled.
+enum class Target { OrtCpu, TensorRT };
 
 std::string_view granularity_name(Granularity g);
 std::string_view rounding_name(Rounding r);
+std::string_view target_name(Target t);
 
 // Settings for one kind of tensor; every field optional so levels can be merged field by field.
 struct TensorSettingsPatch {
@@ -141,11 +146,13 @@ class QConfig {
 
   const std::string& source() const { return source_; }
   const std::string& name() const { return name_; }
+  Target target() const { return target_; }
   // Smallest opset the config's dtypes/granularities need (13 per-channel, 19 fp8, 21 int4/per-block).
   int64_t required_opset() const { return required_opset_; }
 
  private:
   std::string source_, name_;
+  Target target_ = Target::OrtCpu;
   Rule global_;
   std::map<std::string, Rule> op_types_;
   std::optional<Rule> op_types_default_;  // "*"

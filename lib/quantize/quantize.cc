@@ -77,6 +77,19 @@ void check_table_matches(const QdqReport& r, const calib::CalibrationTable& rang
                       ", which the config quantizes: it was made for another model; re-run qtool calibrate on this one");
 }
 
+// The config's rules are checked against its target when parsed (qconfig.cc); a "tensors" override can still
+// give one activation an FP8 type, which ONNX Runtime's CPU provider cannot load: refused before anything is written.
+void check_target_loads(const QdqReport& r, const QConfig& config) {
+  if (config.target() != Target::OrtCpu) return;
+  for (const auto& n : r.nodes)
+    for (const auto& t : n.tensors)
+      if ((t.role == "input" || t.role == "output") && is_float8(t.dtype))
+        throw BadInputError("activation '" + t.tensor + "' of node '" + n.node + "' is " +
+                            std::string(dtype_name(t.dtype)) +
+                            ": ONNX Runtime's CPU provider cannot load FP8 activation Q/DQ with its default graph "
+                            "optimizations; set \"target\": \"tensorrt\" in the config, or keep this tensor 8-bit integer");
+}
+
 // What the guard may keep float, from the rewrite's report.
 void units_of(const QdqReport& r, Candidate& c) {
   c.activation_tensors = r.activation_tensors;
@@ -101,6 +114,7 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
   const onnx::ModelProto prepared = guard ? model : onnx::ModelProto();
   s.qdq = rewrite(model, config, ranges);
   check_table_matches(s.qdq, ranges);
+  check_target_loads(s.qdq, config);
   if (!gs.enabled)
     s.guard.note = "off";
   else if (!guard)

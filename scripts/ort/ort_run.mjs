@@ -5,6 +5,7 @@
 // usage: node scripts/ort/ort_run.mjs MODEL [--input NAME=FILE.npy ...] [--output-dir DIR]
 //          [--threads N] [--repeat N] [--optimized-model PATH] [--opt-level all|basic|extended|disabled]
 //          [--against MODEL_B]
+// The opt level defaults to $QTOOL_ORT_OPT_LEVEL when set, else all.
 // Prints one JSON line: {"outputs": {name: {shape, dtype, file}}, "latency_ms": {median, min, max, runs}}
 // With --against (and --repeat), MODEL_B runs on the same inputs in the same process, its runs alternating with
 // MODEL's, so both see the same machine load; the line adds "latency_b_ms" and "ratio": the median over the
@@ -62,7 +63,7 @@ function writeNpy(file, tensor) {
 }
 
 function parseArgs(argv) {
-  const a = { inputs: {}, threads: 1, repeat: 0, outputDir: null, optimized: null, optLevel: 'all', model: null,
+  const a = { inputs: {}, threads: 1, repeat: 0, outputDir: null, optimized: null, optLevel: process.env.QTOOL_ORT_OPT_LEVEL || 'all', model: null,
               against: null };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];

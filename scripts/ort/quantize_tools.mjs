@@ -15,8 +15,10 @@ import ort from 'onnxruntime-node';
 import { readNpy, writeNpy } from './ort_run.mjs';
 
 async function session(model) {
+  // QTOOL_ORT_OPT_LEVEL: graph optimization level (default all), as in ort_run.mjs.
   return ort.InferenceSession.create(model, { logSeverityLevel: 3, intraOpNumThreads: 2, interOpNumThreads: 1,
-                                              executionMode: 'sequential' });
+                                              executionMode: 'sequential',
+                                              graphOptimizationLevel: process.env.QTOOL_ORT_OPT_LEVEL || 'all' });
 }
 
 async function vadStream(args) {

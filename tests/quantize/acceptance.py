@@ -546,6 +546,14 @@ def main():
     ap.add_argument('--workdir', help='keep the intermediate files here (default: a temporary folder, removed)')
     ap.add_argument('--config', help='QConfig JSON for qtool quantize (default: the built-in default)')
     a = ap.parse_args()
+    # A config whose target is not ONNX Runtime's CPU provider (FP8 activations for TensorRT) is scored in ORT with
+    # graph optimizations disabled: ORT runs its Q/DQ as written but cannot fuse them (qconfig.h, Target).
+    target = 'ort-cpu'
+    if a.config:
+        with open(a.config) as f:
+            target = json.load(f).get('target', 'ort-cpu')
+    if target != 'ort-cpu':
+        os.environ['QTOOL_ORT_OPT_LEVEL'] = 'disabled'
     t0 = time.time()
     with tempfile.TemporaryDirectory(prefix='qtool-accept-') as tmp:
         work = a.workdir or tmp
@@ -556,7 +564,8 @@ def main():
             failures.append(str(e))
     seconds['total'] = round(time.time() - t0, 1)
     print(json.dumps({'model': a.model, 'file': MODEL_FILES[a.model], 'ok': not failures, 'failures': failures,
-                      'metrics': metrics, 'seconds': seconds, 'figures': figures}, ensure_ascii=False))
+                      'ort_opt_level': os.environ.get('QTOOL_ORT_OPT_LEVEL', 'all'), 'metrics': metrics,
+                      'seconds': seconds, 'figures': figures}, ensure_ascii=False))
     return 1 if failures else 0
 
 

@@ -159,5 +159,34 @@ for cfg, dtype, opset in (('int4-weights', 22, 21), ('fp8-weights', 17, 19)):
     acc = float((o['logits'].argmax(1) == labels).mean())
     expect(cfg + ' accuracy in ORT', acc >= 0.95, acc)
 
+# FP8 activations and weights (configs/fp8-*.json, target tensorrt): Q/DQ on the inputs of MatMul/Gemm, FP8 zero
+# points; ONNX Runtime's CPU provider runs them with graph optimizations disabled, accurately.
+for cfg, dtype in (('fp8-e4m3fn', 17), ('fp8-e5m2', 19)):
+    out = os.path.join(work, cfg + '.onnx')
+    rc, _, err = run(['quantize', digits, '-o', out, '--calib', dcal, '--config',
+                      os.path.join(qtest.ROOT, 'configs', cfg + '.json')])
+    expect(cfg + ' runs', rc == 0, err)
+    m = onnx.load(out)
+    zps = {i.name: i.data_type for i in m.graph.initializer}
+    qs = [n for n in m.graph.node if n.op_type == 'QuantizeLinear']
+    expect(cfg + ' activation Q/DQ', len(qs) > 0 and all(zps.get(n.input[2]) == dtype for n in qs), len(qs))
+    o, _ = qtest.ort_run(out, {'pixel_values': qtest.t('digits_test_images.npy')}, os.path.join(work, cfg),
+                         opt_level='disabled')
+    acc = float((o['logits'].argmax(1) == labels).mean())
+    expect(cfg + ' accuracy in ORT', acc >= 0.95, acc)
+
+# Under the default target (ort-cpu), FP8 activations are refused before anything is written: ONNX Runtime's CPU
+# provider cannot load them with its default graph optimizations.
+fp8_cfg = os.path.join(work, 'fp8-ort.json')
+with open(os.path.join(qtest.ROOT, 'configs', 'fp8-e4m3fn.json')) as f:
+    c = json.load(f)
+del c['target']
+with open(fp8_cfg, 'w') as f:
+    json.dump(c, f)
+out = os.path.join(work, 'fp8-ort.onnx')
+rc, _, err = run(['quantize', digits, '-o', out, '--calib', dcal, '--config', fp8_cfg])
+expect('fp8 activations refused for ort-cpu', rc == 2 and '$.global.activation.dtype' in err and
+       '"target": "tensorrt"' in err and len(err.strip().splitlines()) == 1 and not os.path.exists(out), (rc, err))
+
 print(json.dumps({'ok': not failures, 'failures': failures}))
 sys.exit(1 if failures else 0)

@@ -212,3 +212,17 @@ TEST_CASE("qconfig: every file in configs/ parses") {
       CHECK_NOTHROW(QConfig::load(e.path()));
     }
 }
+
+TEST_CASE("qconfig: target, and FP8 activations need a target that runs them") {
+  CHECK(QConfig::parse(wrap(R"("global": {})"), "c").target() == Target::OrtCpu);
+  const std::string fp8 = R"("global": {}, "op_types": {"MatMul": {"activation": {"dtype": "float8e4m3fn"}}})";
+  CHECK(QConfig::parse(wrap(R"("target": "tensorrt", )" + fp8), "c").target() == Target::TensorRT);
+  CHECK(error_of(wrap(R"("target": "gpu", "global": {})")) ==
+        "config.json: $.target: expected one of ort-cpu, tensorrt, got \"gpu\"");
+  CHECK(error_of(wrap(fp8)).starts_with(
+      "config.json: $.op_types.MatMul.activation.dtype: float8 activations: ONNX Runtime's CPU provider cannot load"));
+  CHECK(error_of(wrap(R"("global": {"output": {"dtype": "float8e5m2"}})"))
+            .starts_with("config.json: $.global.output.dtype: float8 activations"));
+  // FP8 weights alone load in ONNX Runtime's CPU provider: no target needed.
+  CHECK_NOTHROW(QConfig::parse(wrap(R"("global": {"activation": null, "weight": {"dtype": "float8e4m3fn"}})"), "c"));
+}

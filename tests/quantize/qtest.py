@@ -31,10 +31,13 @@ def sh(cmd, **kw):
     return r.stdout
 
 
-def ort_run(model, inputs, outdir, threads=2, repeat=0, optimized=None, against=None):
+def ort_run(model, inputs, outdir, threads=2, repeat=0, optimized=None, against=None, opt_level=None):
     """Runs model on {name: npy path}; returns ({output: np.ndarray}, result json). against: a second model timed
-    in the same process, runs alternating (result json gains latency_b_ms and ratio)."""
+    in the same process, runs alternating (result json gains latency_b_ms and ratio). opt_level: ORT's graph
+    optimization level (all, basic, extended, disabled; default all)."""
     cmd = ['node', ORT_RUN, model, '--output-dir', outdir, '--threads', str(threads), '--repeat', str(repeat)]
+    if opt_level:
+        cmd += ['--opt-level', opt_level]
     if against:
         cmd += ['--against', against]
     for k, v in inputs.items():
