@@ -28,7 +28,9 @@ Action add_convert_command(CLI::App& app) {
   sub->add_option("--external-min-bytes", o->min_bytes, "Smaller tensors stay inline (default 1024)")
       ->check(CLI::NonNegativeNumber);
   return [o]() -> int {
-    const onnxio::LoadedModel in = onnxio::load_model(o->model);
+    // External data stays on disk: save_model streams it into the output's data file (memory: the graph and
+    // one chunk, whatever the model's size).
+    onnxio::LoadedModel in = onnxio::load_model(o->model, {.load_external_data = false});
     spdlog::debug("loaded {} ({} bytes of external data)", o->model, in.external_bytes);
     onnxio::SaveOptions save;
     using Mode = onnxio::SaveOptions::ExternalData;
@@ -36,7 +38,7 @@ Action add_convert_command(CLI::App& app) {
     save.external_file = o->external_file;
     save.external_min_bytes = o->min_bytes;
     save.protect(in);
-    onnxio::save_model(*in.proto, o->out, save);
+    onnxio::save_model(std::move(*in.proto), o->out, save);
     spdlog::info("wrote {}", o->out);
     return 0;
   };

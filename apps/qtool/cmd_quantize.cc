@@ -14,6 +14,7 @@
 #include "limit_options.h"
 #include "core/error.h"
 #include "onnx/model_io.h"
+#include "onnx/spill.h"
 #include "quantize/quantize.h"
 #include "runtime/session.h"
 
@@ -158,9 +159,20 @@ Action add_quantize_command(CLI::App& app) {
       if (a->state_min_sqnr) g.state_min_sqnr_db = *a->state_min_sqnr;
       cfg.set_accuracy_guard(g);
     }
-    onnxio::LoadedModel m = onnxio::load_model(a->model);
+    const bool samples = !a->samples.data.empty() || a->samples.random > 0;
+    // Without samples nothing runs the model in this process: its external data stays on disk, each weight is
+    // read when it is quantized, and big results wait in a spill file beside the output (onnx/spill.h), so memory
+    // stays near one tensor whatever the model's size.
+    onnxio::LoadedModel m = onnxio::load_model(a->model, {.load_external_data = samples});
     onnxio::SaveOptions so;
-    so.protect_input = a->model;
+    so.protect(m);
+    std::optional<onnxio::SpillFile> spill;
+    if (!m.external_files.empty()) {
+      // A model that keeps its weights in external data gets an output that does too (and so never needs them
+      // all in memory at once to be written).
+      so.external_data = onnxio::SaveOptions::ExternalData::Always;
+      if (!samples) spill.emplace(a->output);
+    }
     if (a->prepare_only) {
       const auto r = quantize::prepare_model(*m.proto, cfg.required_opset());
       onnxio::save_model(*m.proto, a->output, so);
@@ -173,7 +185,6 @@ Action add_quantize_command(CLI::App& app) {
     }
     calib::CalibrationTable ranges;
     calib::CalibrateOptions o;
-    const bool samples = !a->samples.data.empty() || a->samples.random > 0;
     if (samples) {
       calibrate_data_options(a->samples.data, a->samples.random, a->samples.seed, a->samples.shapes, o);
       o.threads = a->threads;
@@ -214,7 +225,7 @@ Action add_quantize_command(CLI::App& app) {
       }
       spdlog::warn("accuracy guard: {}", s.guard.note);
     }
-    onnxio::save_model(*m.proto, a->output, so);
+    onnxio::save_model(std::move(*m.proto), a->output, so);
     if (a->explain) std::fputs(quantize::explain_text(s.qdq).c_str(), stdout);
     if (a->json) {
       std::printf("%s\n", summary_json(s, *a).dump().c_str());

@@ -53,6 +53,37 @@ ExternalRef parse_external_ref(const onnx::TensorProto& tensor, const std::strin
   return ref;
 }
 
+bool has_resolved_ref(const onnx::TensorProto& tensor) {
+  if (tensor.data_location() != onnx::TensorProto::EXTERNAL) return false;
+  for (const auto& kv : tensor.external_data())
+    if (kv.key() == kResolvedKey) return true;
+  return false;
+}
+
+ResolvedRef resolved_ref(const onnx::TensorProto& tensor) {
+  ResolvedRef r;
+  const ExternalRef ref = parse_external_ref(tensor, "tensor '" + tensor.name() + "'");
+  for (const auto& kv : tensor.external_data())
+    if (kv.key() == kResolvedKey) r.file = kv.value();
+  r.offset = ref.offset;
+  r.length = ref.length;
+  return r;
+}
+
+void set_resolved_ref(onnx::TensorProto& tensor, const std::string& location, const ResolvedRef& ref) {
+  tensor.clear_external_data();
+  auto add = [&](const char* key, const std::string& value) {
+    auto* kv = tensor.add_external_data();
+    kv->set_key(key);
+    kv->set_value(value);
+  };
+  add("location", location);
+  add("offset", std::to_string(ref.offset));
+  add("length", std::to_string(ref.length));
+  add(kResolvedKey, ref.file.string());
+  tensor.set_data_location(onnx::TensorProto::EXTERNAL);
+}
+
 fs::path resolve_external_location(const fs::path& dir, const std::string& location, bool must_exist,
                                    const std::string& what) {
   const std::string quoted = "external data location '" + location + "'";

@@ -41,6 +41,19 @@ std::filesystem::path resolve_external_location(const std::filesystem::path& dir
 int64_t checked_external_length(const std::filesystem::path& file, const ExternalRef& ref, int64_t expected_bytes,
                                 const std::string& what);
 
+// A tensor left external by load_model(load_external_data = false), or spilled by SpillFile: its reference
+// was validated (or written by qtool itself), and the entry kResolvedKey holds the canonical file, so the tensor
+// can be read (tensor_from_proto) and copied (save_model) without knowing the model's folder. Models on disk never
+// carry the key: load_model refuses one that does, save_model writes plain location/offset/length.
+inline constexpr const char* kResolvedKey = "qtool.resolved_path";
+struct ResolvedRef {
+  std::filesystem::path file;
+  int64_t offset = 0, length = 0;
+};
+bool has_resolved_ref(const onnx::TensorProto& tensor);
+ResolvedRef resolved_ref(const onnx::TensorProto& tensor);  // call only when has_resolved_ref
+void set_resolved_ref(onnx::TensorProto& tensor, const std::string& location, const ResolvedRef& ref);
+
 // Tensor data size in bytes from dims and data_type (-1 for strings or unknown types).
 int64_t tensor_proto_bytes(const onnx::TensorProto& tensor);
 

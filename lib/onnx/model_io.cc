@@ -56,12 +56,31 @@ struct ExternalScan {
   int64_t bytes = 0;
 };
 
-ExternalScan resolve_external(onnx::ModelProto& model, const fs::path& dir, bool load, const std::string& prefix) {
+// Resolves every external reference of `model` against `dir`: validates location and range and, when `load` is
+// set, replaces the reference by the bytes (raw_data); otherwise marks it resolved (external_data.h). Returns the
+// canonical files used. `from_disk`: the model was just parsed from a file, where the resolved mark is refused
+// (a model could otherwise point qtool at any file); tensors qtool marked itself are read or kept as they are.
+ExternalScan resolve_external(onnx::ModelProto& model, const fs::path& dir, bool load, const std::string& prefix,
+                              bool from_disk = false) {
   ExternalScan scan;
   std::map<fs::path, int64_t> used_per_file;
   for_each_tensor(model, [&](onnx::TensorProto& t, const TensorSite& site) {
     if (t.data_location() != onnx::TensorProto::EXTERNAL) return;
     const std::string what = prefix + site.label;
+    if (has_resolved_ref(t)) {
+      if (from_disk)
+        throw BadInputError(what + ": external data key '" + kResolvedKey +
+                            "' is reserved for qtool's own use; the model is corrupt or malicious");
+      const ResolvedRef r = resolved_ref(t);
+      if (std::find(scan.files.begin(), scan.files.end(), r.file) == scan.files.end()) scan.files.push_back(r.file);
+      scan.bytes += r.length;
+      if (load) {
+        t.set_raw_data(read_range(r.file, r.offset, r.length, what));
+        t.clear_external_data();
+        t.clear_data_location();
+      }
+      return;
+    }
     const int64_t expected = tensor_proto_bytes(t);
     if (expected < 0)
       throw UnsupportedError(what + ": external data for a " +
@@ -87,6 +106,8 @@ ExternalScan resolve_external(onnx::ModelProto& model, const fs::path& dir, bool
       t.set_raw_data(read_range(file, ref.offset, length, what));
       t.clear_external_data();
       t.clear_data_location();
+    } else {
+      set_resolved_ref(t, ref.location, {file, ref.offset, length});
     }
   });
   return scan;
@@ -97,6 +118,31 @@ std::string inline_bytes(const onnx::TensorProto& t, const std::string& what) {
   if (t.has_raw_data()) return t.raw_data();
   const Tensor decoded = tensor_from_proto(t, what);
   return std::string(reinterpret_cast<const char*>(decoded.raw()), decoded.nbytes());
+}
+
+// The bytes of a tensor that still refers to external data, resolved (save_model resolves every reference first).
+std::string read_source(const onnx::TensorProto& t, const std::string& what) {
+  const ResolvedRef r = resolved_ref(t);
+  return read_range(r.file, r.offset, r.length, what);
+}
+
+// Copies a tensor's external bytes to `sink` in chunks of at most kCopyChunk.
+constexpr size_t kCopyChunk = size_t{8} << 20;
+void copy_source(const onnx::TensorProto& t, fileio::AtomicFile& sink, std::vector<char>& chunk,
+                 const std::string& what) {
+  const ResolvedRef r = resolved_ref(t);
+  chunk.resize(kCopyChunk);
+  try {
+    const fileio::InputFile in(r.file, "external data file");
+    for (int64_t done = 0; done < r.length;) {
+      const auto n = static_cast<size_t>(std::min<int64_t>(r.length - done, static_cast<int64_t>(kCopyChunk)));
+      in.read_at(r.offset + done, chunk.data(), n);
+      sink.write(chunk.data(), n);
+      done += static_cast<int64_t>(n);
+    }
+  } catch (const BadInputError& e) {
+    throw BadInputError(what + ": " + e.what());
+  }
 }
 
 void clear_typed_fields(onnx::TensorProto& t) {
@@ -157,7 +203,8 @@ LoadedModel load_model(const fs::path& path, const LoadOptions& options) {
   m.path = path;
   m.dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
   validate_model(*m.proto, "model " + name + ": ");  // once, here: later code trusts tensors and nodes
-  const ExternalScan scan = resolve_external(*m.proto, m.dir, options.load_external_data, "model " + name + ": ");
+  const ExternalScan scan =
+      resolve_external(*m.proto, m.dir, options.load_external_data, "model " + name + ": ", /*from_disk=*/true);
   m.external_files = scan.files;
   m.external_bytes = scan.bytes;
   return m;
@@ -184,6 +231,14 @@ int64_t tensor_data_bytes(const onnx::ModelProto& model) {
 }
 
 void save_model(const onnx::ModelProto& model, const fs::path& out, const SaveOptions& options) {
+  save_model(onnx::ModelProto(model), out, options);
+}
+
+// Memory: the model is consumed in place. Tensor data it still keeps external (loaded with load_external_data =
+// false) is copied from the source file to the output's data file in bounded chunks, never held whole, and inline
+// data moves into the data file tensor by tensor; so converting a model with external data needs memory for its
+// graph and one chunk, whatever its size.
+void save_model(onnx::ModelProto&& model, const fs::path& out, const SaveOptions& options) {
   const fs::path out_dir = out.parent_path().empty() ? fs::path(".") : out.parent_path();
   std::error_code ec;
   if (!fs::is_directory(out_dir, ec))
@@ -194,19 +249,24 @@ void save_model(const onnx::ModelProto& model, const fs::path& out, const SaveOp
   protect.push_back(options.protect_input);
   refuse_overwrite(out, protect, "model or its data");
 
-  onnx::ModelProto copy(model);
-  // Data the model still keeps external is read from its source folder (validated like a load); those
-  // files are inputs too.
+  onnx::ModelProto& copy = model;
+  // Data the model still keeps external is read from its source folder (validated like a load; those files are
+  // inputs too): streamed into the output's data file below, or read inline when the output has none.
   if (!options.external_source_dir.empty()) {
-    const ExternalScan scan = resolve_external(copy, options.external_source_dir, true, "saving " + quoted(out) + ": ");
+    const ExternalScan scan =
+        resolve_external(copy, options.external_source_dir, false, "saving " + quoted(out) + ": ");
     protect.insert(protect.end(), scan.files.begin(), scan.files.end());
     refuse_overwrite(out, protect, "model or its data");
   } else {
     for_each_tensor(copy, [&](const onnx::TensorProto& t, const TensorSite& site) {
-      if (t.data_location() == onnx::TensorProto::EXTERNAL)
+      if (t.data_location() == onnx::TensorProto::EXTERNAL && !has_resolved_ref(t))
         throw InternalError("saving " + quoted(out) + ": " + site.label +
                             " still refers to external data and SaveOptions::external_source_dir is not set");
     });
+    // Tensors left on disk (a lazily loaded model, spilled tensors): their files are inputs too.
+    const ExternalScan scan = resolve_external(copy, fs::path(), false, "saving " + quoted(out) + ": ");
+    protect.insert(protect.end(), scan.files.begin(), scan.files.end());
+    refuse_overwrite(out, protect, "model or its data");
   }
 
   const int64_t total = tensor_data_bytes(copy);
@@ -215,6 +275,7 @@ void save_model(const onnx::ModelProto& model, const fs::path& out, const SaveOp
   if (!external && total > kAutoExternalDataBytes)
     throw BadInputError("cannot write " + quoted(out) + " without external data: its tensors hold " +
                         std::to_string(total) + " bytes, over protobuf's 2 GB limit; use external data");
+  if (!external) resolve_external(copy, options.external_source_dir, true, "saving " + quoted(out) + ": ");
 
   std::unique_ptr<fileio::AtomicFile> data_tmp;
   fs::path data_path;
@@ -230,19 +291,33 @@ void save_model(const onnx::ModelProto& model, const fs::path& out, const SaveOp
     data_tmp = std::make_unique<fileio::AtomicFile>(data_path);
     int64_t offset = 0;
     const std::string zeros(kExternalAlign, '\0');
+    std::vector<char> chunk;
     for_each_tensor(copy, [&](onnx::TensorProto& t, const TensorSite& site) {
       if (is_sparse(site.kind)) return;  // sparse tensors stay inline
       const int64_t nbytes = tensor_proto_bytes(t);
-      if (nbytes < 0 || nbytes < options.external_min_bytes) return;
-      const std::string bytes = inline_bytes(t, what + ": " + site.label);
-      if (static_cast<int64_t>(bytes.size()) != nbytes)
-        throw BadInputError(what + ": " + site.label + " holds " + std::to_string(bytes.size()) +
-                            " bytes of data, its shape and dtype need " + std::to_string(nbytes) +
-                            "; the model is corrupt");
+      const bool source_external = t.data_location() == onnx::TensorProto::EXTERNAL;
+      if (nbytes < 0) return;
+      if (nbytes < options.external_min_bytes) {
+        if (source_external)  // small: inline in the output
+          t.set_raw_data(read_source(t, what + ": " + site.label));
+        return;
+      }
       const int64_t pad = (kExternalAlign - offset % kExternalAlign) % kExternalAlign;
-      data_tmp->write(zeros.data(), static_cast<size_t>(pad));
-      offset += pad;
-      data_tmp->write(bytes.data(), bytes.size());
+      if (source_external) {
+        data_tmp->write(zeros.data(), static_cast<size_t>(pad));
+        offset += pad;
+        copy_source(t, *data_tmp, chunk, what + ": " + site.label);
+      } else {
+        const std::string decoded = t.has_raw_data() ? std::string() : inline_bytes(t, what + ": " + site.label);
+        const std::string& bytes = t.has_raw_data() ? t.raw_data() : decoded;
+        if (static_cast<int64_t>(bytes.size()) != nbytes)
+          throw BadInputError(what + ": " + site.label + " holds " + std::to_string(bytes.size()) +
+                              " bytes of data, its shape and dtype need " + std::to_string(nbytes) +
+                              "; the model is corrupt");
+        data_tmp->write(zeros.data(), static_cast<size_t>(pad));
+        offset += pad;
+        data_tmp->write(bytes.data(), bytes.size());
+      }
       clear_typed_fields(t);
       t.clear_external_data();
       auto add = [&](const char* key, const std::string& value) {

@@ -67,5 +67,7 @@ int64_t tensor_data_bytes(const onnx::ModelProto& model);
 inline constexpr int64_t kAutoExternalDataBytes = (int64_t{1} << 31) - (int64_t{1} << 27);
 
 void save_model(const onnx::ModelProto& model, const std::filesystem::path& out, const SaveOptions& options = {});
+// As above, consuming `model` (no copy of its tensor data is made): use it to save big models.
+void save_model(onnx::ModelProto&& model, const std::filesystem::path& out, const SaveOptions& options = {});
 
 }  // namespace qtool::onnxio

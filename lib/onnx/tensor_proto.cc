@@ -4,6 +4,10 @@
 
 #include <cstring>
 
+#include "core/error.h"
+#include "core/file_io.h"
+#include "onnx/external_data.h"
+
 namespace qtool::onnxio {
 namespace {
 
@@ -49,7 +53,7 @@ int64_t proto_numel(const onnx::TensorProto& p) {
 
 Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& what_in) {
   const std::string what = label(p, what_in);
-  if (p.data_location() == onnx::TensorProto::EXTERNAL)
+  if (p.data_location() == onnx::TensorProto::EXTERNAL && !has_resolved_ref(p))
     throw BadInputError(what + ": data is stored externally and was not loaded");
   const DTypeInfo* info = dtype_info_or_null(p.data_type());
   if (!info || info->dtype == DType::Undefined || info->dtype == DType::String)
@@ -59,6 +63,14 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& what_in)
   for (int64_t d : shape)
     if (d < 0) throw BadInputError(what + ": negative dimension in " + shape_str(shape));
 
+  if (p.data_location() == onnx::TensorProto::EXTERNAL) {  // validated when it was loaded: read it now
+    const ResolvedRef ref = resolved_ref(p);
+    Tensor t(dt, shape);
+    if (ref.length != static_cast<int64_t>(t.nbytes()))
+      throw InternalError(what + ": external data length " + std::to_string(ref.length) + " is not its size");
+    fileio::InputFile(ref.file, "external data file").read_at(ref.offset, t.raw(), t.nbytes());
+    return t;
+  }
   if (p.has_raw_data()) {
     const std::string& raw = p.raw_data();
     return Tensor::from_bytes(dt, shape, std::as_bytes(std::span(raw.data(), raw.size())));

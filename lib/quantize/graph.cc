@@ -1,6 +1,7 @@
 #include "quantize/graph.h"
 
 #include "core/error.h"
+#include "onnx/spill.h"
 #include "onnx/tensor_proto.h"
 
 namespace qtool::quantize {
@@ -111,7 +112,10 @@ void Graph::set_initializer(const std::string& name, const Tensor& t) {
     p = proto().add_initializer();
     initializers_[name] = proto().initializer_size() - 1;
   }
-  onnxio::tensor_to_proto(t, name, *p);
+  if (auto* spill = onnxio::SpillFile::active(); spill && static_cast<int64_t>(t.nbytes()) >= onnxio::kSpillMinBytes)
+    spill->store(t, name, *p);  // big models: the tensor waits on disk for save_model (onnx/spill.h)
+  else
+    onnxio::tensor_to_proto(t, name, *p);
   used_names_.insert(name);
 }
 

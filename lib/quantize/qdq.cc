@@ -467,7 +467,9 @@ class QdqBuilder {
   }
 
   static TensorExplain explain(const std::string& t, const std::string& role, const QParams& p) {
-    return {t, role, p.dtype(), p.scales(), p.zero_points(), p.axis};
+    const int64_t n = p.scale.numel();
+    if (n > kExplainMaxValues) return {t, role, p.dtype(), {}, {}, n, p.axis};
+    return {t, role, p.dtype(), p.scales(), p.zero_points(), n, p.axis};
   }
 
   void add_act(const std::string& t, const QParams& p) {

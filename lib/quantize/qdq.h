@@ -19,10 +19,14 @@ namespace qtool::quantize {
 struct TensorExplain {
   std::string tensor, role;  // role: input, output, weight, bias
   DType dtype = DType::Undefined;
+  // scale_count values; the values themselves only up to kExplainMaxValues (per tensor or per channel), none for
+  // more (block-wise scales of a big weight: a report on every weight of a large model would hold a fraction of it).
   std::vector<float> scale;
   std::vector<int64_t> zero_point;
+  int64_t scale_count = 0;
   int64_t axis = -1;
 };
+inline constexpr int64_t kExplainMaxValues = 65536;
 
 struct NodeExplain {
   std::string node, op_type;

@@ -43,10 +43,11 @@ std::string explain_text(const QdqReport& report) {
                   n.quantized ? "int" : "float");
     out += buf + rules + (n.note.empty() ? "" : " : " + n.note) + "\n";
     for (const auto& t : n.tensors) {
-      if (t.scale.size() == 1)
+      if (t.scale_count == 1)
         std::snprintf(buf, sizeof buf, "scale=%.6g zp=%lld", t.scale[0], static_cast<long long>(t.zero_point[0]));
       else
-        std::snprintf(buf, sizeof buf, "scale=[%zu values, axis %lld]", t.scale.size(), static_cast<long long>(t.axis));
+        std::snprintf(buf, sizeof buf, "scale=[%lld values, axis %lld]", static_cast<long long>(t.scale_count),
+                      static_cast<long long>(t.axis));
       out += "    " + t.role + " " + t.tensor + " " + std::string(dtype_name(t.dtype)) + " " + buf + "\n";
     }
   }

@@ -75,7 +75,10 @@ int fold_constants(Graph& g) {
       const auto* t = g.initializer(in);
       all_const = all_const && t && !g.is_graph_input(in);
       if (t) {
-        in_bytes += static_cast<int64_t>(t->raw_data().size()) + 4 * t->float_data_size() + 8 * t->int64_data_size();
+        in_bytes += t->data_location() == onnx::TensorProto::EXTERNAL  // left on disk (onnx/spill.h)
+                        ? onnxio::tensor_proto_bytes(*t)
+                        : static_cast<int64_t>(t->raw_data().size()) + 4 * t->float_data_size() +
+                              8 * t->int64_data_size();
         largest_input = std::max(largest_input, onnxio::tensor_proto_bytes(*t));
       }
     }
