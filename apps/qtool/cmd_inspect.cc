@@ -13,6 +13,7 @@
 #include "core/limits.h"
 #include "inspect/inspect.h"
 #include "inspect_compare.h"
+#include "options.h"
 #include "onnx/model_io.h"
 #include "quantize/quantize.h"
 #include "text_table.h"
@@ -191,12 +192,10 @@ Action add_inspect_command(CLI::App& app) {
                   "FLOAT.onnx: run MODEL (quantized) and this float model on the samples and print, per output, "
                   "SQNR, cosine, max/mean abs error, argmax agreement and KL, then each activation's sensitivity")
       ->excludes(explain_flag);
-  const SampleOptions sample_opts = add_sample_options(
+  add_sample_options(
       *sub, cmp->samples, "With --against: NAME=FILE.npy|.npz|.pb per input (first axis = samples), or a folder",
       "With --against: compare on N random standard-normal samples instead of --data");
-  sample_opts.data->excludes(sample_opts.random);
-  sub->add_option("--threads", cmp->threads, "With --against: threads (default 0 = all cores)")
-      ->check(CLI::NonNegativeNumber);
+  add_threads_option(*sub, cmp->threads, "With --against: threads");
   sub->add_option("--top", cmp->top, "With --against: sensitivity rows in the text report (default 20)")
       ->check(CLI::NonNegativeNumber);
   auto no_sens = std::make_shared<bool>(false);
