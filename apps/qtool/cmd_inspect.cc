@@ -77,6 +77,8 @@ ordered_json to_json(const ModelSummary& s) {
   j["opset_imports"] = ordered_json::object();
   for (const auto& [domain, version] : s.opset_imports) j["opset_imports"][domain] = version;
   j["producer"] = {{"name", s.producer_name}, {"version", s.producer_version}};
+  j["metadata"] = ordered_json::object();
+  for (const auto& [key, value] : s.metadata) j["metadata"][key] = value;
   j["inputs"] = ordered_json::array();
   for (const auto& v : s.inputs) j["inputs"].push_back(value_json(v));
   j["outputs"] = ordered_json::array();
@@ -118,11 +120,12 @@ std::string to_text(const ModelSummary& s) {
     opsets += (opsets.empty() ? "" : ", ") + domain + " " + std::to_string(version);
   std::string producer = s.producer_name.empty() ? "(not recorded)" : s.producer_name;
   if (!s.producer_version.empty()) producer += " " + s.producer_version;
-  os << table({{"model", s.path.string() + " (" + format_bytes(s.file_bytes) + ")"},
-               {"ir version", std::to_string(s.ir_version)},
-               {"opsets", opsets},
-               {"producer", producer}},
-              "");
+  std::vector<std::vector<std::string>> head = {{"model", s.path.string() + " (" + format_bytes(s.file_bytes) + ")"},
+                                                 {"ir version", std::to_string(s.ir_version)},
+                                                 {"opsets", opsets},
+                                                 {"producer", producer}};
+  for (const auto& [key, value] : s.metadata) head.push_back({"metadata", key + " = " + value});
+  os << table(head, "");
 
   std::vector<std::vector<std::string>> io;
   for (const auto& v : s.inputs) io.push_back({"input", v.name, dtype_label(v.dtype), shape_label(v)});

@@ -15,6 +15,7 @@
 #include "limit_options.h"
 #include "core/error.h"
 #include "onnx/model_io.h"
+#include "quantize/provenance.h"
 #include "quantize/quantize.h"
 #include "runtime/session.h"
 
@@ -178,6 +179,7 @@ Action add_quantize_command(CLI::App& app) {
     so.protect_input = a->model;
     if (a->prepare_only) {
       const auto r = quantize::prepare_model(*m.proto, cfg.required_opset());
+      quantize::stamp_provenance(*m.proto, cfg, nullptr);
       onnxio::save_model(*m.proto, a->output, so);
       nlohmann::json j;
       j["prepare"] = r.rewrites;

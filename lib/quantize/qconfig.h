@@ -139,6 +139,11 @@ class QConfig {
   // The range methods the rules can ask of a calibration table (minmax included: it is the default).
   calib::RangeMethods range_methods() const;
 
+  // The config as it is applied: the parsed JSON with keys sorted and no whitespace, "accuracy_guard" replaced
+  // by the settings in effect (after set_accuracy_guard: --accuracy-guard, --min-sqnr, ...), null when off. Two
+  // files that differ only in layout or key order give the same text (quantize/provenance.h hashes it).
+  std::string canonical_json() const;
+
   const std::string& source() const { return source_; }
   const std::string& name() const { return name_; }
   // Smallest opset the config's dtypes/granularities need (13 per-channel, 19 fp8, 21 int4/per-block).
@@ -146,6 +151,7 @@ class QConfig {
 
  private:
   std::string source_, name_;
+  std::string parsed_json_;  // the parsed document, dumped (sorted keys); canonical_json() starts from it
   Rule global_;
   std::map<std::string, Rule> op_types_;
   std::optional<Rule> op_types_default_;  // "*"
