@@ -9,6 +9,7 @@
 
 #include "calib/calibrate.h"
 #include "command.h"
+#include "options.h"
 #include "limit_options.h"
 #include "core/error.h"
 
@@ -18,28 +19,9 @@ namespace {
 
 struct CalibrateArgs {
   std::string model, output, config;
-  SampleArgs samples;
-  int64_t batch_size = 1, bins = calib::kDefaultHistogramBins;
-  int threads = 0, observer_threads = -1;
-  double percentile = calib::kDefaultPercentile;
-  std::string methods = calib::range_methods_str(calib::kDefaultRangeMethods);
+  CalibrationArgs calibration;
   bool json = false;
 };
-
-Shape parse_dims(const std::string& text, const std::string& what) {
-  Shape s;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    const size_t comma = std::min(text.find(',', pos), text.size());
-    const std::string item = text.substr(pos, comma - pos);
-    char* end = nullptr;
-    const long long v = std::strtoll(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || v < 1) throw UsageError(what + ": '" + item + "' is not a positive dimension");
-    s.push_back(v);
-    pos = comma + 1;
-  }
-  return s;
-}
 
 // Progress on a terminal: samples done, rate and time left, redrawn in place.
 class Progress {
@@ -63,56 +45,10 @@ class Progress {
 
 }  // namespace
 
-// --data / --random / --seed / --shape into calibrate options (shared with `qtool quantize`, command.h).
-void calibrate_data_options(const std::vector<std::string>& data, int64_t random, uint64_t seed,
-                            const std::vector<std::string>& shapes, calib::CalibrateOptions& o) {
-  for (const std::string& d : data) {
-    const size_t eq = d.find('=');
-    if (eq == std::string::npos) {
-      if (!std::filesystem::is_directory(d)) {
-        if (!std::filesystem::exists(d)) throw BadInputError("--data " + d + ": no such file or folder");
-        o.data_files[""] = d;  // a single-input model may omit the name
-      } else {
-        if (o.data_dir) throw UsageError("--data DIR may be given once");
-        o.data_dir = d;
-      }
-    } else {
-      const std::string name = d.substr(0, eq);
-      if (name.empty() || eq + 1 == d.size()) throw UsageError("--data " + d + ": expected NAME=FILE");
-      if (!o.data_files.emplace(name, d.substr(eq + 1)).second)
-        throw UsageError("--data names input '" + name + "' twice");
-    }
-  }
-  if (random > 0) o.random_samples = random;
-  o.seed = seed;
-  for (const std::string& s : shapes) {
-    const size_t eq = s.find('=');
-    if (eq == std::string::npos || eq == 0) throw UsageError("--shape " + s + ": expected NAME=d0,d1,...");
-    o.shapes[s.substr(0, eq)] = parse_dims(s.substr(eq + 1), "--shape " + s);
-  }
-}
-
-SampleOptions add_sample_options(CLI::App& sub, SampleArgs& a, const std::string& data_help,
-                                 const std::string& random_help) {
-  SampleOptions o;
-  o.data = sub.add_option("--data", a.data, data_help);
-  o.random = sub.add_option("--random", a.random, random_help)->check(CLI::PositiveNumber);
-  sub.add_option("--seed", a.seed, "Seed for --random (default 0)");
-  sub.add_option("--shape", a.shapes, "NAME=d0,d1,... input shape for --random where the model leaves dims open");
-  return o;
-}
-
 namespace {
 
 int run_calibrate(const CalibrateArgs& a) {
-  calib::CalibrateOptions o;
-  calibrate_data_options(a.samples.data, a.samples.random, a.samples.seed, a.samples.shapes, o);
-  o.batch_size = a.batch_size;
-  o.threads = a.threads;
-  o.observer_threads = a.observer_threads;
-  o.methods = calib::parse_range_methods(a.methods, "--methods");
-  o.histogram_bins = a.bins;
-  o.percentile = a.percentile;
+  calib::CalibrateOptions o = calibrate_options(a.calibration, calib::kDefaultRangeMethods, {calib::RangeMethod::MinMax});
   if (!a.config.empty()) o.target = calib::target_from_qconfig(a.config);
   Progress progress(isatty(STDERR_FILENO) && spdlog::default_logger()->should_log(spdlog::level::info));
   o.progress = [&](int64_t done, int64_t total) { progress(done, total); };
@@ -155,30 +91,13 @@ Action add_calibrate_command(CLI::App& app) {
   add_limit_options(*sub);
   auto a = std::make_shared<CalibrateArgs>();
   sub->add_option("MODEL", a->model, "Path to an .onnx model")->required();
-  add_sample_options(*sub, a->samples,
-                     "NAME=FILE.npy|.npz|.pb per input (first axis = samples), or a folder of test_data_set_* "
-                     "folders or one .npz per sample",
-                     "Calibrate on N random standard-normal samples instead of --data");
   sub->add_option("-o,--output", a->output, "Calibration file to write (JSON)")->required();
   sub->add_option("--config", a->config, "QConfig JSON: global.activation.dtype/symmetric pick the mse/entropy target");
-  sub->add_option("--batch-size", a->batch_size, "Samples per interpreter run (default 1)")->check(CLI::PositiveNumber);
-  sub->add_option("--threads", a->threads,
-                  "Threads in all, for the interpreter and the observers (default 0 = all cores). With two or more, "
-                  "some observe tensors while the interpreter runs on the rest (see --observer-threads)")
-      ->check(CLI::NonNegativeNumber);
-  sub->add_option("--observer-threads", a->observer_threads,
-                  "Of --threads, how many observe beside the interpreter (default: half when a method needs a "
-                  "histogram, else an eighth, at least one; 0 = observe inline, between the interpreter's nodes). "
-                  "The table is the same whichever split")
-      ->check(CLI::NonNegativeNumber);
-  sub->add_option("--methods", a->methods,
-                  "Range methods to record, comma-separated: minmax percentile entropy mse torch_histogram, or all "
-                  "(default minmax,percentile,entropy,mse; torch_histogram runs PyTorch's order-dependent "
-                  "HistogramObserver as a second pass over every value)");
-  sub->add_option("--histogram-bins", a->bins, "Histogram window in bins (default 8192: >= 2048 bins over any range)")
-      ->check(CLI::Range(int64_t{16}, int64_t{1} << 20));
-  sub->add_option("--percentile", a->percentile, "Percentile for the 'percentile' range (default 99.999)")
-      ->check(CLI::Range(0.0, 100.0));
+  add_calibration_options(*sub, a->calibration,
+                          {.data = "NAME=FILE.npy|.npz|.pb per input (first axis = samples), or a folder of "
+                                   "test_data_set_* folders or one .npz per sample",
+                           .random = "Calibrate on N random standard-normal samples instead of --data",
+                           .methods = calib::range_methods_str(calib::kDefaultRangeMethods)});
   sub->add_flag("--json", a->json, "Print a JSON summary line on stdout");
   return [a]() -> int { return run_calibrate(*a); };
 }

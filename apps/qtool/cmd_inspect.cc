@@ -13,6 +13,7 @@
 #include "core/limits.h"
 #include "inspect/inspect.h"
 #include "inspect_compare.h"
+#include "options.h"
 #include "onnx/model_io.h"
 #include "quantize/quantize.h"
 #include "text_table.h"
@@ -76,6 +77,8 @@ ordered_json to_json(const ModelSummary& s) {
   j["opset_imports"] = ordered_json::object();
   for (const auto& [domain, version] : s.opset_imports) j["opset_imports"][domain] = version;
   j["producer"] = {{"name", s.producer_name}, {"version", s.producer_version}};
+  j["metadata"] = ordered_json::object();
+  for (const auto& [key, value] : s.metadata) j["metadata"][key] = value;
   j["inputs"] = ordered_json::array();
   for (const auto& v : s.inputs) j["inputs"].push_back(value_json(v));
   j["outputs"] = ordered_json::array();
@@ -117,11 +120,12 @@ std::string to_text(const ModelSummary& s) {
     opsets += (opsets.empty() ? "" : ", ") + domain + " " + std::to_string(version);
   std::string producer = s.producer_name.empty() ? "(not recorded)" : s.producer_name;
   if (!s.producer_version.empty()) producer += " " + s.producer_version;
-  os << table({{"model", s.path.string() + " (" + format_bytes(s.file_bytes) + ")"},
-               {"ir version", std::to_string(s.ir_version)},
-               {"opsets", opsets},
-               {"producer", producer}},
-              "");
+  std::vector<std::vector<std::string>> head = {{"model", s.path.string() + " (" + format_bytes(s.file_bytes) + ")"},
+                                                 {"ir version", std::to_string(s.ir_version)},
+                                                 {"opsets", opsets},
+                                                 {"producer", producer}};
+  for (const auto& [key, value] : s.metadata) head.push_back({"metadata", key + " = " + value});
+  os << table(head, "");
 
   std::vector<std::vector<std::string>> io;
   for (const auto& v : s.inputs) io.push_back({"input", v.name, dtype_label(v.dtype), shape_label(v)});
@@ -191,12 +195,10 @@ Action add_inspect_command(CLI::App& app) {
                   "FLOAT.onnx: run MODEL (quantized) and this float model on the samples and print, per output, "
                   "SQNR, cosine, max/mean abs error, argmax agreement and KL, then each activation's sensitivity")
       ->excludes(explain_flag);
-  const SampleOptions sample_opts = add_sample_options(
+  add_sample_options(
       *sub, cmp->samples, "With --against: NAME=FILE.npy|.npz|.pb per input (first axis = samples), or a folder",
       "With --against: compare on N random standard-normal samples instead of --data");
-  sample_opts.data->excludes(sample_opts.random);
-  sub->add_option("--threads", cmp->threads, "With --against: threads (default 0 = all cores)")
-      ->check(CLI::NonNegativeNumber);
+  add_threads_option(*sub, cmp->threads, "With --against: threads");
   sub->add_option("--top", cmp->top, "With --against: sensitivity rows in the text report (default 20)")
       ->check(CLI::NonNegativeNumber);
   auto no_sens = std::make_shared<bool>(false);

@@ -11,10 +11,12 @@
 #include "calib/calibrate.h"
 #include "calib/calibration_table.h"
 #include "command.h"
+#include "options.h"
 #include "limit_options.h"
 #include "core/error.h"
 #include "onnx/model_io.h"
 #include "onnx/spill.h"
+#include "quantize/provenance.h"
 #include "quantize/quantize.h"
 #include "runtime/session.h"
 
@@ -23,8 +25,7 @@ namespace {
 
 struct QuantizeArgs {
   std::string model, output, config, calib;
-  SampleArgs samples;
-  int threads = 0;
+  CalibrationArgs calibration;  // --data/--random: calibrate first, with calibrate's options
   bool json = false, explain = false, prepare_only = false, allow_calib_mismatch = false, allow_below_target = false;
   std::string guard;  // --accuracy-guard on|off
   std::optional<double> min_sqnr, state_min_sqnr;
@@ -63,7 +64,21 @@ nlohmann::json guard_json(const quantize::GuardReport& g) {
   return j;
 }
 
-nlohmann::json summary_json(const quantize::QuantizeSummary& s, const QuantizeArgs& a) {
+// What `quantize --data/--random` calibrated, as `qtool calibrate --json` reports it; null with --calib.
+nlohmann::json calibration_json(const calib::CalibrateResult& r) {
+  nlohmann::json j = {{"data", r.data},
+                      {"samples", r.table.samples},
+                      {"batch_size", r.table.batch_size},
+                      {"runs", r.runs},
+                      {"seconds", r.seconds}};
+  j["methods"] = nlohmann::json::array();
+  for (calib::RangeMethod m : r.table.settings.methods) j["methods"].push_back(std::string(calib::range_method_name(m)));
+  j["histogram_bins"] = r.table.settings.histogram_bins;
+  j["percentile"] = r.table.settings.percentile;
+  return j;
+}
+
+nlohmann::json summary_json(const quantize::QuantizeSummary& s, const QuantizeArgs& a, const nlohmann::json& calibration) {
   nlohmann::json j;
   j["model"] = a.model;
   j["output"] = a.output;
@@ -77,6 +92,7 @@ nlohmann::json summary_json(const quantize::QuantizeSummary& s, const QuantizeAr
   j["weight_bytes_after"] = s.weight_bytes_after;
   j["prepare"] = s.prepare.rewrites;
   j["accuracy_guard"] = guard_json(s.guard);
+  j["calibration"] = calibration;
   return j;
 }
 
@@ -113,14 +129,13 @@ Action add_quantize_command(CLI::App& app) {
   sub->add_option("-o,--output", a->output, "Output .onnx path")->required();
   sub->add_option("--config", a->config, "QConfig JSON (default: the built-in configs/int8.json)");
   auto* calib = sub->add_option("--calib", a->calib, "Calibration file from 'qtool calibrate'");
-  const SampleOptions sample_opts = add_sample_options(
-      *sub, a->samples,
-      "Calibrate first on these inputs (NAME=FILE.npy|.npz ..., or a folder); with --calib: samples for the "
-      "accuracy guard only",
-      "Calibrate first on N random standard-normal inputs");
-  sub->add_option("--threads", a->threads, "Threads for calibration (default 0 = all cores)");
+  const SampleOptions sample_opts = add_calibration_options(
+      *sub, a->calibration,
+      {.data = "Calibrate first on these inputs (NAME=FILE.npy|.npz ..., or a folder), as 'qtool calibrate' would; "
+               "with --calib: samples for the accuracy guard only",
+       .random = "Calibrate first on N random standard-normal inputs",
+       .methods = "the methods the config's rules ask, which are always recorded"});
   calib->excludes(sample_opts.random);
-  sample_opts.data->excludes(sample_opts.random);
   sub->add_option("--accuracy-guard", a->guard,
                   "on|off: compare float and quantized outputs on the calibration samples and keep the most "
                   "sensitive tensors float until each output meets its SQNR threshold (default: the config's "
@@ -143,7 +158,8 @@ Action add_quantize_command(CLI::App& app) {
                 "unchanged); tensors the config quantizes must still be in it");
   return [a]() -> int {
     // Cheap checks first, so a mistake is reported before minutes of calibration.
-    if (!a->prepare_only && a->calib.empty() && a->samples.data.empty() && a->samples.random <= 0)
+    const SampleArgs& sample_args = a->calibration.samples;
+    if (!a->prepare_only && a->calib.empty() && sample_args.data.empty() && sample_args.random <= 0)
       throw UsageError(
           "quantize: give activation ranges with --calib CALIB.json, or --data / --random to calibrate first");
     std::error_code ec;
@@ -159,7 +175,7 @@ Action add_quantize_command(CLI::App& app) {
       if (a->state_min_sqnr) g.state_min_sqnr_db = *a->state_min_sqnr;
       cfg.set_accuracy_guard(g);
     }
-    const bool samples = !a->samples.data.empty() || a->samples.random > 0;
+    const bool samples = !sample_args.data.empty() || sample_args.random > 0;
     // Without samples nothing runs the model in this process: its external data stays on disk, each weight is
     // read when it is quantized, and big results wait in a spill file beside the output (onnx/spill.h), so memory
     // stays near one tensor whatever the model's size.
@@ -175,6 +191,7 @@ Action add_quantize_command(CLI::App& app) {
     }
     if (a->prepare_only) {
       const auto r = quantize::prepare_model(*m.proto, cfg.required_opset());
+      quantize::stamp_provenance(*m.proto, cfg, nullptr);
       onnxio::save_model(*m.proto, a->output, so);
       nlohmann::json j;
       j["prepare"] = r.rewrites;
@@ -184,13 +201,10 @@ Action add_quantize_command(CLI::App& app) {
       return kExitOk;
     }
     calib::CalibrationTable ranges;
-    calib::CalibrateOptions o;
-    if (samples) {
-      calibrate_data_options(a->samples.data, a->samples.random, a->samples.seed, a->samples.shapes, o);
-      o.threads = a->threads;
-      o.methods = cfg.range_methods();  // only the observers this config's ranges need
-      if (!a->config.empty()) o.target = calib::target_from_qconfig(a->config);
-    }
+    nlohmann::json calibration;  // null: ranges from --calib
+    // Only the observers this config's ranges need, unless --methods asks for more.
+    calib::CalibrateOptions o = calibrate_options(a->calibration, cfg.range_methods(), cfg.range_methods());
+    if (samples && !a->config.empty()) o.target = calib::target_from_qconfig(a->config);
     if (!a->calib.empty()) {
       ranges = calib::read_calibration(a->calib);
       if (!a->allow_calib_mismatch) calib::check_calibration_model(ranges, a->model, a->calib);
@@ -198,10 +212,11 @@ Action add_quantize_command(CLI::App& app) {
       calib::CalibrateResult r = calib::calibrate_model(a->model, o);
       for (const std::string& note : r.notes) spdlog::warn("{}", note);
       spdlog::info("calibrated on {} ({} runs, {:.1f} s)", r.data, r.runs, r.seconds);
+      calibration = calibration_json(r);
       ranges = std::move(r.table);
     }
     quantize::QuantizeOptions qo;
-    qo.threads = runtime::resolve_threads(a->threads);
+    qo.threads = runtime::resolve_threads(a->calibration.threads);
     qo.log = [](const std::string& line) { spdlog::info("{}", line); };
     if (samples && cfg.accuracy_guard().enabled) {
       const runtime::Session session(m, {.threads = 1});
@@ -214,7 +229,7 @@ Action add_quantize_command(CLI::App& app) {
     if (s.guard.ran && !s.guard.met) {
       if (!a->allow_below_target) {
         if (a->json) {
-          nlohmann::json j = summary_json(s, *a);
+          nlohmann::json j = summary_json(s, *a, calibration);
           j["written"] = false;
           std::printf("%s\n", j.dump().c_str());
         }
@@ -228,7 +243,7 @@ Action add_quantize_command(CLI::App& app) {
     onnxio::save_model(std::move(*m.proto), a->output, so);
     if (a->explain) std::fputs(quantize::explain_text(s.qdq).c_str(), stdout);
     if (a->json) {
-      std::printf("%s\n", summary_json(s, *a).dump().c_str());
+      std::printf("%s\n", summary_json(s, *a, calibration).dump().c_str());
       return kExitOk;
     }
     auto join = [](const std::map<std::string, int>& counts) {

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "options.h"
 #include "limit_options.h"
 #include "core/error.h"
 #include "core/file_io.h"
@@ -26,7 +27,7 @@ struct RunArgs {
   std::string model;
   std::vector<std::string> inputs;
   std::string output_dir;
-  int threads = 1;
+  int threads = 0;  // all cores
   int repeat = 0;
   bool json = false;
   bool profile = false;
@@ -208,7 +209,7 @@ Action add_run_command(CLI::App& app) {
   sub->add_option("-i,--input", a->inputs, "NAME=FILE (.npy, .npz with one array, .pb), or an .npz keyed by input name")
       ->take_all();
   sub->add_option("-o,--output-dir", a->output_dir, "Write each output to DIR/<output name>.npy");
-  sub->add_option("-t,--threads", a->threads, "Threads (0 = all cores)")->check(CLI::NonNegativeNumber);
+  add_threads_option(*sub, a->threads, "Threads");
   sub->add_option("--repeat", a->repeat, "After a warm-up run, time N more runs (median, min, max)")
       ->check(CLI::NonNegativeNumber);
   sub->add_flag("--json", a->json, "Print one JSON object instead of the text report");

@@ -104,7 +104,7 @@ int run_inspect_compare(const CompareArgs& a) {
   const onnxio::LoadedModel q = onnxio::load_model(a.quant);
   const onnxio::LoadedModel f = onnxio::load_model(a.against);
   calib::CalibrateOptions o;
-  calibrate_data_options(a.samples.data, a.samples.random, a.samples.seed, a.samples.shapes, o);
+  sample_source_options(a.samples, o);
   std::vector<std::map<std::string, Tensor>> samples;
   {
     const runtime::Session session(f, {.threads = 1});

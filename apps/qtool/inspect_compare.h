@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "command.h"
+#include "options.h"
 
 namespace qtool::cli {
 

@@ -260,6 +260,7 @@ ModelSummary summarize(const onnx::ModelProto& model) {
     s.opset_imports.emplace_back(is_default_domain(o.domain()) ? "ai.onnx" : o.domain(), o.version());
   s.producer_name = model.producer_name();
   s.producer_version = model.producer_version();
+  for (const auto& e : model.metadata_props()) s.metadata.emplace_back(e.key(), e.value());
 
   const auto& g = model.graph();
   std::vector<std::string> init_names;

@@ -76,6 +76,7 @@ struct ModelSummary {
   int64_t ir_version = 0;
   std::vector<std::pair<std::string, int64_t>> opset_imports;  // domain ("ai.onnx" for the default), version
   std::string producer_name, producer_version;
+  std::vector<std::pair<std::string, std::string>> metadata;  // metadata_props, in file order
   std::vector<ValueInfo> inputs;  // graph inputs that are not initializers
   std::vector<ValueInfo> outputs;
   std::map<std::string, int64_t> op_counts;  // op type ("domain.Op" outside the default domain), subgraphs included

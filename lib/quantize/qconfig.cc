@@ -297,6 +297,7 @@ QConfig QConfig::parse(const std::string& json_text, const std::string& source) 
               "node_names", "tensors", "accuracy_guard"});
   QConfig c;
   c.source_ = source;
+  c.parsed_json_ = j.dump();
   if (!j.contains("format") || j["format"] != "qtool-qconfig")
     ctx.fail("$.format", "expected \"qtool-qconfig\", got " + (j.contains("format") ? j["format"].dump() : "nothing"));
   if (!j.contains("version") || ctx.integer(j["version"], "$.version") != 1)
@@ -389,6 +390,21 @@ QConfig QConfig::parse(const std::string& json_text, const std::string& source) 
     }
   }
   return c;
+}
+
+std::string QConfig::canonical_json() const {
+  json j = json::parse(parsed_json_);
+  if (!guard_.enabled) {
+    j["accuracy_guard"] = nullptr;
+  } else {
+    json g = {{"min_sqnr_db", guard_.min_sqnr_db},
+              {"state_min_sqnr_db", guard_.state_min_sqnr_db},
+              {"max_float_tensors", guard_.max_float_tensors},
+              {"max_kl", guard_.max_kl}};
+    if (!guard_.state.empty()) g["state"] = guard_.state;
+    j["accuracy_guard"] = g;
+  }
+  return j.dump();
 }
 
 QConfig QConfig::with_float_tensors(const std::vector<std::string>& names) const {

@@ -144,6 +144,11 @@ class QConfig {
   // The range methods the rules can ask of a calibration table (minmax included: it is the default).
   calib::RangeMethods range_methods() const;
 
+  // The config as it is applied: the parsed JSON with keys sorted and no whitespace, "accuracy_guard" replaced
+  // by the settings in effect (after set_accuracy_guard: --accuracy-guard, --min-sqnr, ...), null when off. Two
+  // files that differ only in layout or key order give the same text (quantize/provenance.h hashes it).
+  std::string canonical_json() const;
+
   const std::string& source() const { return source_; }
   const std::string& name() const { return name_; }
   Target target() const { return target_; }
@@ -153,6 +158,7 @@ class QConfig {
  private:
   std::string source_, name_;
   Target target_ = Target::OrtCpu;
+  std::string parsed_json_;  // the parsed document, dumped (sorted keys); canonical_json() starts from it
   Rule global_;
   std::map<std::string, Rule> op_types_;
   std::optional<Rule> op_types_default_;  // "*"

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "onnx/tensor_proto.h"
+#include "quantize/provenance.h"
 
 namespace qtool::quantize {
 
@@ -149,6 +150,7 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
     }
     s.guard.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
+  stamp_provenance(model, config, &ranges);
   s.opset = Graph(model).opset();
   s.weight_bytes_after = initializer_bytes(model);
   return s;

@@ -19,3 +19,11 @@ add_test(NAME "cli: hostile files are refused and never lose or leave a file"
          COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/hostile_files.py $<TARGET_FILE:qtool> ${CMAKE_SOURCE_DIR}
                  ${QTOOL_SHARED_DIR} ${CMAKE_BINARY_DIR}/test_scratch/cli_hostile_files)
 set_tests_properties("cli: hostile files are refused and never lose or leave a file" PROPERTIES TIMEOUT 120)
+
+# Option parity and provenance (issue 15): calibrate's options are quantize's too, --threads defaults to all cores
+# everywhere, and a quantized model records producer qtool, its version and the config and calibration digests.
+add_test(NAME "cli: quantize accepts calibrate's options; outputs record producer, config and calibration digests"
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/options_provenance.py $<TARGET_FILE:qtool> ${CMAKE_SOURCE_DIR}
+                 ${CMAKE_BINARY_DIR}/test_scratch/cli_options_provenance)
+set_tests_properties("cli: quantize accepts calibrate's options; outputs record producer, config and calibration digests"
+                     PROPERTIES TIMEOUT 120 ENVIRONMENT OMP_WAIT_POLICY=PASSIVE)
