@@ -11,9 +11,9 @@
 #include "calib/table_merge.h"
 #include "calib/trt_cache.h"
 #include "command.h"
-#include "limit_options.h"
 #include "core/error.h"
 #include "core/file_io.h"
+#include "limit_options.h"
 #include "runtime/session.h"
 
 namespace qtool::cli {

@@ -6,11 +6,11 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "calib/sha256.h"
+#include "calib/trt_cache.h"
 #include "core/error.h"
 #include "core/file_io.h"
 #include "core/json_parse.h"
-#include "calib/sha256.h"
-#include "calib/trt_cache.h"
 
 namespace qtool::calib {
 

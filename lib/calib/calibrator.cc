@@ -123,9 +123,10 @@ void Calibrator::merge(const Calibrator& other) {
 
 void Calibrator::load(const CalibrationTable& table, const std::string& origin) {
   if (options_.methods.count(RangeMethod::TorchHistogram))
-    throw UnsupportedError(origin + ": the torch_histogram range cannot be merged (PyTorch's HistogramObserver "
-                                    "depends on the order of the values and the table keeps only its range): "
-                                    "calibrate without torch_histogram in --methods to merge tables");
+    throw UnsupportedError(origin +
+                           ": the torch_histogram range cannot be merged (PyTorch's HistogramObserver "
+                           "depends on the order of the values and the table keeps only its range): "
+                           "calibrate without torch_histogram in --methods to merge tables");
   for (const auto& [name, t] : table.tensors) {
     TensorState& s = state(name, t.dtype);
     s.shape = t.shape;
@@ -138,8 +139,9 @@ void Calibrator::load(const CalibrationTable& table, const std::string& origin) 
     if (s.histogram) {
       auto h = HistogramObserver::restore(t.histogram, options_.histogram_bins);
       if (!h)
-        throw BadInputError(origin + ": tensors[\"" + name + "\"].histogram: not the histogram qtool calibrate records " +
-                            "with " + std::to_string(options_.histogram_bins) +
+        throw BadInputError(origin + ": tensors[\"" + name +
+                            "\"].histogram: not the histogram qtool calibrate records " + "with " +
+                            std::to_string(options_.histogram_bins) +
                             " bins (edited, or from another tool): calibrate again to merge it");
       s.histogram = std::move(*h);
     }

@@ -113,7 +113,7 @@ std::optional<HistogramObserver> HistogramObserver::restore(const Histogram& h, 
   if (h.empty() || static_cast<int64_t>(h.counts.size()) > bins || !(h.width > 0)) return std::nullopt;
   int e = 0;
   if (std::frexp(h.width, &e) != 0.5) return std::nullopt;  // not a power of two
-  --e;                                                       // width = 2^e
+  --e;                                                      // width = 2^e
   const double first = std::ldexp(h.lo, -e);
   if (first != std::floor(first) || std::fabs(first) > 0x1p62) return std::nullopt;
   if (e != histogram_exponent(h.data_min, h.data_max, bins) || grid_index(h.data_min, e) != int64_t(first) ||

@@ -30,8 +30,8 @@ CalibrationTable merge_calibrations(const std::vector<NamedTable>& tables, int t
                           first.table.model + "', sha256 " + first.table.model_sha256.substr(0, 12) +
                           "...): they were calibrated on different models; merge tables of one model");
     if (!same_settings(t.table.settings, first.table.settings))
-      throw BadInputError("cannot merge '" + t.name + "' (" + settings_str(t.table.settings) + ") with '" +
-                          first.name + "' (" + settings_str(first.table.settings) +
+      throw BadInputError("cannot merge '" + t.name + "' (" + settings_str(t.table.settings) + ") with '" + first.name +
+                          "' (" + settings_str(first.table.settings) +
                           "): calibrate both with the same --methods, --histogram-bins, --percentile and --config");
     if (t.table.batch_size != first.table.batch_size)
       throw BadInputError("cannot merge '" + t.name + "' (batch size " + std::to_string(t.table.batch_size) +

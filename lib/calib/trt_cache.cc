@@ -15,7 +15,8 @@ bool is_trt_cache(const std::string& text) { return text.rfind("TRT-", 0) == 0; 
 
 std::string trt_cache_from_table(const CalibrationTable& table, int trt_version) {
   const bool entropy = table.settings.methods.count(RangeMethod::Entropy) != 0;
-  std::string out = "TRT-" + std::to_string(trt_version) + (entropy ? "-EntropyCalibration2\n" : "-MinMaxCalibration\n");
+  std::string out =
+      "TRT-" + std::to_string(trt_version) + (entropy ? "-EntropyCalibration2\n" : "-MinMaxCalibration\n");
   for (const auto& [name, t] : table.tensors) {
     if (!t.minmax) continue;
     const auto it = t.ranges.find(entropy ? RangeMethod::Entropy : RangeMethod::MinMax);
@@ -34,8 +35,9 @@ CalibrationTable table_from_trt_cache(const std::string& text, const std::string
   std::getline(in, line);
   if (!line.empty() && line.back() == '\r') line.pop_back();
   if (!is_trt_cache(line))
-    throw BadInputError(origin + ": line 1: expected a TensorRT calibration cache header such as "
-                                 "'TRT-8601-EntropyCalibration2'");
+    throw BadInputError(origin +
+                        ": line 1: expected a TensorRT calibration cache header such as "
+                        "'TRT-8601-EntropyCalibration2'");
   CalibrationTable table;
   table.model = "";
   table.settings.methods = kDefaultRangeMethods;

@@ -14,12 +14,23 @@ std::string esc(const std::string& s) {
   std::string o;
   o.reserve(s.size());
   for (char c : s) switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      case '\'': o += "&#39;"; break;
-      default: o += c;
+      case '&':
+        o += "&amp;";
+        break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      case '\'':
+        o += "&#39;";
+        break;
+      default:
+        o += c;
     }
   return o;
 }
@@ -87,8 +98,8 @@ void histogram_panel(std::ostringstream& o, const ActivationQuant& a, const cali
                      const std::optional<double>& gain) {
   o << "<figure class=\"hist\" data-tensor=\"" << esc(a.tensor) << "\"><figcaption><b>" << esc(a.tensor) << "</b>";
   if (a.dtype)
-    o << "<br>" << dtype_name(*a.dtype) << ", scale " << g4(a.scale) << ", zero point " << a.zero_point
-      << ", range [" << g4(a.range->lo) << ", " << g4(a.range->hi) << "]";
+    o << "<br>" << dtype_name(*a.dtype) << ", scale " << g4(a.scale) << ", zero point " << a.zero_point << ", range ["
+      << g4(a.range->lo) << ", " << g4(a.range->hi) << "]";
   if (gain) o << "<br>sensitivity: " << num("%+.2f", *gain) << " dB kept float";
   o << "</figcaption>";
   if (!t || t->histogram.empty()) {
@@ -109,8 +120,8 @@ void histogram_panel(std::ostringstream& o, const ActivationQuant& a, const cali
       o << "<line class=\"edge\" x1=\"" << px(x(v)) << "\" x2=\"" << px(x(v)) << "\" y1=\"0\" y2=\"" << kPlotH
         << "\"/>";
   o << "<line class=\"axis\" x1=\"0\" x2=\"" << kHistW << "\" y1=\"" << kPlotH << "\" y2=\"" << kPlotH << "\"/>"
-    << "<text x=\"0\" y=\"" << kPlotH + 14 << "\">" << g4(b.x0) << "</text><text x=\"" << kHistW
-    << "\" y=\"" << kPlotH + 14 << "\" text-anchor=\"end\">" << g4(b.x1) << "</text>"
+    << "<text x=\"0\" y=\"" << kPlotH + 14 << "\">" << g4(b.x0) << "</text><text x=\"" << kHistW << "\" y=\""
+    << kPlotH + 14 << "\" text-anchor=\"end\">" << g4(b.x1) << "</text>"
     << "<text x=\"" << kHistW / 2 << "\" y=\"" << kPlotH + 26 << "\" text-anchor=\"middle\">data ["
     << g4(t->histogram.data_min) << ", " << g4(t->histogram.data_max) << "], " << t->count << " values"
     << (a.range ? ", " + num("%.3g", 100 * b.clipped) + " % clipped" : std::string()) << "</text></svg></figure>\n";
@@ -140,8 +151,8 @@ void sensitivity_bars(std::ostringstream& o, const analysis::CompareReport& r, s
   const double zero = label_w + (-lo) / (hi - lo) * bar_w;
   rows = std::min(rows, r.sensitivity.size());
   const double height = row * static_cast<double>(rows) + 24;
-  o << "<svg class=\"sens\" data-rows=\"" << rows << "\" viewBox=\"0 0 " << label_w + bar_w + 70 << " "
-    << height << "\" width=\"" << label_w + bar_w + 70 << "\" height=\"" << height << "\" role=\"img\">";
+  o << "<svg class=\"sens\" data-rows=\"" << rows << "\" viewBox=\"0 0 " << label_w + bar_w + 70 << " " << height
+    << "\" width=\"" << label_w + bar_w + 70 << "\" height=\"" << height << "\" role=\"img\">";
   for (size_t i = 0; i < rows; ++i) {
     const auto& s = r.sensitivity[i];
     const double y = row * static_cast<double>(i);
@@ -216,14 +227,15 @@ std::string render_html(const ReportInput& in) {
   std::ostringstream o;
   o << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>qtool report: " << esc(in.quant_model)
     << "</title><style>" << kStyle << "</style></head><body class=\"logscale\">\n"
-    << "<h1>" << esc(in.quant_model) << " against " << esc(in.float_model) << "</h1>\n<p>"
-    << in.compare.samples << " sample" << (in.compare.samples == 1 ? "" : "s") << " compared; histograms from "
-    << esc(in.histogram_source) << ".</p>\n<h2>Outputs</h2>\n";
+    << "<h1>" << esc(in.quant_model) << " against " << esc(in.float_model) << "</h1>\n<p>" << in.compare.samples
+    << " sample" << (in.compare.samples == 1 ? "" : "s") << " compared; histograms from " << esc(in.histogram_source)
+    << ".</p>\n<h2>Outputs</h2>\n";
   metrics_table(o, in.compare);
   o << "<h2>Sensitivity</h2>\n<p>Per activation, the SQNR gain (dB) of the output that gains most when only that "
        "activation is kept float; the top of the list costs the most accuracy.</p>\n";
   sensitivity_chart(o, in.compare);
-  o << "<h2>Quantized activations (" << in.activations.size() << ")</h2>\n<p>Bars: calibration histogram of the "
+  o << "<h2>Quantized activations (" << in.activations.size()
+    << ")</h2>\n<p>Bars: calibration histogram of the "
        "float values. Shaded, between red lines: the range the QuantizeLinear represents; values outside are "
        "clipped.</p>\n<div class=\"controls\"><input id=\"filter\" placeholder=\"filter by tensor name\"> "
        "<label><input type=\"checkbox\" id=\"logscale\" checked> log counts</label> <span id=\"shown\"></span></div>\n"

@@ -48,8 +48,7 @@ TEST_CASE("merging the tables of two parts gives the table of one run over both,
     o.histogram_bins = 512;
     o.target = {symmetric ? DType::Int8 : DType::UInt8, symmetric};
     const auto a = part(0), b = part(1);
-    const CalibrationTable merged =
-        merge_calibrations({{"a", calibrate({a}, o)}, {"b", calibrate({b}, o)}});
+    const CalibrationTable merged = merge_calibrations({{"a", calibrate({a}, o)}, {"b", calibrate({b}, o)}});
     CHECK(calibration_to_json(merged) == calibration_to_json(calibrate({a, b}, o)));
     // Order of the parts changes nothing but the recorded shape (same here).
     CHECK(calibration_to_json(merge_calibrations({{"b", calibrate({b}, o)}, {"a", calibrate({a}, o)}})) ==
