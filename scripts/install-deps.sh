@@ -13,6 +13,7 @@ packages=(
   python3-pil fonts-dejavu-core
   libonnx-testdata
   nodejs npm
+  chromium  # renders the HTML report in its test (tests/report)
 )
 
 missing=()

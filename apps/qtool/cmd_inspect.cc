@@ -186,7 +186,8 @@ Action add_inspect_command(CLI::App& app) {
   auto qconfig = std::make_shared<std::string>(), calib = std::make_shared<std::string>();
   auto explain = std::make_shared<bool>(false);
   sub->add_option("--config", *qconfig, "QConfig JSON for --explain (default: built-in int8)");
-  sub->add_option("--calib", *calib, "Calibration file for --explain (scales of activations)");
+  sub->add_option("--calib", *calib,
+                  "Calibration file for --explain (scales of activations), or for --report (its histograms)");
   auto* explain_flag = sub->add_flag("--explain", *explain,
                                      "Per node: the QConfig rules that apply, int/float, dtype, scale, zero point");
   // Comparison with the float original (lib/analysis): metrics per output and the sensitivity ranking.
@@ -201,6 +202,9 @@ Action add_inspect_command(CLI::App& app) {
   add_threads_option(*sub, cmp->threads, "With --against: threads");
   sub->add_option("--top", cmp->top, "With --against: sensitivity rows in the text report (default 20)")
       ->check(CLI::NonNegativeNumber);
+  sub->add_option("--report", cmp->report,
+                  "With --against: also write one self-contained HTML file: output metrics, sensitivity chart, and "
+                  "per quantized activation its histogram (from --calib, else recomputed) under its range");
   auto no_sens = std::make_shared<bool>(false);
   sub->add_flag("--no-sensitivity", *no_sens, "With --against: skip the sensitivity ranking (one run per activation)");
   return [model, json, qconfig, calib, explain, cmp, no_sens]() -> int {
@@ -208,10 +212,12 @@ Action add_inspect_command(CLI::App& app) {
       cmp->quant = *model;
       cmp->json = *json;
       cmp->sensitivity = !*no_sens;
+      cmp->calib = *calib;
       return run_inspect_compare(*cmp);
     }
     if (!cmp->samples.data.empty() || cmp->samples.random > 0)
       throw UsageError("inspect: --data and --random are for --against FLOAT.onnx");
+    if (!cmp->report.empty()) throw UsageError("inspect: --report is for --against FLOAT.onnx");
     if (*explain) {
       const auto cfg = qconfig->empty() ? quantize::QConfig::builtin_default() : quantize::QConfig::load(*qconfig);
       const auto ranges = calib->empty() ? calib::CalibrationTable{} : calib::read_calibration(*calib);

@@ -128,7 +128,8 @@ Action add_quantize_command(CLI::App& app) {
   sub->add_option("MODEL", a->model, "Float .onnx model")->required();
   sub->add_option("-o,--output", a->output, "Output .onnx path")->required();
   sub->add_option("--config", a->config, "QConfig JSON (default: the built-in configs/int8.json)");
-  auto* calib = sub->add_option("--calib", a->calib, "Calibration file from 'qtool calibrate'");
+  auto* calib = sub->add_option(
+      "--calib", a->calib, "Calibration file from 'qtool calibrate', or a TensorRT calibration cache (TRT-... header)");
   const SampleOptions sample_opts = add_calibration_options(
       *sub, a->calibration,
       {.data = "Calibrate first on these inputs (NAME=FILE.npy|.npz ..., or a folder), as 'qtool calibrate' would; "

@@ -10,7 +10,9 @@
 #include "analysis/compare.h"
 #include "calib/calibrate.h"
 #include "core/error.h"
+#include "core/file_io.h"
 #include "onnx/model_io.h"
+#include "report/html_report.h"
 #include "runtime/session.h"
 #include "text_table.h"
 
@@ -96,6 +98,28 @@ std::string to_text(const analysis::CompareReport& r, const CompareArgs& a) {
   return s + table(srows, "  ", {false, true, false, true});
 }
 
+// --report FILE.html: the histograms come from --calib, else from calibrating the float model on the same samples.
+void write_report(const CompareArgs& a, const onnx::ModelProto& quant, const analysis::CompareReport& r,
+                  calib::CalibrateOptions o) {
+  report::ReportInput in;
+  in.quant_model = a.quant;
+  in.float_model = a.against;
+  in.compare = r;
+  in.activations = report::activation_quants(quant);
+  if (!a.calib.empty()) {
+    in.histograms = calib::read_calibration(a.calib);
+    in.histogram_source = "calibration file " + a.calib + " (" + std::to_string(in.histograms.samples) + " samples)";
+  } else {
+    o.threads = a.threads;
+    o.methods = {calib::RangeMethod::MinMax, calib::RangeMethod::Percentile};  // the histogram, nothing more
+    const calib::CalibrateResult c = calib::calibrate_model(a.against, o);
+    in.histograms = c.table;
+    in.histogram_source = "the float model run on " + c.data;
+  }
+  fileio::write_file_atomic(a.report, report::render_html(in));
+  spdlog::info("wrote {} ({} activations)", a.report, in.activations.size());
+}
+
 }  // namespace
 
 int run_inspect_compare(const CompareArgs& a) {
@@ -120,6 +144,7 @@ int run_inspect_compare(const CompareArgs& a) {
   co.float_label = a.against;
   co.log = [](const std::string& line) { spdlog::info("{}", line); };
   const analysis::CompareReport r = analysis::compare_models(*q.proto, *f.proto, std::move(samples), co);
+  if (!a.report.empty()) write_report(a, *q.proto, r, o);
   if (a.json)
     std::cout << to_json(r, a).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   else

@@ -10,6 +10,7 @@ namespace qtool::cli {
 
 struct CompareArgs {
   std::string quant, against;
+  std::string report, calib;  // --report FILE.html; --calib: the table whose histograms it draws (else recomputed)
   SampleArgs samples;
   int threads = 0;
   int top = 20;  // sensitivity rows in the text report

@@ -6,10 +6,11 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "calib/sha256.h"
+#include "calib/trt_cache.h"
 #include "core/error.h"
 #include "core/file_io.h"
 #include "core/json_parse.h"
-#include "calib/sha256.h"
 
 namespace qtool::calib {
 
@@ -82,7 +83,8 @@ std::string calibration_to_json(const CalibrationTable& table) {
   for (RangeMethod m : table.settings.methods)
     o << (m == *table.settings.methods.begin() ? "" : ", ") << "\"" << range_method_name(m) << "\"";
   o << "], \"percentile\": " << num(table.settings.percentile, "%.9g")
-    << ", \"target_dtype\": " << quoted(std::string(dtype_name(table.settings.target_dtype))) << "},\n"
+    << ", \"target_dtype\": " << quoted(std::string(dtype_name(table.settings.target_dtype)))
+    << (table.settings.target_symmetric ? ", \"target_symmetric\": true" : "") << "},\n"
     << "  \"tensors\": {";
   bool first = true;
   for (const auto& [name, t] : table.tensors) {
@@ -242,6 +244,11 @@ CalibrationTable calibration_from_json(const std::string& text, const std::strin
   const auto target = dtype_from_name(dt);
   if (!target) r.fail("settings.target_dtype", "unknown dtype '" + dt + "'");
   t.settings.target_dtype = *target;
+  if (s.contains("target_symmetric")) {
+    const json& sym = s["target_symmetric"];
+    if (!sym.is_boolean()) r.fail("settings.target_symmetric", "expected true or false");
+    t.settings.target_symmetric = sym.get<bool>();
+  }
   const json& tensors = r.object(doc, "", "tensors");
   for (const auto& [name, v] : tensors.items())
     t.tensors[name] = read_tensor(r, v, "tensors[" + json(name).dump() + "]");
@@ -249,7 +256,9 @@ CalibrationTable calibration_from_json(const std::string& text, const std::strin
 }
 
 CalibrationTable read_calibration(const std::filesystem::path& path) {
-  return calibration_from_json(fileio::read_file(path, "calibration file"), path.string());
+  const std::string text = fileio::read_file(path, "calibration file");
+  if (is_trt_cache(text)) return table_from_trt_cache(text, path.string());
+  return calibration_from_json(text, path.string());
 }
 
 void check_calibration_model(const CalibrationTable& table, const std::filesystem::path& model,

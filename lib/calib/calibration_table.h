@@ -5,7 +5,7 @@
 //   "format": "qtool-calibration", "version": 1,
 //   "model": "file name", "model_sha256": "hex", "samples": 6, "batch_size": 1,
 //   "settings": {"histogram_bins": 8192, "methods": ["minmax", "percentile", "entropy", "mse"],
-//                "percentile": 99.999, "target_dtype": "uint8"},
+//                "percentile": 99.999, "target_dtype": "uint8"[, "target_symmetric": true]},
 //   "tensors": {
 //     "<tensor name>": {
 //       "dtype": "float", "shape": [1,32,112,112], "count": 2408448, "nan_count": 0, "inf_count": 0,
@@ -45,6 +45,9 @@ struct CalibrationSettings {
   int64_t histogram_bins = 8192;
   double percentile = kDefaultPercentile;
   DType target_dtype = DType::UInt8;
+  // The entropy and mse ranges were chosen for a symmetric target. Written only when true ("target_symmetric":
+  // true), so tables of asymmetric targets keep the bytes of earlier versions.
+  bool target_symmetric = false;
 };
 
 // A tensor read only by Softmax / LogSoftmax (directly or through Cast / Identity): the smallest row maximum seen
@@ -89,7 +92,8 @@ std::string calibration_to_json(const CalibrationTable& table);
 CalibrationTable calibration_from_json(const std::string& text, const std::string& origin = "calibration file");
 // Writes atomically (temporary file + rename). BadInputError when the path cannot be written.
 void write_calibration(const CalibrationTable& table, const std::filesystem::path& path);
-// Reads and validates; BadInputError naming the file and the JSON path at fault
+// Reads and validates a calibration file, or a TensorRT calibration cache (first line "TRT-...", calib/trt_cache.h);
+// BadInputError naming the file and the JSON path at fault
 // (e.g. "calib.json: tensors.conv1.ranges.mse: expected [lo, hi] with lo <= hi").
 CalibrationTable read_calibration(const std::filesystem::path& path);
 // BadInputError when `table` records a model_sha256 that differs from the bytes of `model` (the table was made

@@ -121,6 +121,33 @@ void Calibrator::merge(const Calibrator& other) {
   }
 }
 
+void Calibrator::load(const CalibrationTable& table, const std::string& origin) {
+  if (options_.methods.count(RangeMethod::TorchHistogram))
+    throw UnsupportedError(origin +
+                           ": the torch_histogram range cannot be merged (PyTorch's HistogramObserver "
+                           "depends on the order of the values and the table keeps only its range): "
+                           "calibrate without torch_histogram in --methods to merge tables");
+  for (const auto& [name, t] : table.tensors) {
+    TensorState& s = state(name, t.dtype);
+    s.shape = t.shape;
+    s.count = t.count;
+    s.nan_count = t.nan_count;
+    s.inf_count = t.inf_count;
+    s.softmax_rows = t.softmax_rows;
+    if (!t.minmax) continue;
+    s.minmax = MinMaxObserver::restore(*t.minmax);
+    if (s.histogram) {
+      auto h = HistogramObserver::restore(t.histogram, options_.histogram_bins);
+      if (!h)
+        throw BadInputError(origin + ": tensors[\"" + name +
+                            "\"].histogram: not the histogram qtool calibrate records " + "with " +
+                            std::to_string(options_.histogram_bins) +
+                            " bins (edited, or from another tool): calibrate again to merge it");
+      s.histogram = std::move(*h);
+    }
+  }
+}
+
 std::vector<NonFiniteReport> Calibrator::non_finite() const {
   std::vector<NonFiniteReport> out;
   for (const auto& [name, s] : tensors_)
@@ -153,6 +180,7 @@ CalibrationTable Calibrator::finish() const {
   table.settings.histogram_bins = options_.histogram_bins;
   table.settings.percentile = options_.percentile;
   table.settings.target_dtype = options_.target.dtype;
+  table.settings.target_symmetric = options_.target.symmetric;
   const DTypeInfo& target = dtype_info(options_.target.dtype);
   const int dst_bits = target.cls == DTypeClass::Integer ? target.bits : 8;
   // Tensors are independent: select their ranges in parallel (each selection is single-threaded and

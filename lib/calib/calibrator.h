@@ -67,6 +67,12 @@ class Calibrator {
   void observe_slot(TensorState& slot, const Tensor& value, const ExecContext& exec);
   // Folds another calibrator (a shard of the same samples) into this one.
   void merge(const Calibrator& other);
+  // Sets the state of every tensor of `table` to what produced it, as if this calibrator (with the table's settings)
+  // had observed the table's samples; finish() then gives the table back, and merge() adds other tables' samples
+  // (calib/table_merge.h). BadInputError naming `origin` and the tensor when the table's histogram is not one this
+  // calibrator's histogram observer reports, or the table records torch_histogram (its observer is order-dependent
+  // and the table keeps only its range).
+  void load(const CalibrationTable& table, const std::string& origin);
 
   const CalibratorOptions& options() const { return options_; }
   bool observed(const std::string& name) const { return tensors_.count(name) != 0; }

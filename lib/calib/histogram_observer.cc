@@ -109,4 +109,25 @@ Histogram HistogramObserver::histogram() const {
   return h;
 }
 
+std::optional<HistogramObserver> HistogramObserver::restore(const Histogram& h, int64_t bins) {
+  if (h.empty() || static_cast<int64_t>(h.counts.size()) > bins || !(h.width > 0)) return std::nullopt;
+  int e = 0;
+  if (std::frexp(h.width, &e) != 0.5) return std::nullopt;  // not a power of two
+  --e;                                                      // width = 2^e
+  const double first = std::ldexp(h.lo, -e);
+  if (first != std::floor(first) || std::fabs(first) > 0x1p62) return std::nullopt;
+  if (e != histogram_exponent(h.data_min, h.data_max, bins) || grid_index(h.data_min, e) != int64_t(first) ||
+      grid_index(h.data_max, e) != int64_t(first) + static_cast<int64_t>(h.counts.size()) - 1)
+    return std::nullopt;
+  HistogramObserver o(bins);
+  o.exponent_ = e;
+  o.first_ = static_cast<int64_t>(first);
+  o.counts_.assign(static_cast<size_t>(bins), 0);
+  std::copy(h.counts.begin(), h.counts.end(), o.counts_.begin());
+  o.count_ = static_cast<int64_t>(h.total());
+  o.min_ = h.data_min;
+  o.max_ = h.data_max;
+  return o;
+}
+
 }  // namespace qtool::calib

@@ -10,6 +10,7 @@
 // resolves any range into at least 2048 bins. Memory: `bins` 64-bit counters, whatever the sample count.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "calib/histogram.h"
@@ -34,6 +35,10 @@ class HistogramObserver final : public Observer {
   int64_t count() const { return count_; }
   // The occupied bins only (first to last non-empty), with the exact data min/max. Empty when no data.
   Histogram histogram() const;
+  // The observer whose histogram() is `h` (as a calibration file stores it), to merge it with others: nullopt when
+  // `h` is not what an observer of `bins` bins reports (bins off the grid, a width that is not the exponent
+  // histogram_exponent picks for [data_min, data_max], more bins than the window), or has no counts.
+  static std::optional<HistogramObserver> restore(const Histogram& h, int64_t bins);
 
  private:
   // Widens/coarsens the window so that [lo, hi] and everything seen so far fit.

@@ -18,6 +18,13 @@ class MinMaxObserver final : public Observer {
   std::unique_ptr<Observer> clone_empty() const override { return std::make_unique<MinMaxObserver>(); }
 
   Range range() const { return {min_, max_}; }
+  // The observer whose range() is `r` (as a calibration file stores it).
+  static MinMaxObserver restore(Range r) {
+    MinMaxObserver o;
+    o.min_ = r.lo;
+    o.max_ = r.hi;
+    return o;
+  }
 
  private:
   float min_ = std::numeric_limits<float>::infinity();

@@ -34,3 +34,9 @@ qtool_calibrate_test(digits-vit-test64 digits-vit.onnx 64 "--reference=${_calib_
 add_test(NAME "calib: calibrate errors on bad data"
          COMMAND bash ${CMAKE_SOURCE_DIR}/tests/calib/cli_errors.sh $<TARGET_FILE:qtool> ${QTOOL_SHARED_DIR}
                  ${CMAKE_BINARY_DIR}/test_scratch/calib_errors)
+
+# calibrate --merge (halves merge to the table of all) and TensorRT calibration caches (export, decode, import).
+add_test(NAME "calib: merge tables and TensorRT cache"
+         COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/calib/merge_interchange.py $<TARGET_FILE:qtool>
+                 ${QTOOL_SHARED_DIR} ${CMAKE_BINARY_DIR}/test_scratch/calib_merge)
+set_tests_properties("calib: merge tables and TensorRT cache" PROPERTIES TIMEOUT 600)
