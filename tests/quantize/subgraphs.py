@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Quantization inside If/Loop/Scan bodies (issue 12, docs/subgraphs.md), on small synthetic models, in ONNX Runtime 1.30.
 
-usage: subgraphs.py [if_branches] [loop_body] [scan_body]     (default: all). Exit 1 when a check fails.
+usage: subgraphs.py [if_branches] [name_clash] [loop_body] [scan_body]     (default: all). Exit 1 when a check fails.
 
 if_branches: every weight sits in the two branches of an If (then: body initializers; else: main-graph initializers
 that only the branch reads). After quantize both branches hold DQ and Q/DQ nodes, no float weight is left, ORT runs
@@ -172,6 +172,49 @@ def if_branches(work):
           s['biases_quantized'] == 4 and ok_err, detail)
 
 
+def name_clash(work):
+    """Both branches name their hidden tensor 'h' (ONNX asks for unique names, exporters do not always comply):
+    calibration observed both branches' values under one name, so 'h' must stay float in both branches (its
+    merged range belongs to neither). Each branch's first Gemm (input x) is still quantized; the second, whose input
+    is 'h', stays float as any node with an input that cannot be quantized: 2 of the 4 weights."""
+    rng = np.random.default_rng(25)
+    m, q = os.path.join(work, 'clash.onnx'), os.path.join(work, 'clash.int8.onnx')
+    wt, we = mlp_weights('t_', rng), mlp_weights('e_', rng)
+    out = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, ['B', O])  # noqa: E731
+
+    def branch(p, w):
+        nodes = mlp_nodes(p)
+        nodes[1].output[0] = 'h'
+        nodes[2].input[0] = 'h'
+        return helper.make_graph(nodes, p + 'branch', [], [out('y_' + p.rstrip('_'))], [init(k, v) for k, v in w.items()])
+
+    nodes = [helper.make_node('ReduceMean', ['sel'], ['sel_mean'], keepdims=0),
+             helper.make_node('Greater', ['sel_mean', 'zero'], ['cond']),
+             helper.make_node('If', ['cond'], ['y'], then_branch=branch('t_', wt), else_branch=branch('e_', we))]
+    g = helper.make_graph(nodes, 'clash', [helper.make_tensor_value_info('x', TensorProto.FLOAT, ['B', D]),
+                                           helper.make_tensor_value_info('sel', TensorProto.FLOAT, ['B', 1])],
+                          [out('y')], [init('zero', 0.0)])
+    m_proto = helper.make_model(g, opset_imports=[helper.make_opsetid('', 17)])
+    m_proto.ir_version = 8
+    onnx.save(m_proto, m)
+    n = 64
+    cx, cs = os.path.join(work, 'clash_x.npy'), os.path.join(work, 'clash_sel.npy')
+    np.save(cx, rng.uniform(-1, 1, (n, D)).astype(np.float32))
+    np.save(cs, np.where(np.arange(n) % 2 == 0, 1.0, -1.0).astype(np.float32).reshape(n, 1))
+    calib = os.path.join(work, 'clash.calib.json')
+    qtest.sh([qtest.qtool(), 'calibrate', m, '-o', calib, '--data', 'x=' + cx, '--data', 'sel=' + cs])
+    s = qtest.quantize(m, q, calib, extra=['--accuracy-guard', 'off'])
+    qm = onnx.load(q)
+    branches = [a.g for nd in qm.graph.node for a in nd.attribute if a.type == onnx.AttributeProto.GRAPH]
+    h_quantized = any(nd.op_type == 'QuantizeLinear' and nd.input[0] == 'h' for b in branches for nd in b.node)
+    ys = {}
+    for label in ('f', 'q'):
+        ys[label] = qtest.ort_run(m if label == 'f' else q, {'x': cx, 'sel': cs}, os.path.join(work, 'clash_' + label))[0]['y']
+    db = float(10 * np.log10((ys['f'].astype(np.float64) ** 2).sum() / max(((ys['f'] - ys['q']) ** 2).sum(), 1e-30)))
+    check('name_clash', not h_quantized and s['weights_quantized'] == 2 and db >= 20,
+          {'h_quantized': h_quantized, 'weights_quantized': s['weights_quantized'], 'sqnr_db': round(db, 1)})
+
+
 def loop_model(path, trips=3):
     """x [B, 8] -> Loop(trips) carrying v: v <- Relu(MatMul(v, wl) + bl) -> y."""
     rng = np.random.default_rng(22)
@@ -269,6 +312,8 @@ def main():
     work = tempfile.mkdtemp(prefix='qtool-subgraphs-')
     if not wanted or 'if_branches' in wanted:
         if_branches(work)
+    if not wanted or 'name_clash' in wanted:
+        name_clash(work)
     if not wanted or 'loop_body' in wanted:
         # 32 samples x 8 values x 3 iterations.
         body_check(work, 'loop_body', loop_model, {'x': (32, 8)}, 3, ['v_in', 'l_mm', 'l_pre', 'v_out'], 'y')
