@@ -65,8 +65,7 @@ class QdqBuilder {
     for (int i = 0; i < g_.node_count(); ++i)
       for (auto& a : *g_.node(i).mutable_attribute()) {
         if (a.has_g()) merge(QdqBuilder(g_.model(), *a.mutable_g(), g_, cfg_, ranges_, ambiguous_).run());
-        for (auto& body : *a.mutable_graphs())
-          merge(QdqBuilder(g_.model(), body, g_, cfg_, ranges_, ambiguous_).run());
+        for (auto& body : *a.mutable_graphs()) merge(QdqBuilder(g_.model(), body, g_, cfg_, ranges_, ambiguous_).run());
       }
   }
 
@@ -188,7 +187,8 @@ class QdqBuilder {
     return c && (c->inf_count > 0 || c->nan_count > 0);
   }
   std::string no_range_reason(const std::string& t) const {
-    if (ambiguous_.count(t)) return "input " + t + " is defined in more than one graph (If/Loop/Scan bodies): it stays float";
+    if (ambiguous_.count(t))
+      return "input " + t + " is defined in more than one graph (If/Loop/Scan bodies): it stays float";
     return held_non_finite(t) ? "input " + t + " held ±inf or NaN during calibration: it stays float"
                               : "no calibration range for input " + t;
   }

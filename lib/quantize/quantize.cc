@@ -95,10 +95,10 @@ void check_table_matches(const QdqReport& r, const calib::CalibrationTable& rang
   std::string list;
   for (size_t i = 0; i < r.missing_ranges.size() && i < 3; ++i) list += (i ? ", '" : "'") + r.missing_ranges[i] + "'";
   if (r.missing_ranges.size() > 3) list += " and " + std::to_string(r.missing_ranges.size() - 3) + " more";
-  throw BadInputError("the calibration table" +
-                      (ranges.model.empty() ? std::string() : " (of model '" + ranges.model + "')") +
-                      " has no entry for " + list +
-                      ", which the config quantizes: it was made for another model; re-run qtool calibrate on this one");
+  throw BadInputError(
+      "the calibration table" + (ranges.model.empty() ? std::string() : " (of model '" + ranges.model + "')") +
+      " has no entry for " + list +
+      ", which the config quantizes: it was made for another model; re-run qtool calibrate on this one");
 }
 
 // What the guard may keep float, from the rewrite's report.

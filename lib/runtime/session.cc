@@ -18,7 +18,13 @@ class Frame final : public SubgraphRunner {
  public:
   // `tap_bodies`: subgraph frames report to `tap` too.
   Frame(const Graph& g, const Frame* parent, int threads, const TapFn* tap, bool tap_bodies = false)
-      : g_(g), parent_(parent), threads_(threads), tap_(tap), tap_bodies_(tap_bodies), values_(g.value_names.size()), remaining_(g.use_counts) {
+      : g_(g),
+        parent_(parent),
+        threads_(threads),
+        tap_(tap),
+        tap_bodies_(tap_bodies),
+        values_(g.value_names.size()),
+        remaining_(g.use_counts) {
     for (const auto& [id, t] : g.constants) values_[id] = t;
     for (const auto& [id, name] : g.captured) {
       const Tensor* v = parent_ ? parent_->lookup(name) : nullptr;

@@ -57,9 +57,9 @@ struct RunStats {
 };
 
 struct RunOptions {
-  TapFn tap;                  // optional
+  TapFn tap;                   // optional
   bool tap_subgraphs = false;  // the tap sees values inside If/Loop/Scan bodies too (calibration)
-  RunStats* stats = nullptr;  // optional
+  RunStats* stats = nullptr;   // optional
 };
 
 class Session {

@@ -1,6 +1,5 @@
 // If / Loop / Scan with names from enclosing scopes, including a body nested two levels deep.
 #include <catch2/catch.hpp>
-
 #include <map>
 
 #include "model_builder.h"
