@@ -115,6 +115,7 @@ int64_t observe_samples(const runtime::Session& session, SampleSource& source, i
   const int64_t total = source.samples();
   int64_t runs = 0;
   runtime::RunOptions run;
+  run.tap_subgraphs = true;  // activations inside If/Loop/Scan bodies are quantized too (docs/subgraphs.md)
   std::optional<ObservationPipeline> pipeline;
   if (plan.observers > 0) {
     pipeline.emplace(plan.observers, kMaxPendingObservationBytes);

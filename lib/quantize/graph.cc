@@ -17,9 +17,34 @@ void collect_subgraph_reads(const onnx::GraphProto& g, std::set<std::string>& ou
   }
 }
 
+// Every name the graphs nested in `g` (not `g` itself) define or read: new names must not clash with them.
+void collect_nested_names(const onnx::GraphProto& g, bool nested, std::set<std::string>& out) {
+  if (nested) {
+    for (const auto& t : g.initializer()) out.insert(t.name());
+    for (const auto& v : g.input()) out.insert(v.name());
+    for (const auto& v : g.output()) out.insert(v.name());
+  }
+  for (const auto& n : g.node()) {
+    if (nested) {
+      out.insert(n.name());
+      for (const auto& o : n.output()) out.insert(o);
+      for (const auto& in : n.input()) out.insert(in);
+    }
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) collect_nested_names(a.g(), true, out);
+      for (const auto& sg : a.graphs()) collect_nested_names(sg, true, out);
+    }
+  }
+}
+
 }  // namespace
 
-Graph::Graph(onnx::ModelProto& model) : model_(model) { reindex(); }
+Graph::Graph(onnx::ModelProto& model) : model_(model), graph_(*model.mutable_graph()) { reindex(); }
+
+Graph::Graph(onnx::ModelProto& model, onnx::GraphProto& body, const Graph& outer)
+    : model_(model), graph_(body), outer_(&outer) {
+  reindex();
+}
 
 int64_t Graph::opset() const {
   for (const auto& o : model_.opset_import())
@@ -71,6 +96,9 @@ void Graph::reindex() {
   }
   for (const auto& s : subgraph_reads_) used_names_.insert(s);
   for (const auto& vi : g.value_info()) used_names_.insert(vi.name());
+  // Names are unique across the model: those of every other scope are taken too (a model without subgraphs
+  // adds nothing here).
+  collect_nested_names(model_.graph(), &g != &model_.graph(), used_names_);
 }
 
 int Graph::producer(const std::string& tensor) const {
@@ -86,7 +114,9 @@ const std::vector<int>& Graph::consumers(const std::string& tensor) const {
 
 const onnx::TensorProto* Graph::initializer(const std::string& name) const {
   auto it = initializers_.find(name);
-  return it == initializers_.end() ? nullptr : &proto().initializer(it->second);
+  if (it != initializers_.end()) return &proto().initializer(it->second);
+  if (producer_.count(name) || graph_inputs_.count(name)) return nullptr;  // defined here: shadows the outer one
+  return outer_ ? outer_->initializer(name) : nullptr;
 }
 
 Tensor Graph::initializer_tensor(const std::string& name) const {

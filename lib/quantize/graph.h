@@ -1,7 +1,9 @@
 // A thin editing layer over onnx::ModelProto for the preparation passes and the QDQ rewrite:
 // producer/consumer indices, initializer lookup, attribute access, unique names, opset.
-// Only the main graph is edited; models whose subgraphs (If/Loop/Scan) read main-graph tensors are
-// handled by treating those reads as consumers, so nothing they use is removed or renamed.
+// A Graph edits one graph of the model: the main graph, or an If/Loop/Scan body (given with the Graph of its
+// enclosing scope). Reads from inside bodies count as uses of the enclosing graph's tensors (used_by_subgraph),
+// so nothing a body reads is removed or renamed; a body's Graph finds initializers of enclosing scopes too
+// (ONNX scoping: a body may read outer names, never the reverse), and new names are unique across the model.
 #pragma once
 
 #include <onnx/onnx_pb.h>
@@ -19,10 +21,13 @@ namespace qtool::quantize {
 class Graph {
  public:
   explicit Graph(onnx::ModelProto& model);
+  // A subgraph `body` of `model`; `outer` is the Graph of the scope that holds the node owning it.
+  Graph(onnx::ModelProto& model, onnx::GraphProto& body, const Graph& outer);
 
   onnx::ModelProto& model() { return model_; }
-  onnx::GraphProto& proto() { return *model_.mutable_graph(); }
-  const onnx::GraphProto& proto() const { return model_.graph(); }
+  onnx::GraphProto& proto() { return graph_; }
+  const onnx::GraphProto& proto() const { return graph_; }
+  const Graph* outer() const { return outer_; }
 
   // Default-domain opset version.
   int64_t opset() const;
@@ -48,6 +53,7 @@ class Graph {
     return consumers(tensor).size() == 1 && !is_graph_output(tensor) && !used_by_subgraph(tensor);
   }
 
+  // This graph's initializer, else (in a body) the nearest enclosing scope's.
   const onnx::TensorProto* initializer(const std::string& name) const;
   bool is_initializer(const std::string& name) const { return initializer(name) != nullptr; }
   // An initializer of dtype float32 (what weights, biases and foldable constants are).
@@ -59,7 +65,7 @@ class Graph {
   Tensor initializer_tensor(const std::string& name) const;
   // The value of a float32 initializer holding one element (any shape); nullopt for anything else.
   std::optional<float> scalar_float_initializer(const std::string& name) const;
-  // Adds or replaces an initializer.
+  // Adds or replaces an initializer of this graph.
   void set_initializer(const std::string& name, const Tensor& t);
   void remove_initializer(const std::string& name);
 
@@ -74,6 +80,8 @@ class Graph {
 
  private:
   onnx::ModelProto& model_;
+  onnx::GraphProto& graph_;
+  const Graph* outer_ = nullptr;
   std::map<std::string, int> producer_;
   std::map<std::string, std::vector<int>> consumers_;
   std::map<std::string, int> initializers_;

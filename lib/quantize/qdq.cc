@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <set>
@@ -32,10 +33,18 @@ struct ActQ {
 class QdqBuilder {
  public:
   QdqBuilder(onnx::ModelProto& model, const QConfig& cfg, const calib::CalibrationTable& ranges)
-      : g_(model), cfg_(cfg), ranges_(ranges) {}
+      : g_(model), cfg_(cfg), ranges_(ranges) {
+    count_definitions(model.graph());
+    for (const auto& [name, scopes] : definitions_)
+      if (scopes > 1) ambiguous_.insert(name);
+  }
+  // The body `body` of a node of `outer`'s graph.
+  QdqBuilder(onnx::ModelProto& model, onnx::GraphProto& body, const Graph& outer, const QConfig& cfg,
+             const calib::CalibrationTable& ranges, const std::set<std::string>& ambiguous)
+      : g_(model, body, outer), cfg_(cfg), ranges_(ranges), ambiguous_(ambiguous) {}
 
   QdqReport run() {
-    check_names();
+    if (!g_.outer()) check_names();
     const int n = g_.node_count();
     nq_.resize(static_cast<size_t>(n));
     for (int i = 0; i < n; ++i) nq_[i] = cfg_.resolve(g_.node(i).name(), g_.node(i).op_type());
@@ -44,18 +53,69 @@ class QdqBuilder {
     plan_shared_ranges();
     for (int i = 0; i < n; ++i) plan_node(i);
     emit();
+    quantize_bodies();
     return std::move(report_);
   }
 
  private:
+  // Every If/Loop/Scan body of this graph's nodes, with the same rules (their weights, and activations with the
+  // ranges calibration observed inside the body), after this graph: a body may read this graph's names, never the
+  // reverse, so its DQ and Q/DQ nodes and their initializers go inside the body.
+  void quantize_bodies() {
+    for (int i = 0; i < g_.node_count(); ++i)
+      for (auto& a : *g_.node(i).mutable_attribute()) {
+        if (a.has_g()) merge(QdqBuilder(g_.model(), *a.mutable_g(), g_, cfg_, ranges_, ambiguous_).run());
+        for (auto& body : *a.mutable_graphs()) merge(QdqBuilder(g_.model(), body, g_, cfg_, ranges_, ambiguous_).run());
+      }
+  }
+
+  void merge(QdqReport b) {
+    for (const auto& [op, k] : b.quantized_ops) report_.quantized_ops[op] += k;
+    for (const auto& [op, k] : b.float_ops) report_.float_ops[op] += k;
+    report_.qdq_pairs += b.qdq_pairs;
+    report_.weights_quantized += b.weights_quantized;
+    report_.biases_quantized += b.biases_quantized;
+    const auto append = [](auto& to, auto& from) { std::move(from.begin(), from.end(), std::back_inserter(to)); };
+    append(report_.nodes, b.nodes);
+    append(report_.activation_tensors, b.activation_tensors);
+    append(report_.weight_tensors, b.weight_tensors);
+    append(report_.missing_ranges, b.missing_ranges);
+  }
+
+  // How many graphs of the hierarchy define each name (as an input, initializer or node output). ONNX wants one,
+  // but sibling If branches that reuse a name exist; calibration then merged their values under one name, so such
+  // tensors stay float (weights are unaffected: their values are local).
+  void count_definitions(const onnx::GraphProto& g) {
+    std::set<std::string> here;
+    for (const auto& v : g.input()) here.insert(v.name());
+    for (const auto& t : g.initializer()) here.insert(t.name());
+    for (const auto& n : g.node()) {
+      for (const auto& o : n.output())
+        if (!o.empty()) here.insert(o);
+      for (const auto& a : n.attribute()) {
+        if (a.has_g()) count_definitions(a.g());
+        for (const auto& body : a.graphs()) count_definitions(body);
+      }
+    }
+    for (const auto& name : here) ++definitions_[name];
+  }
+
+  // Config names are checked against every graph of the model (a rule may name a node inside a body).
   void check_names() {
     std::vector<std::string> nodes, tensors;
-    for (const auto& nd : g_.proto().node()) {
-      nodes.push_back(nd.name());
-      for (const auto& o : nd.output()) tensors.push_back(o);
-    }
-    for (const auto& in : g_.proto().input()) tensors.push_back(in.name());
-    for (const auto& t : g_.proto().initializer()) tensors.push_back(t.name());
+    const auto collect = [&](const auto& self, const onnx::GraphProto& g) -> void {
+      for (const auto& nd : g.node()) {
+        nodes.push_back(nd.name());
+        for (const auto& o : nd.output()) tensors.push_back(o);
+        for (const auto& a : nd.attribute()) {
+          if (a.has_g()) self(self, a.g());
+          for (const auto& body : a.graphs()) self(self, body);
+        }
+      }
+      for (const auto& in : g.input()) tensors.push_back(in.name());
+      for (const auto& t : g.initializer()) tensors.push_back(t.name());
+    };
+    collect(collect, g_.proto());
     cfg_.check_names(nodes, tensors);
   }
 
@@ -127,13 +187,15 @@ class QdqBuilder {
     return c && (c->inf_count > 0 || c->nan_count > 0);
   }
   std::string no_range_reason(const std::string& t) const {
+    if (ambiguous_.count(t))
+      return "input " + t + " is defined in more than one graph (If/Loop/Scan bodies): it stays float";
     return held_non_finite(t) ? "input " + t + " held ±inf or NaN during calibration: it stays float"
                               : "no calibration range for input " + t;
   }
 
   std::optional<QParams> act_params(const std::string& t, const TensorSettings& base) const {
     auto s = tensor_settings(t, base);
-    if (!s || held_non_finite(t)) return std::nullopt;
+    if (!s || held_non_finite(t) || ambiguous_.count(t)) return std::nullopt;
     if (s->scale) {
       return fixed_params(*s->scale, *s->zero_point, s->dtype);
     }
@@ -600,6 +662,8 @@ class QdqBuilder {
   std::map<int, std::string> clamp_inputs_;
   std::map<std::string, std::pair<double, double>> shared_range_;  // see plan_shared_ranges
   QdqReport report_;
+  std::map<std::string, int> definitions_;  // main graph's builder only: see count_definitions
+  std::set<std::string> ambiguous_;         // names defined in more than one graph
 };
 
 }  // namespace

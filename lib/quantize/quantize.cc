@@ -21,11 +21,17 @@ int64_t initializer_bytes(const onnx::ModelProto& model) {
     if (info && info->cls != DTypeClass::String && info->cls != DTypeClass::None)
       total += static_cast<int64_t>(storage_bytes(info->dtype, onnxio::proto_numel(t)));
   };
-  for (const auto& t : model.graph().initializer()) add(t);
-  for (const auto& n : model.graph().node())  // weights held by Constant nodes count too
-    if (n.op_type() == "Constant")
-      for (const auto& a : n.attribute())
-        if (a.name() == "value" && a.has_t()) add(a.t());
+  // Every graph of the model (If/Loop/Scan bodies hold weights too); weights held by Constant nodes count too.
+  const auto walk = [&](const auto& self, const onnx::GraphProto& g) -> void {
+    for (const auto& t : g.initializer()) add(t);
+    for (const auto& n : g.node())
+      for (const auto& a : n.attribute()) {
+        if (n.op_type() == "Constant" && a.name() == "value" && a.has_t()) add(a.t());
+        if (a.has_g()) self(self, a.g());
+        for (const auto& body : a.graphs()) self(self, body);
+      }
+  };
+  walk(walk, model.graph());
   return total;
 }
 
@@ -57,11 +63,29 @@ std::string explain_text(const QdqReport& report) {
 
 namespace {
 
+// Dead nodes and unread initializers of `g` and of the If/Loop/Scan bodies inside it, innermost first (a body's
+// float weights are unread once their quantized copies replaced them; then so are outer ones only bodies read).
+void remove_dead(Graph& g) {
+  bool bodies = false;
+  for (int i = 0; i < g.node_count(); ++i)
+    for (auto& a : *g.node(i).mutable_attribute()) {
+      auto clean = [&](onnx::GraphProto& body) {
+        Graph b(g.model(), body, g);
+        remove_dead(b);
+        bodies = true;
+      };
+      if (a.has_g()) clean(*a.mutable_g());
+      for (auto& body : *a.mutable_graphs()) clean(body);
+    }
+  if (bodies) g.reindex();  // what the bodies read changed
+  remove_dead_nodes(g);
+}
+
 // The QDQ rewrite and clean-up of an already prepared model.
 QdqReport rewrite(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges) {
   QdqReport r = insert_qdq(model, config, ranges);
   Graph g(model);
-  remove_dead_nodes(g);
+  remove_dead(g);
   return r;
 }
 
@@ -73,10 +97,10 @@ void check_table_matches(const QdqReport& r, const calib::CalibrationTable& rang
   std::string list;
   for (size_t i = 0; i < r.missing_ranges.size() && i < 3; ++i) list += (i ? ", '" : "'") + r.missing_ranges[i] + "'";
   if (r.missing_ranges.size() > 3) list += " and " + std::to_string(r.missing_ranges.size() - 3) + " more";
-  throw BadInputError("the calibration table" +
-                      (ranges.model.empty() ? std::string() : " (of model '" + ranges.model + "')") +
-                      " has no entry for " + list +
-                      ", which the config quantizes: it was made for another model; re-run qtool calibrate on this one");
+  throw BadInputError(
+      "the calibration table" + (ranges.model.empty() ? std::string() : " (of model '" + ranges.model + "')") +
+      " has no entry for " + list +
+      ", which the config quantizes: it was made for another model; re-run qtool calibrate on this one");
 }
 
 // The config's rules are checked against its target when parsed (qconfig.cc); a "tensors" override can still

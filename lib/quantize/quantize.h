@@ -41,7 +41,7 @@ QdqReport explain_model(const onnx::ModelProto& model, const QConfig& config, co
 // One line per node (rules that applied, int/float, why), then one line per quantized tensor.
 std::string explain_text(const QdqReport& report);
 
-// Bytes held by initializers and Constant-node tensors (what the weights cost on disk).
+// Bytes held by initializers and Constant-node tensors of every graph, bodies included (what the weights cost on disk).
 int64_t initializer_bytes(const onnx::ModelProto& model);
 
 }  // namespace qtool::quantize

@@ -16,8 +16,15 @@ namespace {
 // so a body sees this frame's values (and, through it, those of enclosing frames) by name.
 class Frame final : public SubgraphRunner {
  public:
-  Frame(const Graph& g, const Frame* parent, int threads, const TapFn* tap)
-      : g_(g), parent_(parent), threads_(threads), tap_(tap), values_(g.value_names.size()), remaining_(g.use_counts) {
+  // `tap_bodies`: subgraph frames report to `tap` too.
+  Frame(const Graph& g, const Frame* parent, int threads, const TapFn* tap, bool tap_bodies = false)
+      : g_(g),
+        parent_(parent),
+        threads_(threads),
+        tap_(tap),
+        tap_bodies_(tap_bodies),
+        values_(g.value_names.size()),
+        remaining_(g.use_counts) {
     for (const auto& [id, t] : g.constants) values_[id] = t;
     for (const auto& [id, name] : g.captured) {
       const Tensor* v = parent_ ? parent_->lookup(name) : nullptr;
@@ -99,8 +106,11 @@ class Frame final : public SubgraphRunner {
     if (inputs.size() != body.inputs.size())
       throw InternalError("subgraph '" + body.name + "' takes " + std::to_string(body.inputs.size()) + " inputs, got " +
                           std::to_string(inputs.size()));
-    Frame sub(body, this, threads_, nullptr);
-    for (size_t i = 0; i < inputs.size(); ++i) sub.bind(body.inputs[i].id, inputs[i]);
+    Frame sub(body, this, threads_, tap_bodies_ ? tap_ : nullptr, tap_bodies_);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      sub.bind(body.inputs[i].id, inputs[i]);
+      sub.report(body.inputs[i].id);
+    }
     sub.run_nodes();
     std::vector<Tensor> outs;
     outs.reserve(body.outputs.size());
@@ -134,6 +144,7 @@ class Frame final : public SubgraphRunner {
   size_t live_ = 0;
   int threads_;
   const TapFn* tap_;
+  bool tap_bodies_;
   std::vector<Tensor> values_;
   std::vector<int> remaining_;
 };
@@ -218,7 +229,7 @@ std::map<std::string, Tensor> Session::run(const std::map<std::string, Tensor>& 
   for (const auto& d : g.optional_inputs)
     if (inputs.count(d.name)) check_input(d, inputs.at(d.name), symbols);
 
-  Frame frame(g, nullptr, threads_, &options.tap);
+  Frame frame(g, nullptr, threads_, &options.tap, options.tap_subgraphs);
   if (options.stats) {
     *options.stats = RunStats{};
     frame.set_stats(options.stats);

@@ -41,9 +41,11 @@ inline constexpr int kMaxThreads = 1024;
 int resolve_threads(int requested);
 
 // Sees every graph input (in declaration order, before any node runs), then every node output of
-// the main graph right after the node produced it, in execution (topological) order. Constants,
-// initializers and values inside If/Loop/Scan bodies are not reported. The reference is valid only
-// during the call: copy the Tensor (cheap, shares storage) to keep it.
+// the main graph right after the node produced it, in execution (topological) order. Constants and
+// initializers are not reported; values inside If/Loop/Scan bodies only with RunOptions::tap_subgraphs
+// (then every execution of a body reports its formal inputs and node outputs, by their names: a Loop or
+// Scan body once per iteration). The reference is valid only during the call: copy the Tensor (cheap,
+// shares storage) to keep it.
 using TapFn = std::function<void(const std::string& name, const Tensor& value)>;
 
 // Filled by run() when RunOptions::stats is set.
@@ -55,8 +57,9 @@ struct RunStats {
 };
 
 struct RunOptions {
-  TapFn tap;                  // optional
-  RunStats* stats = nullptr;  // optional
+  TapFn tap;                   // optional
+  bool tap_subgraphs = false;  // the tap sees values inside If/Loop/Scan bodies too (calibration)
+  RunStats* stats = nullptr;   // optional
 };
 
 class Session {

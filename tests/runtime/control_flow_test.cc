@@ -1,5 +1,6 @@
 // If / Loop / Scan with names from enclosing scopes, including a body nested two levels deep.
 #include <catch2/catch.hpp>
+#include <map>
 
 #include "model_builder.h"
 #include "runtime/session.h"
@@ -27,7 +28,7 @@ void add_node(onnx::GraphProto& g, const std::string& op, std::vector<std::strin
 
 // Loop over `steps`: acc = acc + If(i is even ? w : -w) where w is a main-graph initializer read
 // from inside the If inside the Loop body; the scan output records acc after every iteration.
-TEST_CASE("Loop with a nested If reads outer-scope values and stacks scan outputs") {
+ModelBuilder loop_with_if() {
   ModelBuilder b(13);
   b.input("steps", DType::Int64, {});
   b.input("acc0", DType::Float32, {2});
@@ -61,8 +62,11 @@ TEST_CASE("Loop with a nested If reads outer-scope values and stacks scan output
   ModelBuilder::attr(loop, "body", body);
   b.output("acc");
   b.output("history");
+  return b;
+}
 
-  Session s(b.model);
+TEST_CASE("Loop with a nested If reads outer-scope values and stacks scan outputs") {
+  Session s(loop_with_if().model);
   const auto out =
       s.run({{"steps", Tensor::scalar<int64_t>(3)}, {"acc0", Tensor::from_vector<float>({2}, {0.5f, 0.5f})}});
   // i=0: +w, i=1: -w, i=2: +w  -> acc = 0.5 + w
@@ -76,6 +80,30 @@ TEST_CASE("Loop with a nested If reads outer-scope values and stacks scan output
   // The Loop node keeps 'w', 'two' and 'zero' alive for its body.
   const auto& g = s.graph();
   CHECK(g.nodes.at(0).implicit_inputs.size() == 3);
+}
+
+// Calibration observes body tensors through the tap (RunOptions::tap_subgraphs): every execution of a body,
+// every Loop iteration, reports its formal inputs and node outputs; without the flag only main-graph values.
+TEST_CASE("the tap sees body values once per execution with tap_subgraphs") {
+  Session s(loop_with_if().model);
+  const std::map<std::string, Tensor> in = {{"steps", Tensor::scalar<int64_t>(3)},
+                                            {"acc0", Tensor::from_vector<float>({2}, {0.5f, 0.5f})}};
+  std::map<std::string, std::vector<float>> seen;
+  qtool::runtime::RunOptions ro;
+  ro.tap = [&](const std::string& n, const Tensor& v) {
+    seen[n].push_back(v.dtype() == DType::Float32 ? v.data<float>()[0] : 0.0f);
+  };
+  s.run(in, ro);
+  CHECK(seen.count("acc") == 1);
+  CHECK(seen.count("acc_in") == 0);
+  seen.clear();
+  ro.tap_subgraphs = true;
+  s.run(in, ro);
+  CHECK(seen["acc_in"] == std::vector<float>{0.5f, 1.5f, 0.5f});   // the body's formal input, per iteration
+  CHECK(seen["acc_out"] == std::vector<float>{1.5f, 0.5f, 1.5f});  // a body node output
+  CHECK(seen["t_out"] == std::vector<float>{1.0f, 1.0f});          // then branch: iterations 0 and 2
+  CHECK(seen["e_out"] == std::vector<float>{-1.0f});               // else branch: iteration 1
+  CHECK(seen["acc"].size() == 1);
 }
 
 TEST_CASE("Scan accumulates a running sum in reverse along axis 1") {
