@@ -9,6 +9,7 @@
 
 #include "calib/calibration_table.h"
 #include "quantize/qconfig.h"
+#include "quantize/weights/weight_quantizer.h"
 
 namespace onnx {
 class ModelProto;
@@ -45,7 +46,8 @@ struct QdqReport {
 };
 
 // Rewrites `model` in place; activation ranges come from the calibration table (`qtool calibrate`). Config names that
-// match nothing are BadInputErrors.
-QdqReport insert_qdq(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges);
+// match nothing are BadInputErrors. `hessians`: the input Hessians of the layers the config quantizes with GPTQ.
+QdqReport insert_qdq(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges,
+                     const LayerHessians* hessians = nullptr);
 
 }  // namespace qtool::quantize

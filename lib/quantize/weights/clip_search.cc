@@ -1,0 +1,61 @@
+// Clip search: for every group that shares a scale (tensor, channel or block), try shrinking its range to
+// a * (RTN range) for a on the grid 1.00, 0.99, ..., 0.50 and keep the a with the least squared reconstruction
+// error of the group's weights, sum_i (w_i - DQ(Q(w_i)))^2. Clipping the few largest weights buys a finer step
+// for all the others; a = 1 is plain round to nearest, so the error is never above RTN's.
+// The zero point stays RTN's: shrinking lo and hi by the same factor keeps qmin - lo / scale unchanged.
+// Integer dtypes only (float8 steps are not uniform: those weights are rounded to nearest); a saturation_safe
+// scale is a lower bound (qparams.h), so such weights are not clipped either.
+#include <algorithm>
+#include <cmath>
+
+#include "quant/qparams.h"
+#include "quantize/weights/weight_quantizer.h"
+
+namespace qtool::quantize {
+namespace {
+
+constexpr int kGridSteps = 51;  // a = 1 - 0.01 * step
+constexpr double kGridStep = 0.01;
+
+}  // namespace
+
+WeightResult quantize_clip_search(const WeightInput& in) {
+  const TensorSettings& s = in.settings;
+  if (!is_integer(s.dtype) || s.saturation_safe) return quantize_rtn(in);
+  WeightResult r;
+  r.params = weight_params(in.w, s, in.axis);
+  const int64_t groups = r.params.scale.numel();
+  const ScaleIndex index = scale_index(in.w, r.params);
+  const quant::QBounds b = quant::quant_bounds(spec_for(s));
+  const std::vector<int64_t> zp = r.params.zero_points();
+  float* scale = r.params.scale.data<float>();
+  const float* w = in.w.data<float>();
+  std::vector<int64_t> group_of(static_cast<size_t>(in.w.numel()));
+  for (int64_t i = 0; i < in.w.numel(); ++i) group_of[static_cast<size_t>(i)] = index(i);
+
+  const std::vector<float> base(scale, scale + groups);
+  std::vector<double> best_err(static_cast<size_t>(groups), -1.0), sse(static_cast<size_t>(groups));
+  std::vector<float> best(base);
+  for (int step = 0; step < kGridSteps; ++step) {
+    const double a = 1.0 - kGridStep * step;
+    std::fill(sse.begin(), sse.end(), 0.0);
+    for (int64_t i = 0; i < in.w.numel(); ++i) {
+      const auto g = static_cast<size_t>(group_of[static_cast<size_t>(i)]);
+      const float sc = static_cast<float>(base[g] * a);
+      if (!(sc > 0)) continue;
+      const double q = std::clamp(std::nearbyint(static_cast<double>(w[i]) / sc) + static_cast<double>(zp[g]),
+                                  static_cast<double>(b.qmin), static_cast<double>(b.qmax));
+      const double d = static_cast<double>(w[i]) - (q - static_cast<double>(zp[g])) * sc;
+      sse[g] += d * d;
+    }
+    for (size_t g = 0; g < sse.size(); ++g)
+      if (best_err[g] < 0 || sse[g] < best_err[g]) best_err[g] = sse[g], best[g] = static_cast<float>(base[g] * a);
+  }
+  for (int64_t g = 0; g < groups; ++g)
+    if (best[static_cast<size_t>(g)] > 0) scale[g] = best[static_cast<size_t>(g)];
+  r.codes = quantize_tensor(in.w, r.params);
+  r.error = weight_sse(in.w, r.codes, r.params);
+  return r;
+}
+
+}  // namespace qtool::quantize
