@@ -7,6 +7,8 @@ add_test(NAME "quantize: preparation passes keep ORT outputs on the shared model
          COMMAND /usr/bin/python3 ${_qz_dir}/prepare_check.py)
 add_test(NAME "quantize: patterns (mask fills, -inf sentinels, mixed Concat) in ORT"
          COMMAND /usr/bin/python3 ${_qz_dir}/patterns.py)
+add_test(NAME "quantize: weight-only int4/int8 Gather and MatMul in ORT, no --data, gptq needs it"
+         COMMAND /usr/bin/python3 ${_qz_dir}/weight_only_check.py)
 # Out-of-sample acceptance (issue 12): each check calibrates on one set of inputs and scores on a disjoint one,
 # with the task's own metric against the float model. scripts/accuracy_table.py prints them all as a table.
 # The checks listed in _qz_accept_open missed their bar with the default config when they were written
@@ -23,7 +25,7 @@ foreach(model ${_qz_accept_models})
 endforeach()
 get_property(_qz_tests DIRECTORY PROPERTY TESTS)
 foreach(t ${_qz_tests})
-  if(t MATCHES "^quantize: (cli|preparation|patterns|acceptance)")
+  if(t MATCHES "^quantize: (cli|preparation|patterns|acceptance|weight-only)")
     set_tests_properties("${t}" PROPERTIES FIXTURES_REQUIRED ort ENVIRONMENT "${_qz_env}" TIMEOUT 600)
   endif()
 endforeach()
