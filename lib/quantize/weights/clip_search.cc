@@ -19,6 +19,23 @@ constexpr double kGridStep = 0.01;
 
 }  // namespace
 
+float clip_search_scale(const std::vector<double>& values, float scale, double zp, int64_t qmin, int64_t qmax) {
+  float best = scale;
+  double best_err = -1;
+  for (int step = 0; step < kGridSteps; ++step) {
+    const auto sc = static_cast<float>(scale * (1.0 - kGridStep * step));
+    if (!(sc > 0)) break;
+    double e = 0;
+    for (double v : values) {
+      const double q = std::clamp(std::nearbyint(v / sc) + zp, static_cast<double>(qmin), static_cast<double>(qmax));
+      const double d = v - (q - zp) * sc;
+      e += d * d;
+    }
+    if (best_err < 0 || e < best_err) best_err = e, best = sc;
+  }
+  return best;
+}
+
 WeightResult quantize_clip_search(const WeightInput& in) {
   const TensorSettings& s = in.settings;
   if (!is_integer(s.dtype) || s.saturation_safe) return quantize_rtn(in);

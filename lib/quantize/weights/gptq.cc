@@ -8,7 +8,8 @@
 //   - Lazy batches: the feedback stays inside a batch of 128 columns; the rest of W gets the batch's errors in one
 //     product at the end of the batch (same result, better memory traffic).
 //   - Scales: per_block groups take their scale from the updated weights when their first column is reached
-//     (the paper's "groupsize"; batches are whole groups); per_channel and per_tensor scales are RTN's.
+//     (the paper's "groupsize"; batches are whole groups), by clip search on those weights (as the reference
+//     quantizer's "mse" option); per_channel and per_tensor scales are RTN's.
 // Memory: one layer's weight (double) and its K x K Hessian; the caller goes layer by layer.
 #include <algorithm>
 #include <cmath>
@@ -126,7 +127,7 @@ WeightResult quantize_gptq(const WeightInput& in) {
 
   const int64_t group = blocked ? s.block_size : K;
   const int64_t batch = blocked ? group * std::max<int64_t>(1, 128 / group) : 128;
-  std::vector<double> err(static_cast<size_t>(N * batch));
+  std::vector<double> err(static_cast<size_t>(N * batch)), block;
   for (int64_t k1 = 0; k1 < K; k1 += batch) {
     const int64_t k2 = std::min(K, k1 + batch);
     for (int64_t k = k1; k < k2; ++k) {
@@ -138,7 +139,8 @@ WeightResult quantize_gptq(const WeightInput& in) {
             lo = std::min(lo, W[static_cast<size_t>(n * K + j)]), hi = std::max(hi, W[static_cast<size_t>(n * K + j)]);
           const quant::QParams g = quant::choose_qparams(static_cast<float>(lo), static_cast<float>(hi), spec);
           const int64_t si = index(at(n, k));
-          scale[si] = g.scale;
+          block.assign(W.begin() + n * K + k, W.begin() + n * K + ke);
+          scale[si] = clip_search_scale(block, g.scale, g.zero_point, b.qmin, b.qmax);
           zinfo.store(r.params.zero_point.raw(), si, static_cast<float>(g.zero_point), true);
         }
       }

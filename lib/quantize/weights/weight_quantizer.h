@@ -51,6 +51,10 @@ WeightResult quantize_gptq(const WeightInput& in);
 // Dispatch on settings.algorithm.
 WeightResult quantize_weight_values(const WeightInput& in);
 
+// Clip search for one group (clip_search.cc): the scale a * `scale`, a on the search grid, with the least
+// sum (v - DQ(Q(v)))^2 over `values` for zero point `zp`.
+float clip_search_scale(const std::vector<double>& values, float scale, double zp, int64_t qmin, int64_t qmax);
+
 // Sum over elements of (w - DequantizeLinear(codes))^2.
 double weight_sse(const Tensor& w, const Tensor& codes, const QParams& p);
 // || X W - X DQ(codes) ||^2 = sum over outputs n of d_n^T H d_n, d_n = the weight's column n minus its
