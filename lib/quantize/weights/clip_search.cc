@@ -47,29 +47,12 @@ WeightResult quantize_clip_search(const WeightInput& in) {
   const std::vector<int64_t> zp = r.params.zero_points();
   float* scale = r.params.scale.data<float>();
   const float* w = in.w.data<float>();
-  std::vector<int64_t> group_of(static_cast<size_t>(in.w.numel()));
-  for (int64_t i = 0; i < in.w.numel(); ++i) group_of[static_cast<size_t>(i)] = index(i);
-
-  const std::vector<float> base(scale, scale + groups);
-  std::vector<double> best_err(static_cast<size_t>(groups), -1.0), sse(static_cast<size_t>(groups));
-  std::vector<float> best(base);
-  for (int step = 0; step < kGridSteps; ++step) {
-    const double a = 1.0 - kGridStep * step;
-    std::fill(sse.begin(), sse.end(), 0.0);
-    for (int64_t i = 0; i < in.w.numel(); ++i) {
-      const auto g = static_cast<size_t>(group_of[static_cast<size_t>(i)]);
-      const float sc = static_cast<float>(base[g] * a);
-      if (!(sc > 0)) continue;
-      const double q = std::clamp(std::nearbyint(static_cast<double>(w[i]) / sc) + static_cast<double>(zp[g]),
-                                  static_cast<double>(b.qmin), static_cast<double>(b.qmax));
-      const double d = static_cast<double>(w[i]) - (q - static_cast<double>(zp[g])) * sc;
-      sse[g] += d * d;
-    }
-    for (size_t g = 0; g < sse.size(); ++g)
-      if (best_err[g] < 0 || sse[g] < best_err[g]) best_err[g] = sse[g], best[g] = static_cast<float>(base[g] * a);
-  }
+  std::vector<std::vector<double>> members(static_cast<size_t>(groups));  // each group's weights
+  for (int64_t i = 0; i < in.w.numel(); ++i) members[static_cast<size_t>(index(i))].push_back(w[i]);
   for (int64_t g = 0; g < groups; ++g)
-    if (best[static_cast<size_t>(g)] > 0) scale[g] = best[static_cast<size_t>(g)];
+    if (scale[g] > 0)
+      scale[g] = clip_search_scale(members[static_cast<size_t>(g)], scale[g], static_cast<double>(zp[static_cast<size_t>(g)]),
+                                   b.qmin, b.qmax);
   r.codes = quantize_tensor(in.w, r.params);
   r.error = weight_sse(in.w, r.codes, r.params);
   return r;
