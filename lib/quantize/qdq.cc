@@ -248,7 +248,11 @@ class QdqBuilder {
     g_.node(i).set_input(k, dq);
     ++report_.weights_quantized;
     report_.weight_tensors.push_back(name);
-    report_.nodes[i].tensors.push_back(explain(name, "weight", p));
+    TensorExplain te = explain(name, "weight", p);
+    te.algorithm = weight_algorithm_name(ws.algorithm);
+    te.metric = r.metric;
+    te.error = r.error;
+    report_.nodes[i].tensors.push_back(std::move(te));
     return p;
   }
 

@@ -23,6 +23,9 @@ struct TensorExplain {
   std::vector<float> scale;
   std::vector<int64_t> zero_point;
   int64_t axis = -1;
+  // Weights: the algorithm that chose the codes and the error it minimised (weights/weight_quantizer.h).
+  std::string algorithm, metric;
+  double error = 0;
 };
 
 struct NodeExplain {

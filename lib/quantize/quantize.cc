@@ -60,7 +60,12 @@ std::string explain_text(const QdqReport& report) {
         std::snprintf(buf, sizeof buf, "scale=%.6g zp=%lld", t.scale[0], static_cast<long long>(t.zero_point[0]));
       else
         std::snprintf(buf, sizeof buf, "scale=[%zu values, axis %lld]", t.scale.size(), static_cast<long long>(t.axis));
-      out += "    " + t.role + " " + t.tensor + " " + std::string(dtype_name(t.dtype)) + " " + buf + "\n";
+      out += "    " + t.role + " " + t.tensor + " " + std::string(dtype_name(t.dtype)) + " " + buf;
+      if (!t.algorithm.empty()) {
+        std::snprintf(buf, sizeof buf, " %s %s=%.4g", t.algorithm.c_str(), t.metric.c_str(), t.error);
+        out += buf;
+      }
+      out += "\n";
     }
   }
   return out;
