@@ -160,9 +160,6 @@ Action add_quantize_command(CLI::App& app) {
   return [a]() -> int {
     // Cheap checks first, so a mistake is reported before minutes of calibration.
     const SampleArgs& sample_args = a->calibration.samples;
-    if (!a->prepare_only && a->calib.empty() && sample_args.data.empty() && sample_args.random <= 0)
-      throw UsageError(
-          "quantize: give activation ranges with --calib CALIB.json, or --data / --random to calibrate first");
     std::error_code ec;
     if (std::filesystem::equivalent(a->output, a->model, ec))
       throw BadInputError("refusing to overwrite the input model '" + a->model + "': choose another path with -o");
@@ -201,6 +198,15 @@ Action add_quantize_command(CLI::App& app) {
       std::printf("%s\n", j.dump().c_str());
       return kExitOk;
     }
+    // Weight-only configs need no activation ranges; GPTQ needs the layers' inputs.
+    const bool need_ranges = quantize::needs_activation_ranges(*m.proto, cfg);
+    const bool gptq = quantize::needs_layer_inputs(*m.proto, cfg);
+    if (need_ranges && a->calib.empty() && !samples)
+      throw UsageError(
+          "quantize: give activation ranges with --calib CALIB.json, or --data / --random to calibrate first");
+    if (gptq && !samples)
+      throw BadInputError("quantize: the config's \"algorithm\": \"gptq\" needs calibration inputs: give --data (or "
+                       "--random)");
     calib::CalibrationTable ranges;
     nlohmann::json calibration;  // null: ranges from --calib
     // Only the observers this config's ranges need, unless --methods asks for more.
@@ -209,7 +215,7 @@ Action add_quantize_command(CLI::App& app) {
     if (!a->calib.empty()) {
       ranges = calib::read_calibration(a->calib);
       if (!a->allow_calib_mismatch) calib::check_calibration_model(ranges, a->model, a->calib);
-    } else {  // --data or --random: calibrate first, as `qtool calibrate` would
+    } else if (need_ranges) {  // --data or --random: calibrate first, as `qtool calibrate` would
       calib::CalibrateResult r = calib::calibrate_model(a->model, o);
       for (const std::string& note : r.notes) spdlog::warn("{}", note);
       spdlog::info("calibrated on {} ({} runs, {:.1f} s)", r.data, r.runs, r.seconds);
@@ -219,11 +225,11 @@ Action add_quantize_command(CLI::App& app) {
     quantize::QuantizeOptions qo;
     qo.threads = runtime::resolve_threads(a->calibration.threads);
     qo.log = [](const std::string& line) { spdlog::info("{}", line); };
-    if (samples && cfg.accuracy_guard().enabled) {
+    if (samples && (cfg.accuracy_guard().enabled || gptq)) {
       const runtime::Session session(m, {.threads = 1});
       auto source = calib::open_samples(o, calib::input_specs(session));
       if (source->samples() > kGuardSamples)
-        spdlog::warn("accuracy guard: using the first {} of {} samples", kGuardSamples, source->samples());
+        spdlog::warn("accuracy guard / gptq: using the first {} of {} samples", kGuardSamples, source->samples());
       qo.samples = calib::first_samples(*source, kGuardSamples);
     }
     const auto s = quantize::quantize_model(*m.proto, cfg, ranges, qo);

@@ -41,7 +41,7 @@ const Entry kRoles[] = {
   {"Flatten",           {OpKind::PassThrough, {0}}},
   {"Slice",             {OpKind::PassThrough, {0}}},
   {"Split",             {OpKind::PassThrough, {0}}},
-  {"Gather",            {OpKind::PassThrough, {0}}},
+  {"Gather",            {OpKind::PassThrough, {0}, 0, -1}},  // weight: an embedding table (weight-only rules)
   {"Pad",               {OpKind::PassThrough, {0}}},
   {"Identity",          {OpKind::PassThrough, {0}}},
   {"Expand",            {OpKind::PassThrough, {0}}},
@@ -79,6 +79,10 @@ int64_t weight_channel_axis(const onnx::NodeProto& node, int64_t weight_rank) {
   if (op == "ConvTranspose") return attr_int(node, "group", 1) == 1 ? 1 : -1;
   if (op == "Gemm") return attr_int(node, "transB", 0) ? 0 : 1;
   if (op == "MatMul") return weight_rank == 2 ? 1 : -1;
+  if (op == "Gather") {  // an embedding table [rows, dim]: one scale per gathered row
+    const int64_t a = attr_int(node, "axis", 0);
+    return weight_rank == 2 && (a == 0 || a == -2) ? 0 : -1;
+  }
   return -1;
 }
 
@@ -92,6 +96,10 @@ int64_t weight_block_axis(const onnx::NodeProto& node, int64_t weight_rank) {
   if (op == "ConvTranspose") return 0;
   if (op == "Gemm") return attr_int(node, "transB", 0) ? 1 : 0;
   if (op == "MatMul") return weight_rank >= 2 ? weight_rank - 2 : -1;
+  if (op == "Gather") {  // blocks along each gathered row (as ONNX Runtime's GatherBlockQuantized)
+    const int64_t a = attr_int(node, "axis", 0);
+    return weight_rank == 2 && (a == 0 || a == -2) ? 1 : -1;
+  }
   return -1;
 }
 

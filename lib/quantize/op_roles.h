@@ -27,9 +27,11 @@ class Graph;
 // `g` (optional) lets roles depend on which inputs are constants (Min/Max against a constant pass through).
 OpRole op_role(const onnx::NodeProto& node, const Graph* g = nullptr);
 // Output-channel axis of the weight for per-channel quantization; -1 when per-channel does not apply.
+// Gather's weight is an embedding table (weight-only rules): one scale per gathered row.
 int64_t weight_channel_axis(const onnx::NodeProto& node, int64_t weight_rank);
 // Axis along which per_block weights are blocked: the reduction (input-channel / K) axis, as ONNX Runtime's
-// MatMulNBits and TensorRT's int4 weight-only kernels expect.
+// MatMulNBits and TensorRT's int4 weight-only kernels expect; for a Gather's table, along each row (as ORT's
+// GatherBlockQuantized).
 int64_t weight_block_axis(const onnx::NodeProto& node, int64_t weight_rank);
 
 }  // namespace qtool::quantize

@@ -28,6 +28,7 @@ struct Names {
 constexpr std::array kGranularityNames = {Names{"per_tensor", 0}, Names{"per_channel", 1}, Names{"per_block", 2}};
 constexpr std::array kRoundingNames = {Names{"nearest", 0}, Names{"kernel_sum", 1}};
 constexpr std::array kTargetNames = {Names{"ort-cpu", 0}, Names{"tensorrt", 1}};
+constexpr std::array kWeightAlgorithmNames = {Names{"rtn", 0}, Names{"clip_search", 1}, Names{"gptq", 2}};
 
 // Parsing context: the source file and JSON path, for error messages.
 class Ctx {
@@ -125,7 +126,7 @@ void check_zero_point(const Ctx& ctx, int64_t zp, DType d, const std::string& pa
 TensorSettingsPatch parse_patch(const Ctx& ctx, const json& j, const std::string& path, SlotKind kind) {
   ctx.object(j, path,
              {"dtype", "symmetric", "granularity", "axis", "block_size", "narrow_range", "reduce_range", "saturation_safe", "method",
-              "rounding", "percentile", "range", "scale", "zero_point", "shared_with_inputs"});
+              "rounding", "algorithm", "percentile", "range", "scale", "zero_point", "shared_with_inputs"});
   TensorSettingsPatch p;
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();
@@ -161,6 +162,9 @@ TensorSettingsPatch parse_patch(const Ctx& ctx, const json& j, const std::string
     } else if (k == "rounding") {
       p.rounding = static_cast<Rounding>(ctx.choice(v, kp, kRoundingNames));
       if (kind != SlotKind::Weight) ctx.fail(kp, "rounding applies to weights only");
+    } else if (k == "algorithm") {
+      p.algorithm = static_cast<WeightAlgorithm>(ctx.choice(v, kp, kWeightAlgorithmNames));
+      if (kind != SlotKind::Weight) ctx.fail(kp, "algorithm applies to weights only");
     } else if (k == "percentile") {
       const double pc = ctx.number(v, kp);
       if (!(pc > 50.0 && pc <= 100.0)) ctx.fail(kp, "percentile must be in (50, 100], got " + v.dump());
@@ -249,6 +253,10 @@ int64_t opset_for(const Rule& r) {
 
 std::string_view granularity_name(Granularity g) { return kGranularityNames.at(static_cast<size_t>(g)).name; }
 std::string_view rounding_name(Rounding r) { return kRoundingNames.at(static_cast<size_t>(r)).name; }
+std::string_view weight_algorithm_name(WeightAlgorithm a) {
+  return kWeightAlgorithmNames.at(static_cast<size_t>(a)).name;
+}
+
 std::string_view target_name(Target t) { return kTargetNames.at(static_cast<size_t>(t)).name; }
 
 namespace {
@@ -283,6 +291,7 @@ void apply_patch(TensorSettings& s, const TensorSettingsPatch& p) {
   if (p.method) s.method = *p.method;
   if (p.percentile) s.percentile = *p.percentile;
   if (p.rounding) s.rounding = *p.rounding;
+  if (p.algorithm) s.algorithm = *p.algorithm;
   if (p.range) s.range = p.range;
   if (p.scale) s.scale = p.scale;
   if (p.zero_point) s.zero_point = p.zero_point;

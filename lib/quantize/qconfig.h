@@ -37,9 +37,14 @@ enum class Rounding { Nearest, KernelSum };
 // formats TensorRT builds (FP8 activations) that ONNX Runtime CPU runs only with graph optimizations disabled.
 enum class Target { OrtCpu, TensorRT };
 
+// How weight codes are chosen (lib/quantize/weights/): round to nearest, a per-group clipping search that minimises
+// the weight's reconstruction error, or GPTQ, which minimises the layer-output error on calibration inputs.
+enum class WeightAlgorithm { Rtn, ClipSearch, Gptq };
+
 std::string_view granularity_name(Granularity g);
 std::string_view rounding_name(Rounding r);
 std::string_view target_name(Target t);
+std::string_view weight_algorithm_name(WeightAlgorithm a);
 
 // Settings for one kind of tensor; every field optional so levels can be merged field by field.
 struct TensorSettingsPatch {
@@ -53,6 +58,7 @@ struct TensorSettingsPatch {
   std::optional<bool> saturation_safe;  // int8 weights: no int16 overflow in u8s8 pair sums (qparams.h)
   std::optional<RangeMethod> method;
   std::optional<Rounding> rounding;
+  std::optional<WeightAlgorithm> algorithm;  // weights only
   std::optional<double> percentile;                // parameter of method percentile (used when qtool calibrates itself)
   std::optional<std::pair<double, double>> range;  // fixed [lo, hi], ignores calibration
   std::optional<double> scale;                     // fixed scale (with zero_point), e.g. Sigmoid 1/256
@@ -86,6 +92,7 @@ struct TensorSettings {
   RangeMethod method = RangeMethod::MinMax;
   double percentile = 99.999;
   Rounding rounding = Rounding::Nearest;
+  WeightAlgorithm algorithm = WeightAlgorithm::Rtn;
   std::optional<std::pair<double, double>> range;
   std::optional<double> scale;
   std::optional<int64_t> zero_point;

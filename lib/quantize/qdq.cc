@@ -15,6 +15,7 @@
 #include "quantize/op_roles.h"
 #include "quantize/qparams.h"
 #include "quantize/saturation.h"
+#include "quantize/weights/weight_quantizer.h"
 
 namespace qtool::quantize {
 namespace {
@@ -32,16 +33,18 @@ struct ActQ {
 
 class QdqBuilder {
  public:
-  QdqBuilder(onnx::ModelProto& model, const QConfig& cfg, const calib::CalibrationTable& ranges)
-      : g_(model), cfg_(cfg), ranges_(ranges) {
+  QdqBuilder(onnx::ModelProto& model, const QConfig& cfg, const calib::CalibrationTable& ranges,
+             const LayerHessians* hessians)
+      : g_(model), cfg_(cfg), ranges_(ranges), hessians_(hessians) {
     count_definitions(model.graph());
     for (const auto& [name, scopes] : definitions_)
       if (scopes > 1) ambiguous_.insert(name);
   }
   // The body `body` of a node of `outer`'s graph.
   QdqBuilder(onnx::ModelProto& model, onnx::GraphProto& body, const Graph& outer, const QConfig& cfg,
-             const calib::CalibrationTable& ranges, const std::set<std::string>& ambiguous)
-      : g_(model, body, outer), cfg_(cfg), ranges_(ranges), ambiguous_(ambiguous) {}
+             const calib::CalibrationTable& ranges, const std::set<std::string>& ambiguous,
+             const LayerHessians* hessians)
+      : g_(model, body, outer), cfg_(cfg), ranges_(ranges), hessians_(hessians), ambiguous_(ambiguous) {}
 
   QdqReport run() {
     if (!g_.outer()) check_names();
@@ -64,8 +67,8 @@ class QdqBuilder {
   void quantize_bodies() {
     for (int i = 0; i < g_.node_count(); ++i)
       for (auto& a : *g_.node(i).mutable_attribute()) {
-        if (a.has_g()) merge(QdqBuilder(g_.model(), *a.mutable_g(), g_, cfg_, ranges_, ambiguous_).run());
-        for (auto& body : *a.mutable_graphs()) merge(QdqBuilder(g_.model(), body, g_, cfg_, ranges_, ambiguous_).run());
+        if (a.has_g()) merge(QdqBuilder(g_.model(), *a.mutable_g(), g_, cfg_, ranges_, ambiguous_, hessians_).run());
+        for (auto& body : *a.mutable_graphs()) merge(QdqBuilder(g_.model(), body, g_, cfg_, ranges_, ambiguous_, hessians_).run());
       }
   }
 
@@ -281,15 +284,38 @@ class QdqBuilder {
       if (axis < 0 && ws.axis) axis += w.rank();
       if (axis < 0 || axis >= w.rank()) ws.granularity = Granularity::PerTensor, axis = -1;
     }
-    QParams p = weight_params(w, ws, axis,
-                              ws.saturation_safe ? u8s8_pair_sums(g_.node(i), w, ws.granularity == Granularity::PerChannel ? axis : -1)
-                                                 : std::nullopt);
-    if (bias && input_scale && q.bias && p.block_size == 0) widen_for_bias(p, *bias, *input_scale);
-    const std::string dq = add_const_dq(name, quantize_tensor(w, p, ws.rounding), p, i);
+    const onnx::NodeProto& node = g_.node(i);
+    WeightInput in{w, ws, axis};
+    if (ws.saturation_safe)
+      in.pair_sums = u8s8_pair_sums(node, w, ws.granularity == Granularity::PerChannel ? axis : -1);
+    if (ws.algorithm == WeightAlgorithm::Gptq) {
+      const bool layer = (node.op_type() == "MatMul" || node.op_type() == "Gemm") && k == 1 && w.rank() == 2;
+      if (!layer)
+        throw BadInputError("node '" + node.name() + "' (" + node.op_type() + "): \"algorithm\": \"gptq\" applies to " +
+                            "2-D MatMul/Gemm weights; use \"clip_search\" or \"rtn\" for this node's weight");
+      auto h = hessians_ ? hessians_->find(node.input(0)) : LayerHessians::const_iterator();
+      if (!hessians_ || h == hessians_->end())
+        throw BadInputError("node '" + node.name() + "': \"algorithm\": \"gptq\" needs the layer's calibration inputs: " +
+                         "run qtool quantize with --data (or --random)");
+      in.k_axis = weight_block_axis(node, w.rank());
+      in.hessian = &h->second;
+    }
+    WeightResult r = quantize_weight_values(in);
+    QParams& p = r.params;
+    if (bias && input_scale && q.bias && p.block_size == 0) {
+      const std::vector<float> before = p.scales();
+      widen_for_bias(p, *bias, *input_scale);
+      if (p.scales() != before) r.codes = quantize_tensor(w, p, ws.rounding);
+    }
+    const std::string dq = add_const_dq(name, std::move(r.codes), p, i);
     g_.node(i).set_input(k, dq);
     ++report_.weights_quantized;
     report_.weight_tensors.push_back(name);
-    report_.nodes[i].tensors.push_back(explain(name, "weight", p));
+    TensorExplain te = explain(name, "weight", p);
+    te.algorithm = weight_algorithm_name(ws.algorithm);
+    te.metric = r.metric;
+    te.error = r.error;
+    report_.nodes[i].tensors.push_back(std::move(te));
     return p;
   }
 
@@ -655,6 +681,7 @@ class QdqBuilder {
   Graph g_;
   const QConfig& cfg_;
   const calib::CalibrationTable& ranges_;
+  const LayerHessians* hessians_;  // GPTQ layers' input Hessians (quantize/weights/layer_inputs.h); may be null
   std::vector<NodeQuant> nq_;
   std::vector<bool> fused_;
   std::map<std::string, ActQ> act_;
@@ -668,8 +695,9 @@ class QdqBuilder {
 
 }  // namespace
 
-QdqReport insert_qdq(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges) {
-  return QdqBuilder(model, config, ranges).run();
+QdqReport insert_qdq(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges,
+                     const LayerHessians* hessians) {
+  return QdqBuilder(model, config, ranges, hessians).run();
 }
 
 }  // namespace qtool::quantize

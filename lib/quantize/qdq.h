@@ -9,6 +9,7 @@
 
 #include "calib/calibration_table.h"
 #include "quantize/qconfig.h"
+#include "quantize/weights/weight_quantizer.h"
 
 namespace onnx {
 class ModelProto;
@@ -25,6 +26,9 @@ struct TensorExplain {
   std::vector<int64_t> zero_point;
   int64_t scale_count = 0;
   int64_t axis = -1;
+  // Weights: the algorithm that chose the codes and the error it minimised (weights/weight_quantizer.h).
+  std::string algorithm, metric;
+  double error = 0;
 };
 inline constexpr int64_t kExplainMaxValues = 65536;
 
@@ -49,7 +53,8 @@ struct QdqReport {
 };
 
 // Rewrites `model` in place; activation ranges come from the calibration table (`qtool calibrate`). Config names that
-// match nothing are BadInputErrors.
-QdqReport insert_qdq(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges);
+// match nothing are BadInputErrors. `hessians`: the input Hessians of the layers the config quantizes with GPTQ.
+QdqReport insert_qdq(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges,
+                     const LayerHessians* hessians = nullptr);
 
 }  // namespace qtool::quantize

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "onnx/tensor_proto.h"
 #include "quantize/provenance.h"
+#include "quantize/weights/layer_inputs.h"
 
 namespace qtool::quantize {
 
@@ -35,6 +36,18 @@ int64_t initializer_bytes(const onnx::ModelProto& model) {
   return total;
 }
 
+bool needs_activation_ranges(const onnx::ModelProto& model, const QConfig& config) {
+  for (const auto& n : model.graph().node()) {
+    const NodeQuant q = config.resolve(n.name(), n.op_type());
+    if (q.quantized && q.activation) return true;
+  }
+  return false;
+}
+
+bool needs_layer_inputs(const onnx::ModelProto& model, const QConfig& config) {
+  return !gptq_layer_inputs(model, config).empty();
+}
+
 QdqReport explain_model(const onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges) {
   onnx::ModelProto copy = model;
   return quantize_model(copy, config, ranges).qdq;
@@ -55,7 +68,12 @@ std::string explain_text(const QdqReport& report) {
       else
         std::snprintf(buf, sizeof buf, "scale=[%lld values, axis %lld]", static_cast<long long>(t.scale_count),
                       static_cast<long long>(t.axis));
-      out += "    " + t.role + " " + t.tensor + " " + std::string(dtype_name(t.dtype)) + " " + buf + "\n";
+      out += "    " + t.role + " " + t.tensor + " " + std::string(dtype_name(t.dtype)) + " " + buf;
+      if (!t.algorithm.empty()) {
+        std::snprintf(buf, sizeof buf, " %s %s=%.4g", t.algorithm.c_str(), t.metric.c_str(), t.error);
+        out += buf;
+      }
+      out += "\n";
     }
   }
   return out;
@@ -82,8 +100,9 @@ void remove_dead(Graph& g) {
 }
 
 // The QDQ rewrite and clean-up of an already prepared model.
-QdqReport rewrite(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges) {
-  QdqReport r = insert_qdq(model, config, ranges);
+QdqReport rewrite(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges,
+                  const LayerHessians* hessians) {
+  QdqReport r = insert_qdq(model, config, ranges, hessians);
   Graph g(model);
   remove_dead(g);
   return r;
@@ -138,7 +157,14 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
   const AccuracyGuardSettings& gs = config.accuracy_guard();
   const bool guard = gs.enabled && !options.samples.empty();
   const onnx::ModelProto prepared = guard ? model : onnx::ModelProto();
-  s.qdq = rewrite(model, config, ranges);
+  // GPTQ layers: the Hessians of their inputs, from the float model on the calibration samples.
+  LayerHessians hessians;
+  if (const auto inputs = gptq_layer_inputs(model, config); !inputs.empty()) {
+    if (options.samples.empty())
+      throw BadInputError("\"algorithm\": \"gptq\" needs calibration inputs: give qtool quantize --data (or --random)");
+    hessians = collect_hessians(model, inputs, options.samples, options.threads);
+  }
+  s.qdq = rewrite(model, config, ranges, &hessians);
   check_table_matches(s.qdq, ranges);
   check_target_loads(s.qdq, config);
   if (!gs.enabled)
@@ -160,7 +186,7 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
     auto requantize = [&](const std::vector<std::string>& float_tensors) {
       Candidate c;
       c.model = std::make_shared<onnx::ModelProto>(prepared);
-      units_of(rewrite(*c.model, config.with_float_tensors(float_tensors), ranges), c);
+      units_of(rewrite(*c.model, config.with_float_tensors(float_tensors), ranges, &hessians), c);
       return c;
     };
     Candidate initial;
@@ -170,7 +196,7 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
     s.guard = guard_accuracy(eval, initial, requantize, gs, keep, options.log, scan ? &*scan : nullptr);
     if (!keep.empty()) {
       model = prepared;
-      s.qdq = rewrite(model, config.with_float_tensors(keep), ranges);
+      s.qdq = rewrite(model, config.with_float_tensors(keep), ranges, &hessians);
     }
     s.guard.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }

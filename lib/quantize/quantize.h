@@ -25,7 +25,8 @@ struct QuantizeSummary {
 };
 
 struct QuantizeOptions {
-  // Calibration samples for the accuracy guard (quantize/accuracy_guard.h); none: the guard cannot run.
+  // Calibration samples for the accuracy guard (quantize/accuracy_guard.h) and GPTQ's layer inputs; none: the guard
+  // cannot run and GPTQ rules are a UsageError.
   std::vector<Sample> samples;
   int threads = 1;
   std::function<void(const std::string&)> log;  // progress lines of the guard
@@ -35,6 +36,12 @@ struct QuantizeOptions {
 // and samples are given, keeps float the tensors the guard finds too costly.
 QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges,
                                const QuantizeOptions& options = {});
+
+// Whether any node the config quantizes has activation Q/DQ (and so needs calibrated ranges); weight-only configs
+// need none.
+bool needs_activation_ranges(const onnx::ModelProto& model, const QConfig& config);
+// Whether a weight rule asks for GPTQ on some MatMul/Gemm (quantize_model then needs options.samples).
+bool needs_layer_inputs(const onnx::ModelProto& model, const QConfig& config);
 
 // What quantize_model would do to each node, without keeping the result (`inspect --explain`).
 QdqReport explain_model(const onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges);

@@ -226,3 +226,17 @@ TEST_CASE("qconfig: target, and FP8 activations need a target that runs them") {
   // FP8 weights alone load in ONNX Runtime's CPU provider: no target needed.
   CHECK_NOTHROW(QConfig::parse(wrap(R"("global": {"activation": null, "weight": {"dtype": "float8e4m3fn"}})"), "c"));
 }
+
+TEST_CASE("qconfig: weight \"algorithm\" is rtn by default, set per rule, weights only") {
+  const QConfig c = QConfig::parse(
+      wrap(R"("global": {"activation": null, "weight": {"dtype": "int4", "granularity": "per_block", "block_size": 32,
+           "algorithm": "gptq"}}, "op_types": {"Gather": {"weight": {"algorithm": "clip_search"}}})"),
+      "c");
+  CHECK(c.resolve("m", "MatMul").weight->algorithm == WeightAlgorithm::Gptq);
+  CHECK(c.resolve("g", "Gather").weight->algorithm == WeightAlgorithm::ClipSearch);
+  CHECK(QConfig::builtin_default().resolve("c", "Conv").weight->algorithm == WeightAlgorithm::Rtn);
+  CHECK(error_of(wrap(R"("global": {"weight": {"algorithm": "awq"}})")) ==
+        "config.json: $.global.weight.algorithm: expected one of rtn, clip_search, gptq, got \"awq\"");
+  CHECK(error_of(wrap(R"("global": {"activation": {"algorithm": "rtn"}})")) ==
+        "config.json: $.global.activation.algorithm: algorithm applies to weights only");
+}

@@ -9,6 +9,8 @@ add_test(NAME "quantize: patterns (mask fills, -inf sentinels, mixed Concat) in 
          COMMAND /usr/bin/python3 ${_qz_dir}/patterns.py)
 add_test(NAME "quantize: subgraphs (If branches, Loop and Scan bodies) in ORT"
          COMMAND /usr/bin/python3 ${_qz_dir}/subgraphs.py)
+add_test(NAME "quantize: weight-only int4/int8 Gather and MatMul in ORT, no --data, gptq needs it"
+         COMMAND /usr/bin/python3 ${_qz_dir}/weight_only_check.py)
 # Out-of-sample acceptance (issue 12): each check calibrates on one set of inputs and scores on a disjoint one,
 # with the task's own metric against the float model. scripts/accuracy_table.py prints them all as a table.
 # The checks listed in _qz_accept_open missed their bar with the default config when they were written
@@ -25,7 +27,7 @@ foreach(model ${_qz_accept_models})
 endforeach()
 get_property(_qz_tests DIRECTORY PROPERTY TESTS)
 foreach(t ${_qz_tests})
-  if(t MATCHES "^quantize: (cli|preparation|patterns|subgraphs|acceptance)")
+  if(t MATCHES "^quantize: (cli|preparation|patterns|subgraphs|acceptance|weight-only)")
     set_tests_properties("${t}" PROPERTIES FIXTURES_REQUIRED ort ENVIRONMENT "${_qz_env}" TIMEOUT 600)
   endif()
 endforeach()

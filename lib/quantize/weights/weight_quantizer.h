@@ -1,0 +1,74 @@
+// Weight rounding algorithms behind one interface: a float weight, its resolved settings and what calibration saw
+// of the layer's input go in; integer codes, their DequantizeLinear parameters and the error the algorithm
+// minimised come out. One file per algorithm (rtn.cc, clip_search.cc, gptq.cc); each states its error above it.
+//
+// Shapes: `axis` is the quantization axis (per_channel: the output channel; per_block: the blocked reduction axis;
+// -1 per tensor), as weight_params takes it. GPTQ also needs `k_axis`, the weight's reduction (input) axis: 0 for
+// MatMul's [K, N], 1 for Gemm's transB [N, K].
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "quantize/qconfig.h"
+#include "quantize/qparams.h"
+
+namespace qtool::quantize {
+
+// H = X^T X summed over every row x of a layer's calibration inputs (rows = all positions of all samples), K x K.
+// The GPTQ paper's Hessian is 2 X^T X / rows; the constant factor changes neither the solution nor the dampening
+// (a fraction of the mean diagonal).
+struct LayerHessian {
+  int64_t k = 0;
+  int64_t rows = 0;
+  std::vector<double> h;  // row-major K x K
+};
+// Data input name of a layer -> its Hessian (q, k and v projections share theirs).
+using LayerHessians = std::map<std::string, LayerHessian>;
+
+struct WeightInput {
+  const Tensor& w;  // float32
+  const TensorSettings& settings;
+  int64_t axis = -1;
+  int64_t k_axis = -1;                      // reduction axis of a 2-D weight; -1 when unknown
+  const LayerHessian* hessian = nullptr;    // GPTQ only
+  std::optional<std::vector<double>> pair_sums;  // saturation_safe (qparams.h), RTN only
+};
+
+struct WeightResult {
+  QParams params;
+  Tensor codes;         // the weight's integer initializer
+  double error = 0;     // the algorithm's own error (see `metric`) of the result
+  const char* metric = "weight_sse";  // "weight_sse": sum (w - dq)^2; "output_sse": sum over rows of X (W - DQ)^2
+};
+
+WeightResult quantize_rtn(const WeightInput& in);
+WeightResult quantize_clip_search(const WeightInput& in);
+WeightResult quantize_gptq(const WeightInput& in);
+// Dispatch on settings.algorithm.
+WeightResult quantize_weight_values(const WeightInput& in);
+
+// Clip search for one group (clip_search.cc): the scale a * `scale`, a on the search grid, with the least
+// sum (v - DQ(Q(v)))^2 over `values` for zero point `zp`.
+float clip_search_scale(const std::vector<double>& values, float scale, double zp, int64_t qmin, int64_t qmax);
+
+// Sum over elements of (w - DequantizeLinear(codes))^2.
+double weight_sse(const Tensor& w, const Tensor& codes, const QParams& p);
+// || X W - X DQ(codes) ||^2 = sum over outputs n of d_n^T H d_n, d_n = the weight's column n minus its
+// dequantized value (along k_axis), from the layer's Hessian: the layer-output error GPTQ minimises.
+double output_sse(const Tensor& w, const Tensor& codes, const QParams& p, int64_t k_axis, const LayerHessian& h);
+
+// Element i of a tensor laid out as `L` -> index of its scale (shared by the algorithms that set scales per group).
+struct ScaleIndex {
+  int64_t outer_span, inner, axis_len, block, so, sa, si;
+  int64_t operator()(int64_t i) const {
+    const int64_t m = i / outer_span, k = (i / inner) % axis_len, j = i % inner;
+    return m * so + (k / block) * sa + j * si;
+  }
+};
+ScaleIndex scale_index(const Tensor& w, const QParams& p);
+
+}  // namespace qtool::quantize
