@@ -12,8 +12,7 @@
 # runtime::Session, outputs checked against ../shared/data/reference_outputs) when it was built, or with
 # tests/bench/bench_kernels (mode "kernels": only the compute kernels, node by node on the model's real
 # shapes; elementwise/shape ops are not counted, so that ratio is a lower bound).
-# --omp-wait sets OMP_WAIT_POLICY for qtool: on a machine busier than its cores, libgomp's default
-# spin-waiting between parallel regions costs a scheduler slice per region; passive avoids that.
+# --omp-wait sets OMP_WAIT_POLICY for qtool; unset, qtool picks PASSIVE itself (core/omp_wait.h).
 # Build first: cmake --build build --target bench_session bench_kernels qtool
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"

@@ -1,5 +1,7 @@
-#define CATCH_CONFIG_MAIN
+#define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
+
+#include "core/omp_wait.h"
 
 #include "test_paths.h"
 
@@ -13,3 +15,8 @@ std::filesystem::path scratch_dir(const std::string& name) {
   return dir;
 }
 }  // namespace qtool::test
+
+int main(int argc, char** argv) {
+  qtool::core::adopt_passive_omp_wait(argv);  // as the CLI does: test binaries often run side by side
+  return Catch::Session().run(argc, argv);
+}

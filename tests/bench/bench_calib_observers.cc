@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/omp_wait.h"
 #include "calib/histogram_observer.h"
 #include "calib/torch_histogram_observer.h"
 
@@ -35,6 +36,7 @@ double best_seconds(int repeat, F&& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  qtool::core::adopt_passive_omp_wait(argv);
   int64_t n = 1 << 24;
   int threads = omp_get_max_threads(), repeat = 5;
   for (int i = 1; i + 1 < argc; i += 2) {

@@ -11,6 +11,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "core/omp_wait.h"
 #include "onnx/model_io.h"
 #include "runtime/session.h"
 #include "tensorio/tensorio.h"
@@ -18,6 +19,7 @@
 using namespace qtool;
 
 int main(int argc, char** argv) {
+  qtool::core::adopt_passive_omp_wait(argv);
   if (argc < 2) {
     std::fprintf(stderr, "usage: bench_session MODEL --input NAME=FILE.npy [--threads T] [--repeat N] [--check DIR]\n");
     return 1;
