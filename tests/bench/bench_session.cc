@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <set>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -39,7 +41,10 @@ int main(int argc, char** argv) {
       }
     }
     const onnxio::LoadedModel model = onnxio::load_model(argv[1]);
-    runtime::Session session(model, {.threads = threads});
+    // QTOOL_BENCH_NO_FUSE=1 times the graph as the model has it (every activation a node of its own).
+    runtime::SessionOptions options{.threads = threads};
+    if (!std::getenv("QTOOL_BENCH_NO_FUSE")) options.observed = std::set<std::string>{};
+    runtime::Session session(model, options);
     auto outputs = session.run(inputs);  // warm-up
     std::vector<double> ms;
     for (int r = 0; r < repeat; ++r) {
