@@ -1,11 +1,10 @@
 #define CATCH_CONFIG_RUNNER
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include "core/omp_wait.h"
-
 #include "test_paths.h"
-
-#include <unistd.h>
 
 namespace qtool::test {
 std::filesystem::path scratch_dir(const std::string& name) {

@@ -7,13 +7,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "command.h"
-#include "limit_options.h"
 #include "core/error.h"
 #include "core/file_io.h"
+#include "limit_options.h"
 #include "onnx/model_io.h"
 #include "runtime/session.h"
 #include "tensorio/tensorio.h"
@@ -135,7 +135,8 @@ int run_command(const RunArgs& a) {
     fs::create_directories(a.output_dir, ec);
     if (ec) throw BadInputError("cannot create output folder '" + a.output_dir + "': " + ec.message());
     // Every file is checked before the first is written: none may be an input (or a FIFO, device, folder).
-    for (const auto& decl : session.outputs()) fileio::check_output_target(output_file(decl.name, outputs.at(decl.name)));
+    for (const auto& decl : session.outputs())
+      fileio::check_output_target(output_file(decl.name, outputs.at(decl.name)));
   }
   for (const auto& decl : session.outputs()) {
     const Tensor& t = outputs.at(decl.name);

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "core/omp_wait.h"
 #include "calib/histogram_observer.h"
 #include "calib/torch_histogram_observer.h"
+#include "core/omp_wait.h"
 
 using namespace qtool::calib;
 

@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "core/omp_wait.h"
 #include "calib/calibrate.h"
 #include "calib/calibrator.h"
+#include "core/omp_wait.h"
 #include "onnx/model_io.h"
 #include "runtime/session.h"
 

@@ -9,9 +9,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <set>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "core/omp_wait.h"
 #include "onnx/model_io.h"

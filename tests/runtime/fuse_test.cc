@@ -3,7 +3,6 @@
 #include "runtime/fuse.h"
 
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <set>
 #include <string>
@@ -22,7 +21,8 @@ namespace {
 // Deterministic values in [-2, 2).
 Tensor ramp(qtool::Shape shape, float phase) {
   Tensor t(DType::Float32, shape);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = 4.f * std::fmod(0.37f * static_cast<float>(i) + phase, 1.f) - 2.f;
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.data<float>()[i] = 4.f * std::fmod(0.37f * static_cast<float>(i) + phase, 1.f) - 2.f;
   return t;
 }
 
@@ -68,7 +68,8 @@ TEST_CASE("fused activations give the unfused numbers with fewer nodes") {
     const Tensor want = plain.run({{"x", x}}).at("y");
     const Tensor got = fused.run({{"x", x}}).at("y");
     REQUIRE(got.shape() == want.shape());
-    for (int64_t i = 0; i < want.numel(); ++i) CHECK(got.data<float>()[i] == Approx(want.data<float>()[i]).margin(1e-6));
+    for (int64_t i = 0; i < want.numel(); ++i)
+      CHECK(got.data<float>()[i] == Approx(want.data<float>()[i]).margin(1e-6));
   }
 }
 
@@ -84,7 +85,7 @@ TEST_CASE("fusion keeps observed tensors and graph outputs") {
   CHECK(seen.count("t1") == 1);
   CHECK(seen.count("s2") == 1);
   CHECK(seen.count("t2") == 1);
-  CHECK(seen.count("t3") == 0);  // folded into the MatMul
+  CHECK(seen.count("t3") == 0);        // folded into the MatMul
   CHECK(s.graph().nodes.size() == 6);  // only MatMul+Clip fused
 }
 

@@ -301,7 +301,8 @@ class ConvKernel final : public Kernel {
         if (pointwise) {
           sgemm(false, false, Mg, ov, K, 1.f, wg, K, xg, ov, b ? 1.f : 0.f, yg, ov, ctx.threads);
           if (act.kind != FusedActivation::Kind::None)
-            parallel_for(Mg, threads_for(Mg * ov, ctx.threads), [&](int64_t m) { apply_activation(act, yg + m * ov, ov); });
+            parallel_for(Mg, threads_for(Mg * ov, ctx.threads),
+                         [&](int64_t m) { apply_activation(act, yg + m * ov, ov); });
           continue;
         }
         // im2col in tiles of whole output rows (about kTileFloats col floats each), so the column buffer
