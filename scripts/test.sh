@@ -8,8 +8,8 @@ jobs=$(nproc 2>/dev/null || echo 2)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j"$jobs"
 cd build
-# Tests run two at a time on few cores: GNU OpenMP's default spin-waiting then burns whole scheduler
-# slices per parallel region (measured: mobilenetv2 2.5 s instead of 40 ms). Sleep-waiting avoids that.
+# Test binaries and qtool choose OMP_WAIT_POLICY=PASSIVE themselves when it is unset (core/omp_wait.h);
+# exporting it here only saves each of them one re-exec.
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 if [[ $# -gt 0 ]]; then
   ctest --output-on-failure -j"$jobs" "$@"

@@ -1,9 +1,10 @@
-#define CATCH_CONFIG_MAIN
+#define CATCH_CONFIG_RUNNER
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
+#include "core/omp_wait.h"
 #include "test_paths.h"
-
-#include <unistd.h>
 
 namespace qtool::test {
 std::filesystem::path scratch_dir(const std::string& name) {
@@ -13,3 +14,8 @@ std::filesystem::path scratch_dir(const std::string& name) {
   return dir;
 }
 }  // namespace qtool::test
+
+int main(int argc, char** argv) {
+  qtool::core::adopt_passive_omp_wait(argv);  // as the CLI does: test binaries often run side by side
+  return Catch::Session().run(argc, argv);
+}

@@ -17,6 +17,7 @@
 #include "file_guard.h"
 #include "core/error.h"
 #include "core/file_io.h"
+#include "core/omp_wait.h"
 #include "core/version.h"
 
 namespace {
@@ -73,6 +74,7 @@ void keep_freed_activations_mapped() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  qtool::core::adopt_passive_omp_wait(argv);  // before anything else: may re-execute the program
   qtool::fileio::install_cleanup_signal_handlers();  // first: a signal must never leave a temporary file behind
   qtool::fileio::remember_inputs(true);              // no command writes over a file it read
   CLI::App app{"qtool " QTOOL_VERSION " - post-training quantization of ONNX models", "qtool"};

@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "onnx/tensor_proto.h"
+#include "runtime/fuse.h"
 
 namespace qtool::runtime {
 namespace {
@@ -62,8 +63,8 @@ ValueDecl decl_from(const onnx::ValueInfoProto& vi) {
 
 class Builder {
  public:
-  Builder(const std::map<std::string, int>& opsets, Unsupported& unsupported)
-      : opsets_(opsets), unsupported_(unsupported) {}
+  Builder(const std::map<std::string, int>& opsets, Unsupported& unsupported, const PrepareOptions& options)
+      : opsets_(opsets), unsupported_(unsupported), options_(options) {}
 
   std::shared_ptr<Graph> build(const onnx::GraphProto& gp, const Scope* parent, bool is_main,
                                std::vector<std::string>* captured_out);
@@ -74,6 +75,7 @@ class Builder {
 
   const std::map<std::string, int>& opsets_;
   Unsupported& unsupported_;
+  const PrepareOptions& options_;
 };
 
 Attribute Builder::decode_attr(const onnx::AttributeProto& ap, const NodeInfo& node, const Scope& scope,
@@ -322,6 +324,8 @@ std::shared_ptr<Graph> Builder::build(const onnx::GraphProto& gp, const Scope* p
     g->outputs.push_back(std::move(d));
   }
 
+  if (is_main && options_.fuse) fuse_activations(*g, options_.keep);
+
   g->use_counts.assign(g->value_names.size(), 0);
   g->is_output.assign(g->value_names.size(), false);
   for (const auto& n : g->nodes) {
@@ -369,13 +373,13 @@ size_t Graph::total_nodes() const {
   return n;
 }
 
-std::shared_ptr<const Graph> Graph::from_model(const onnx::ModelProto& model) {
+std::shared_ptr<const Graph> Graph::from_model(const onnx::ModelProto& model, const PrepareOptions& options) {
   if (!model.has_graph()) throw BadInputError("the model has no graph");
   std::map<std::string, int> opsets;
   for (const auto& op : model.opset_import()) opsets[norm_domain(op.domain())] = static_cast<int>(op.version());
   if (model.opset_import_size() == 0) opsets[""] = 1;  // IR 1/2 models without opset_import
   Unsupported unsupported;
-  Builder builder(opsets, unsupported);
+  Builder builder(opsets, unsupported, options);
   auto g = builder.build(model.graph(), nullptr, true, nullptr);
   if (!unsupported.ops.empty()) {
     std::string msg = "the model uses operators qtool's interpreter does not support:";

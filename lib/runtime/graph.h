@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -49,11 +50,20 @@ struct GraphNode {
   std::vector<int> implicit_inputs;  // outer-scope values read by this node's subgraphs
 };
 
+// How much preparation may rewrite the main graph.
+struct PrepareOptions {
+  // Fold activations into the Conv/Gemm/MatMul before them (runtime/fuse.h). The folded-away tensors
+  // then never exist, so a tap cannot see them: only tensors named in `keep` (and graph outputs) are
+  // guaranteed to stay.
+  bool fuse = false;
+  std::set<std::string> keep;
+};
+
 class Graph {
  public:
   // Prepares the model's main graph. Unsupported ops (no registry row for domain/op/opset), in the
   // graph or any subgraph, are collected and reported in one UnsupportedError naming each node.
-  static std::shared_ptr<const Graph> from_model(const onnx::ModelProto& model);
+  static std::shared_ptr<const Graph> from_model(const onnx::ModelProto& model, const PrepareOptions& options = {});
 
   std::string name;
   // Inputs the caller may feed: for the main graph the declared inputs that are not initializers,

@@ -55,6 +55,15 @@ class NodeAttrs {
   std::shared_ptr<const Graph> require_graph(std::string_view name) const;
 };
 
+// An activation that graph preparation (runtime/fuse.h) folded into a Conv, Gemm or MatMul node: the
+// kernel applies it to every output value. Formulas as the standalone ops: Relu max(x, 0); Clip
+// min(max(x, a), b); HardSigmoid max(0, min(1, a*x + b)); HardSwish x * max(0, min(1, x/6 + 0.5));
+// Silu (Sigmoid then Mul with the same x) x * (1 / (1 + exp(-x))).
+struct FusedActivation {
+  enum class Kind { None, Relu, Clip, HardSigmoid, HardSwish, Silu } kind = Kind::None;
+  float a = 0, b = 0;
+};
+
 // What a kernel factory sees of its node.
 struct NodeInfo {
   std::string name;     // node name (may be empty in the model; the loader fills "<op_type>_<index>")
@@ -66,6 +75,7 @@ struct NodeInfo {
   std::vector<std::string> outputs;
   // Values of inputs that are initializers or Constant outputs, nullptr otherwise (same indexing as inputs).
   std::vector<const qtool::Tensor*> const_inputs;
+  FusedActivation activation;  // set only by graph preparation's fusion, never by the model
 
   // "Conv 'conv1'" for messages.
   std::string label() const { return op_type + " '" + name + "'"; }

@@ -200,7 +200,17 @@ std::string describe_decl(const ValueDecl& d) {
 Session::Session(std::shared_ptr<const Graph> graph, SessionOptions options)
     : graph_(std::move(graph)), threads_(resolve_threads(options.threads)) {}
 
-Session::Session(const onnx::ModelProto& model, SessionOptions options) : Session(Graph::from_model(model), options) {}
+namespace {
+PrepareOptions prepare_options(const SessionOptions& o) {
+  PrepareOptions p;
+  p.fuse = o.observed.has_value();
+  if (o.observed) p.keep = *o.observed;
+  return p;
+}
+}  // namespace
+
+Session::Session(const onnx::ModelProto& model, SessionOptions options)
+    : Session(Graph::from_model(model, prepare_options(options)), options) {}
 
 Session::Session(const onnxio::LoadedModel& model, SessionOptions options) : Session(*model.proto, options) {}
 

@@ -14,6 +14,8 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,6 +33,10 @@ namespace qtool::runtime {
 
 struct SessionOptions {
   int threads = 1;  // OpenMP threads kernels may use; 0 = all available (omp_get_max_threads)
+  // The intermediate tensors a tap must see. Unset (the default): every one, so nothing is fused.
+  // Set: activations are folded into the Conv/Gemm/MatMul before them (runtime/fuse.h) except where that
+  // would hide a tensor in the set; an empty set (plain inference, `qtool run`) fuses freely.
+  std::optional<std::set<std::string>> observed;
 };
 
 // Most threads qtool starts for one job: more only oversubscribes, and tens of thousands make thread
@@ -41,11 +47,12 @@ inline constexpr int kMaxThreads = 1024;
 int resolve_threads(int requested);
 
 // Sees every graph input (in declaration order, before any node runs), then every node output of
-// the main graph right after the node produced it, in execution (topological) order. Constants and
-// initializers are not reported; values inside If/Loop/Scan bodies only with RunOptions::tap_subgraphs
-// (then every execution of a body reports its formal inputs and node outputs, by their names: a Loop or
-// Scan body once per iteration). The reference is valid only during the call: copy the Tensor (cheap,
-// shares storage) to keep it.
+// the main graph right after the node produced it, in execution (topological) order; with
+// SessionOptions::observed set, only those outputs that fusion left in the graph (every tensor in `observed` is
+// among them). Constants and initializers are not reported; values inside If/Loop/Scan bodies only with
+// RunOptions::tap_subgraphs (then every execution of a body reports its formal inputs and node outputs, by their
+// names: a Loop or Scan body once per iteration). The reference is valid only during the call: copy the Tensor
+// (cheap, shares storage) to keep it.
 using TapFn = std::function<void(const std::string& name, const Tensor& value)>;
 
 // Filled by run() when RunOptions::stats is set.

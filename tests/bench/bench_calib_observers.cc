@@ -16,6 +16,7 @@
 
 #include "calib/histogram_observer.h"
 #include "calib/torch_histogram_observer.h"
+#include "core/omp_wait.h"
 
 using namespace qtool::calib;
 
@@ -35,6 +36,7 @@ double best_seconds(int repeat, F&& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  qtool::core::adopt_passive_omp_wait(argv);
   int64_t n = 1 << 24;
   int threads = omp_get_max_threads(), repeat = 5;
   for (int i = 1; i + 1 < argc; i += 2) {

@@ -21,6 +21,7 @@
 
 #include "calib/calibrate.h"
 #include "calib/calibrator.h"
+#include "core/omp_wait.h"
 #include "onnx/model_io.h"
 #include "runtime/session.h"
 
@@ -42,6 +43,7 @@ double median(std::vector<double> v) {
 }
 
 int main(int argc, char** argv) {
+  qtool::core::adopt_passive_omp_wait(argv);
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: bench_calib_overhead MODEL --shape NAME=d0,d1,... [--samples N] [--rounds R] [--threads T] "

@@ -18,6 +18,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/omp_wait.h"
 #include "kernel_harness.h"
 #include "onnx/model_io.h"
 #include "onnx/tensor_proto.h"
@@ -25,6 +26,7 @@
 using namespace qtool;
 
 int main(int argc, char** argv) {
+  qtool::core::adopt_passive_omp_wait(argv);
   if (argc < 2) {
     std::fprintf(stderr, "usage: bench_kernels NODES.json [--threads T] [--repeat N]\n");
     return 1;

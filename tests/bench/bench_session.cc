@@ -8,9 +8,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <set>
 
+#include "core/omp_wait.h"
 #include "onnx/model_io.h"
 #include "runtime/session.h"
 #include "tensorio/tensorio.h"
@@ -18,6 +21,7 @@
 using namespace qtool;
 
 int main(int argc, char** argv) {
+  qtool::core::adopt_passive_omp_wait(argv);
   if (argc < 2) {
     std::fprintf(stderr, "usage: bench_session MODEL --input NAME=FILE.npy [--threads T] [--repeat N] [--check DIR]\n");
     return 1;
@@ -37,7 +41,10 @@ int main(int argc, char** argv) {
       }
     }
     const onnxio::LoadedModel model = onnxio::load_model(argv[1]);
-    runtime::Session session(model, {.threads = threads});
+    // QTOOL_BENCH_NO_FUSE=1 times the graph as the model has it (every activation a node of its own).
+    runtime::SessionOptions options{.threads = threads};
+    if (!std::getenv("QTOOL_BENCH_NO_FUSE")) options.observed = std::set<std::string>{};
+    runtime::Session session(model, options);
     auto outputs = session.run(inputs);  // warm-up
     std::vector<double> ms;
     for (int r = 0; r < repeat; ++r) {

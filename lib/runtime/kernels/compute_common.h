@@ -30,6 +30,11 @@ void axpy(float a, const float* x, float* y, int64_t n);
 // sum of x[0..n) with 8 partial sums (order fixed, independent of threads)
 float sum_of(const float* x, int64_t n);
 
+// y[i] = act(y[i]) for a fused activation (runtime/kernel.h FusedActivation); nothing for Kind::None.
+void apply_activation(const FusedActivation& act, float* y, int64_t n);
+// The same over Y's numel values on `threads` OpenMP threads, in contiguous chunks.
+void apply_activation(const FusedActivation& act, Tensor& Y, int threads);
+
 // Per-thread scratch of at least n floats, kept between calls (grows, never shrinks). Valid until the
 // same thread asks again; kernels use one buffer at a time.
 float* scratch_floats(size_t n);

@@ -10,6 +10,8 @@
 //  - pointwise (kernel 1, stride 1, no pads): Y_g = W_g x X_g, one sgemm per image and group;
 //  - general: im2col in tiles of output rows (cache-sized per-thread buffers), one sgemm per tile.
 // W's layout [M, C/group, k...] already is the row-major GEMM operand, so no weight packing is needed.
+// A fused activation (NodeInfo::activation, runtime/fuse.h) is applied to each block of Y right after
+// the block is computed, while it is still in cache.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -265,13 +267,15 @@ class ConvKernel final : public Kernel {
     float* y = Y.data<float>();
     const int64_t iv = g.in_volume(), ov = g.out_volume(), kv = g.kernel_volume();
     const int64_t Mg = M / group_;
+    const FusedActivation& act = node_.activation;
 
     if (group_ == C && g.channels == 1 && g.in.size() == 2 && Mg == 1 && g.out[1] <= kChannelBlockedMaxWidth) {
       const int64_t blocks = (C + 7) / 8;  // depthwise, small planes: 8 channels per vector
       parallel_for(N * blocks, threads_for(N * M * ov * kv, ctx.threads), [&](int64_t nb) {
         const int64_t n = nb / blocks, c0 = nb % blocks * 8;
-        depthwise_channels8_2d(x + (n * C + c0) * iv, w + c0 * kv, b ? b + c0 : nullptr, std::min<int64_t>(8, C - c0),
-                               y + (n * M + c0) * ov, g);
+        const int64_t nc = std::min<int64_t>(8, C - c0);
+        depthwise_channels8_2d(x + (n * C + c0) * iv, w + c0 * kv, b ? b + c0 : nullptr, nc, y + (n * M + c0) * ov, g);
+        apply_activation(act, y + (n * M + c0) * ov, nc * ov);
       });
       return;
     }
@@ -279,6 +283,7 @@ class ConvKernel final : public Kernel {
       parallel_for(N * M, threads_for(N * M * ov * kv, ctx.threads), [&](int64_t nm) {
         const int64_t n = nm / M, m = nm % M, c = m / Mg;
         depthwise_plane_2d(x + (n * C + c) * iv, w + m * kv, b ? b[m] : 0.f, y + nm * ov, g);
+        apply_activation(act, y + nm * ov, ov);
       });
       return;
     }
@@ -295,6 +300,9 @@ class ConvKernel final : public Kernel {
           for (int64_t m = 0; m < Mg; ++m) std::fill_n(yg + m * ov, ov, b[gi * Mg + m]);
         if (pointwise) {
           sgemm(false, false, Mg, ov, K, 1.f, wg, K, xg, ov, b ? 1.f : 0.f, yg, ov, ctx.threads);
+          if (act.kind != FusedActivation::Kind::None)
+            parallel_for(Mg, threads_for(Mg * ov, ctx.threads),
+                         [&](int64_t m) { apply_activation(act, yg + m * ov, ov); });
           continue;
         }
         // im2col in tiles of whole output rows (about kTileFloats col floats each), so the column buffer
@@ -310,6 +318,8 @@ class ConvKernel final : public Kernel {
           float* col = scratch_floats(static_cast<size_t>(K * (p1 - p0)));
           im2col_range(g, xg, col, p0, p1);
           sgemm(false, false, Mg, p1 - p0, K, 1.f, wg, K, col, p1 - p0, b ? 1.f : 0.f, yg + p0, ov, 1);
+          if (act.kind != FusedActivation::Kind::None)
+            for (int64_t m = 0; m < Mg; ++m) apply_activation(act, yg + m * ov + p0, p1 - p0);
         }
       }
   }

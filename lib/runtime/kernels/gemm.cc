@@ -4,6 +4,7 @@
 //         (scalar, [N], [1,N], [M,1], [M,N]); C optional from opset 11.
 // MatMul: numpy matmul: 1-D A is [1,K] and 1-D B is [K,1] (the added axis is dropped from Y), batch axes
 //         broadcast. A batch of A against a 2-D B is one [batch*M, K] x [K, N] GEMM.
+// Both apply a fused activation (NodeInfo::activation) to Y.
 #include <algorithm>
 
 #include "runtime/kernels/blas.h"
@@ -52,6 +53,7 @@ class GemmKernel final : public Kernel {
     }
     sgemm(trans_a_, trans_b_, M, N, K, alpha_, A.data<float>(), A.dim(1), B.data<float>(), B.dim(1), has_c ? 1.f : 0.f,
           y, N, ctx.threads);
+    apply_activation(node_.activation, Y, ctx.threads);
     ctx.outputs[0] = std::move(Y);
   }
 
@@ -129,6 +131,7 @@ void matmul(KernelContext& ctx) {
             per_batch ? 1 : ctx.threads);
     });
   }
+  apply_activation(ctx.node.activation, Y, ctx.threads);
   ctx.outputs[0] = std::move(Y);
 }
 

@@ -1,0 +1,45 @@
+// The epilogue of Conv/Gemm/MatMul when graph preparation fused the following activation into them
+// (runtime/fuse.h). Each formula is the one the standalone kernel (elementwise_unary.cc) uses, so a fused
+// and an unfused graph give the same values; tests/runtime/fuse_test.cc compares them.
+#include <algorithm>
+#include <cmath>
+
+#include "runtime/kernels/blas.h"
+#include "runtime/kernels/compute_common.h"
+
+namespace qtool::runtime::kernels::compute {
+
+QTOOL_HOT_LOOP
+void apply_activation(const FusedActivation& act, float* y, int64_t n) {
+  const float a = act.a, b = act.b;
+  switch (act.kind) {
+    case FusedActivation::Kind::None:
+      return;
+    case FusedActivation::Kind::Relu:
+      for (int64_t i = 0; i < n; ++i) y[i] = y[i] > 0.f ? y[i] : 0.f;
+      return;
+    case FusedActivation::Kind::Clip:
+      for (int64_t i = 0; i < n; ++i) y[i] = std::min(std::max(y[i], a), b);
+      return;
+    case FusedActivation::Kind::HardSigmoid:
+      for (int64_t i = 0; i < n; ++i) y[i] = std::max(0.f, std::min(1.f, a * y[i] + b));
+      return;
+    case FusedActivation::Kind::HardSwish:
+      for (int64_t i = 0; i < n; ++i) y[i] = y[i] * std::max(0.f, std::min(1.f, y[i] / 6.f + 0.5f));
+      return;
+    case FusedActivation::Kind::Silu:
+      for (int64_t i = 0; i < n; ++i) y[i] = y[i] * (1.f / (1.f + std::exp(-y[i])));
+      return;
+  }
+}
+
+void apply_activation(const FusedActivation& act, Tensor& Y, int threads) {
+  if (act.kind == FusedActivation::Kind::None) return;
+  constexpr int64_t kChunk = 1 << 14;
+  const int64_t n = Y.numel(), chunks = (n + kChunk - 1) / kChunk;
+  float* y = Y.data<float>();
+  parallel_for(chunks, threads_for(n, threads),
+               [&](int64_t c) { apply_activation(act, y + c * kChunk, std::min(kChunk, n - c * kChunk)); });
+}
+
+}  // namespace qtool::runtime::kernels::compute

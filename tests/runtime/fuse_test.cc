@@ -1,0 +1,99 @@
+// Activation fusion (runtime/fuse.h): a fused session gives the unfused session's numbers with fewer
+// nodes, and never hides a graph output or an observed tensor.
+#include "runtime/fuse.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <set>
+#include <string>
+
+#include "model_builder.h"
+#include "runtime/session.h"
+
+using qtool::DType;
+using qtool::Tensor;
+using qtool::runtime::RunOptions;
+using qtool::runtime::Session;
+using qtool::test::ModelBuilder;
+
+namespace {
+
+// Deterministic values in [-2, 2).
+Tensor ramp(qtool::Shape shape, float phase) {
+  Tensor t(DType::Float32, shape);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.data<float>()[i] = 4.f * std::fmod(0.37f * static_cast<float>(i) + phase, 1.f) - 2.f;
+  return t;
+}
+
+// x [1,4,6,6] -> Conv 3x3 pad 1 (+bias) -> `act` -> depthwise Conv 3x3 -> Sigmoid·x -> MatMul [.., 6] x [6, 5]
+// -> Clip(0, 1.5): seven nodes, each fusible pattern once.
+ModelBuilder chain(const std::string& act) {
+  ModelBuilder b(13);
+  b.input("x", DType::Float32, {1, 4, 6, 6});
+  b.initializer("w1", ramp({8, 4, 3, 3}, 0.1f));
+  b.initializer("b1", ramp({8}, 0.3f));
+  b.initializer("w2", ramp({8, 1, 3, 3}, 0.7f));
+  b.initializer("w3", ramp({6, 5}, 0.2f));
+  b.initializer("lo", Tensor::from_vector<float>({}, {0.f}));
+  b.initializer("hi", Tensor::from_vector<float>({}, {1.5f}));
+  auto& c1 = b.node("Conv", {"x", "w1", "b1"}, {"t1"}, "conv1");
+  ModelBuilder::attr(c1, "pads", std::vector<int64_t>{1, 1, 1, 1});
+  if (act == "Clip")
+    b.node("Clip", {"t1", "lo", "hi"}, {"a1"}, "act1");
+  else
+    b.node(act, {"t1"}, {"a1"}, "act1");
+  auto& c2 = b.node("Conv", {"a1", "w2"}, {"t2"}, "conv2");  // depthwise
+  ModelBuilder::attr(c2, "group", int64_t{8});
+  ModelBuilder::attr(c2, "pads", std::vector<int64_t>{1, 1, 1, 1});
+  b.node("Sigmoid", {"t2"}, {"s2"}, "sig2");
+  b.node("Mul", {"s2", "t2"}, {"a2"}, "swish2");
+  b.node("MatMul", {"a2", "w3"}, {"t3"}, "mm3");
+  b.node("Clip", {"t3", "lo", "hi"}, {"y"}, "clip3");
+  b.output("y");
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("fused activations give the unfused numbers with fewer nodes") {
+  for (const std::string act : {"Relu", "Clip", "HardSigmoid", "HardSwish"}) {
+    INFO(act);
+    const ModelBuilder b = chain(act);
+    const Session plain(b.model);
+    const Session fused(b.model, {.observed = std::set<std::string>{}});
+    CHECK(plain.graph().nodes.size() == 7);
+    CHECK(fused.graph().nodes.size() == 3);  // conv1+act, conv2+swish, matmul+clip
+    const Tensor x = ramp({1, 4, 6, 6}, 0.5f);
+    const Tensor want = plain.run({{"x", x}}).at("y");
+    const Tensor got = fused.run({{"x", x}}).at("y");
+    REQUIRE(got.shape() == want.shape());
+    for (int64_t i = 0; i < want.numel(); ++i)
+      CHECK(got.data<float>()[i] == Approx(want.data<float>()[i]).margin(1e-6));
+  }
+}
+
+TEST_CASE("fusion keeps observed tensors and graph outputs") {
+  ModelBuilder b = chain("Relu");
+  b.output("t1");  // conv1's raw output is also a graph output: conv1 and Relu stay apart
+  const Session s(b.model, {.observed = std::set<std::string>{"s2"}});  // the sigmoid is observed: no SiLU fusion
+  std::set<std::string> seen;
+  RunOptions ro;
+  ro.tap = [&](const std::string& name, const Tensor&) { seen.insert(name); };
+  const auto out = s.run({{"x", ramp({1, 4, 6, 6}, 0.5f)}}, ro);
+  CHECK(out.count("t1") == 1);
+  CHECK(seen.count("t1") == 1);
+  CHECK(seen.count("s2") == 1);
+  CHECK(seen.count("t2") == 1);
+  CHECK(seen.count("t3") == 0);        // folded into the MatMul
+  CHECK(s.graph().nodes.size() == 6);  // only MatMul+Clip fused
+}
+
+TEST_CASE("sessions without an observed set fuse nothing") {
+  const ModelBuilder b = chain("HardSwish");
+  std::set<std::string> seen;
+  RunOptions ro;
+  ro.tap = [&](const std::string& name, const Tensor&) { seen.insert(name); };
+  Session(b.model).run({{"x", ramp({1, 4, 6, 6}, 0.5f)}}, ro);
+  for (const char* name : {"t1", "a1", "t2", "s2", "a2", "t3", "y"}) CHECK(seen.count(name) == 1);
+}
