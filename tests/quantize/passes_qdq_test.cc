@@ -14,6 +14,7 @@
 #include "quantize/qdq.h"
 #include "quantize/qparams.h"
 #include "quantize/quantize.h"
+#include "quantize/weights/cross_layer_equalization.h"
 #include "runtime/session.h"
 #include "test_paths.h"
 
@@ -663,4 +664,92 @@ TEST_CASE("guard: an output declared like an input is recurrent state and is mea
   gs.state = {{"sN", "no_such_input"}};
   CHECK_THROWS_WITH(AccuracyEvaluator(model(0.5f), samples, gs, 1),
                     "accuracy_guard.state: the model has no graph input named 'no_such_input'");
+}
+
+namespace {
+
+// Channel c of axis 0 multiplied by 10^((c + phase) mod 4 - 2): ranges four orders of magnitude apart, as in the
+// depthwise layers that motivated equalization.
+Tensor spread_channels(Tensor t, int phase) {
+  const int64_t inner = t.numel() / t.dim(0);
+  for (int64_t c = 0; c < t.dim(0); ++c)
+    for (int64_t k = 0; k < inner; ++k)
+      t.data<float>()[c * inner + k] *= std::pow(10.0f, float((c + phase) % 4) - 2);
+  return t;
+}
+
+// `m` with every Conv weight rounded to a per-tensor symmetric int8 grid (and back to float).
+onnx::ModelProto per_tensor_int8_weights(const onnx::ModelProto& m) {
+  onnx::ModelProto copy = m;
+  Graph g(copy);
+  for (const auto& n : m.graph().node()) {
+    if (n.op_type() != "Conv") continue;
+    Tensor w = g.initializer_tensor(n.input(1)).clone();
+    double peak = 0;
+    for (float v : w.span<float>()) peak = std::max(peak, double(std::fabs(v)));
+    const double step = peak / 127;
+    for (float& v : w.span<float>()) v = static_cast<float>(std::nearbyint(v / step) * step);
+    g.set_initializer(n.input(1), w);
+  }
+  return copy;
+}
+
+// pointwise (8 -> 8) -> Relu -> depthwise 3x3 -> `act` -> pointwise (8 -> 5)
+Builder separable_block(const std::string& act) {
+  Builder b(13);
+  b.input("x", {1, 8, 6, 6});
+  b.init("w1", spread_channels(random_tensor({8, 8, 1, 1}, 11), 0));
+  b.init("b1", random_tensor({8}, 12, -0.1f, 0.1f));
+  b.init("w2", spread_channels(random_tensor({8, 1, 3, 3}, 13), 2));
+  b.init("b2", random_tensor({8}, 14, -0.1f, 0.1f));
+  b.init("w3", random_tensor({5, 8, 1, 1}, 15));
+  b.node("Conv", {"x", "w1", "b1"}, {"c1"});
+  b.node("Relu", {"c1"}, {"r1"});
+  auto& dw = b.node("Conv", {"r1", "w2", "b2"}, {"c2"});
+  attr_i(dw, "group", 8);
+  attr_ints(dw, "pads", {1, 1, 1, 1});
+  if (act == "Clip") {
+    b.init("lo", Tensor::scalar<float>(0.0f));
+    b.init("hi", Tensor::scalar<float>(6.0f));
+    b.node("Clip", {"c2", "lo", "hi"}, {"r2"});
+  } else {
+    attr_f(b.node(act, {"c2"}, {"r2"}), "alpha", 0.1f);
+  }
+  b.node("Conv", {"r2", "w3"}, {"y"});
+  b.output("y");
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("weights: cross-layer equalization keeps float outputs and lowers per-tensor weight error") {
+  Builder b = separable_block("LeakyRelu");
+  const Tensor x = random_tensor({1, 8, 6, 6}, 21);
+  const Tensor before = run1(b.m, x);
+  onnx::ModelProto m = b.m;
+  Graph g(m);
+  const double objective_before = equalization_objective(g);
+  const EqualizationReport r = equalize_cross_layer(g);
+  CHECK(r.pairs == 2);
+  CHECK(r.rounds > 1);
+  CHECK(equalization_objective(g) > 2 * objective_before);
+  const Tensor after = run1(m, x);
+  double peak = 0;
+  for (float v : before.span<float>()) peak = std::max(peak, double(std::fabs(v)));
+  CHECK(max_diff(before, after) <= 1e-4 * peak);
+  // What it is for: the output error of per-tensor int8 weights drops (here the small channels no longer round
+  // to zero).
+  const double error_before = max_diff(before, run1(per_tensor_int8_weights(b.m), x));
+  const double error_after = max_diff(before, run1(per_tensor_int8_weights(m), x));
+  CHECK(error_after < 0.5 * error_before);
+}
+
+TEST_CASE("weights: cross-layer equalization leaves a pair alone when a Clip bound sits between") {
+  Builder b = separable_block("Clip");
+  onnx::ModelProto m = b.m;
+  Graph g(m);
+  CHECK(equalize_cross_layer(g).pairs == 1);  // only pointwise -> Relu -> depthwise
+  const Tensor w3 = g.initializer_tensor("w3");
+  const Tensor w3_before = Graph(b.m).initializer_tensor("w3");
+  CHECK(max_diff(w3, w3_before) == 0);
 }
