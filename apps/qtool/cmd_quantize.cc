@@ -75,6 +75,7 @@ nlohmann::json summary_json(const quantize::QuantizeSummary& s, const QuantizeAr
   j["weight_bytes_before"] = s.weight_bytes_before;
   j["weight_bytes_after"] = s.weight_bytes_after;
   j["prepare"] = s.prepare.rewrites;
+  j["bias_corrected"] = s.bias_corrected;
   j["accuracy_guard"] = guard_json(s.guard);
   return j;
 }
@@ -171,6 +172,22 @@ Action add_quantize_command(CLI::App& app) {
       std::printf("%s\n", j.dump().c_str());
       return kExitOk;
     }
+    // Cross-layer equalization changes the float weights and the ranges of the tensors between equalized pairs:
+    // calibration runs on the equalized model (written next to the output for the calibrator, then removed).
+    std::filesystem::path calib_model = a->model;
+    if (cfg.weight_algorithms().cross_layer_equalization) {
+      if (!a->calib.empty())
+        throw BadInputError("quantize: config '" + cfg.source() +
+                            "' turns on weight_algorithms.cross_layer_equalization, which changes the ranges of the "
+                            "tensors it rescales, so the --calib table of the float model does not fit: calibrate here "
+                            "with --data or --random, or set \"cross_layer_equalization\": false");
+      const int pairs = quantize::equalize_for_calibration(*m.proto, cfg);
+      spdlog::info("cross-layer equalization: {} convolution pairs", pairs);
+      if (pairs > 0) {
+        calib_model = a->output + ".equalized.onnx";
+        onnxio::save_model(*m.proto, calib_model, so);
+      }
+    }
     calib::CalibrationTable ranges;
     calib::CalibrateOptions o;
     const bool samples = !a->samples.data.empty() || a->samples.random > 0;
@@ -184,7 +201,14 @@ Action add_quantize_command(CLI::App& app) {
       ranges = calib::read_calibration(a->calib);
       if (!a->allow_calib_mismatch) calib::check_calibration_model(ranges, a->model, a->calib);
     } else {  // --data or --random: calibrate first, as `qtool calibrate` would
-      calib::CalibrateResult r = calib::calibrate_model(a->model, o);
+      struct RemoveTemporary {
+        std::filesystem::path path;
+        ~RemoveTemporary() {
+          std::error_code ignored;
+          if (!path.empty()) std::filesystem::remove(path, ignored);
+        }
+      } const equalized{calib_model != a->model ? calib_model : std::filesystem::path()};
+      calib::CalibrateResult r = calib::calibrate_model(calib_model, o);
       for (const std::string& note : r.notes) spdlog::warn("{}", note);
       spdlog::info("calibrated on {} ({} runs, {:.1f} s)", r.data, r.runs, r.seconds);
       ranges = std::move(r.table);
@@ -192,7 +216,7 @@ Action add_quantize_command(CLI::App& app) {
     quantize::QuantizeOptions qo;
     qo.threads = runtime::resolve_threads(a->threads);
     qo.log = [](const std::string& line) { spdlog::info("{}", line); };
-    if (samples && cfg.accuracy_guard().enabled) {
+    if (samples && (cfg.accuracy_guard().enabled || cfg.weight_algorithms().bias_correction)) {
       const runtime::Session session(m, {.threads = 1});
       auto source = calib::open_samples(o, calib::input_specs(session));
       if (source->samples() > kGuardSamples)

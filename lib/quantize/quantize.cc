@@ -10,6 +10,8 @@
 
 #include "core/error.h"
 #include "onnx/tensor_proto.h"
+#include "quantize/weights/bias_correction.h"
+#include "quantize/weights/cross_layer_equalization.h"
 
 namespace qtool::quantize {
 
@@ -26,6 +28,13 @@ int64_t initializer_bytes(const onnx::ModelProto& model) {
       for (const auto& a : n.attribute())
         if (a.name() == "value" && a.has_t()) add(a.t());
   return total;
+}
+
+int equalize_for_calibration(onnx::ModelProto& model, const QConfig& config) {
+  if (!config.weight_algorithms().cross_layer_equalization) return 0;
+  prepare_model(model, std::max<int64_t>(13, config.required_opset()));  // BatchNormalization folded first
+  Graph g(model);
+  return equalize_cross_layer(g).pairs;
 }
 
 QdqReport explain_model(const onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges) {
@@ -98,6 +107,18 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
   s.prepare = prepare_model(model, std::max<int64_t>(13, config.required_opset()));
   const AccuracyGuardSettings& gs = config.accuracy_guard();
   const bool guard = gs.enabled && !options.samples.empty();
+  // The guard's reference is the float model as prepared, before bias correction changes its biases.
+  const onnx::ModelProto reference = guard ? model : onnx::ModelProto();
+  if (config.weight_algorithms().bias_correction && !options.samples.empty()) {
+    // The shift depends on the rounded weights: rewrite once to get them, correct the float biases, rewrite again
+    // below (bias changes leave the weights' grids alone). The mean of each input settles in a few dozen samples.
+    constexpr size_t kBiasSamples = 64;
+    onnx::ModelProto trial = model;
+    rewrite(trial, config, ranges);
+    const std::vector<Sample> few(options.samples.begin(),
+                                  options.samples.begin() + std::min(options.samples.size(), kBiasSamples));
+    s.bias_corrected = correct_biases(model, trial, few, options.threads).layers;
+  }
   const onnx::ModelProto prepared = guard ? model : onnx::ModelProto();
   s.qdq = rewrite(model, config, ranges);
   check_table_matches(s.qdq, ranges);
@@ -107,7 +128,7 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
     s.guard.note = "not run: no calibration samples (activation ranges came from a file)";
   if (guard) {
     const auto t0 = std::chrono::steady_clock::now();
-    const AccuracyEvaluator eval(prepared, options.samples, gs, options.threads);
+    const AccuracyEvaluator eval(reference, options.samples, gs, options.threads);
     // The per-tensor scan only ranks tensors: on many samples it runs on the first kScanSamples (recurrent models
     // keep the whole stream: their state's error builds up over it).
     constexpr size_t kScanSamples = 16;
@@ -115,7 +136,7 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
     for (const auto& o : eval.outputs()) recurrent = recurrent || o.state;
     std::optional<AccuracyEvaluator> scan;
     if (!recurrent && options.samples.size() > kScanSamples)
-      scan.emplace(prepared, std::vector<Sample>(options.samples.begin(), options.samples.begin() + kScanSamples), gs,
+      scan.emplace(reference, std::vector<Sample>(options.samples.begin(), options.samples.begin() + kScanSamples), gs,
                    options.threads);
     auto requantize = [&](const std::vector<std::string>& float_tensors) {
       Candidate c;

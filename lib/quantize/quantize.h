@@ -21,11 +21,12 @@ struct QuantizeSummary {
   QdqReport qdq;
   int64_t weight_bytes_before = 0, weight_bytes_after = 0;  // all initializers
   int64_t opset = 0;
+  int bias_corrected = 0;  // layers whose bias absorbed its weights' rounding shift (weight_algorithms)
   GuardReport guard;  // guard.ran is false when it is off or there were no samples (guard.note says which)
 };
 
 struct QuantizeOptions {
-  // Calibration samples for the accuracy guard (quantize/accuracy_guard.h); none: the guard cannot run.
+  // Calibration samples for the accuracy guard (quantize/accuracy_guard.h) and bias correction; none: neither runs.
   std::vector<Sample> samples;
   int threads = 1;
   std::function<void(const std::string&)> log;  // progress lines of the guard
@@ -35,6 +36,11 @@ struct QuantizeOptions {
 // and samples are given, keeps float the tensors the guard finds too costly.
 QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges,
                                const QuantizeOptions& options = {});
+
+// When the config turns on cross-layer equalization (weight_algorithms): runs the preparation passes, then
+// equalizes `model` in place and returns the pairs equalized (0 when off). The tensors between equalized
+// convolutions change range, so the caller calibrates the result, not the original model.
+int equalize_for_calibration(onnx::ModelProto& model, const QConfig& config);
 
 // What quantize_model would do to each node, without keeping the result (`inspect --explain`).
 QdqReport explain_model(const onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges);

@@ -14,6 +14,7 @@
 #include "quantize/qdq.h"
 #include "quantize/qparams.h"
 #include "quantize/quantize.h"
+#include "quantize/weights/bias_correction.h"
 #include "quantize/weights/cross_layer_equalization.h"
 #include "runtime/session.h"
 #include "test_paths.h"
@@ -752,4 +753,98 @@ TEST_CASE("weights: cross-layer equalization leaves a pair alone when a Clip bou
   const Tensor w3 = g.initializer_tensor("w3");
   const Tensor w3_before = Graph(b.m).initializer_tensor("w3");
   CHECK(max_diff(w3, w3_before) == 0);
+}
+
+namespace {
+
+// `m` with weight `name` replaced by DequantizeLinear of its per-tensor symmetric rounding to `levels` steps each
+// side (coarse on purpose: the rounding shift is what bias correction removes).
+onnx::ModelProto with_rounded_weight(const onnx::ModelProto& m, const std::string& name, int levels) {
+  onnx::ModelProto q = m;
+  Graph g(q);
+  const Tensor w = g.initializer_tensor(name);
+  double peak = 0;
+  for (float v : w.span<float>()) peak = std::max(peak, double(std::fabs(v)));
+  const float step = static_cast<float>(peak / levels);
+  std::vector<int8_t> codes;
+  for (float v : w.span<float>()) codes.push_back(static_cast<int8_t>(std::nearbyint(v / step)));
+  g.set_initializer(name + "_q", Tensor::from_vector<int8_t>(w.shape(), codes));
+  g.set_initializer(name + "_s", Tensor::scalar<float>(step));
+  onnx::NodeProto dq;
+  dq.set_op_type("DequantizeLinear");
+  dq.set_name(name + "_dq_node");
+  dq.add_input(name + "_q");
+  dq.add_input(name + "_s");
+  dq.add_output(name + "_dq");
+  for (int i = 0; i < g.node_count(); ++i)
+    for (int k = 0; k < g.node(i).input_size(); ++k)
+      if (g.node(i).input(k) == name) g.node(i).set_input(k, name + "_dq");
+  g.insert_before(0, dq);
+  g.compact();
+  return q;
+}
+
+// Largest |mean over samples and positions of (float - quantized)| over the output's channels (axis 1).
+double worst_channel_mean_error(const onnx::ModelProto& f, const onnx::ModelProto& q, const std::vector<Tensor>& xs) {
+  std::vector<double> sum;
+  double count = 0;
+  for (const Tensor& x : xs) {
+    const Tensor a = run1(f, x), b = run1(q, x);
+    const int64_t c = a.dim(1), inner = a.numel() / (a.dim(0) * c);
+    sum.resize(static_cast<size_t>(c), 0.0);
+    for (int64_t i = 0; i < a.numel(); ++i) sum[(i / inner) % c] += double(a.data<float>()[i]) - b.data<float>()[i];
+    count += static_cast<double>(a.dim(0) * inner);
+  }
+  double worst = 0;
+  for (double v : sum) worst = std::max(worst, std::fabs(v / count));
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("weights: bias correction removes the mean shift of rounded Conv and Gemm weights") {
+  // Conv (grouped, inputs with a positive mean) -> Flatten -> Gemm (transB): both weights rounded coarsely.
+  Builder b(13);
+  b.input("x", {2, 4, 5, 5});
+  b.init("w", random_tensor({6, 2, 3, 3}, 31));
+  b.init("cb", random_tensor({6}, 32, -0.1f, 0.1f));
+  b.init("gw", random_tensor({3, 6 * 3 * 3}, 33));
+  b.init("gb", random_tensor({3}, 34, -0.1f, 0.1f));
+  attr_i(b.node("Conv", {"x", "w", "cb"}, {"c"}), "group", 2);
+  b.node("Flatten", {"c"}, {"f"});
+  attr_i(b.node("Gemm", {"f", "gw", "gb"}, {"y"}), "transB", 1);
+  b.output("y");
+  const onnx::ModelProto quantized = with_rounded_weight(with_rounded_weight(b.m, "w", 3), "gw", 3);
+  std::vector<std::map<std::string, Tensor>> calibration;
+  std::vector<Tensor> held_out;
+  for (uint32_t k = 0; k < 8; ++k) {
+    calibration.push_back({{"x", random_tensor({2, 4, 5, 5}, 100 + k, 0.0f, 2.0f)}});
+    held_out.push_back(random_tensor({2, 4, 5, 5}, 200 + k, 0.0f, 2.0f));
+  }
+  onnx::ModelProto corrected = b.m;
+  CHECK(correct_biases(corrected, quantized, calibration, 1).layers == 2);
+  // The quantized model with the corrected biases.
+  onnx::ModelProto quantized_corrected = quantized;
+  {
+    Graph fg(corrected), qg(quantized_corrected);
+    for (const char* bias : {"cb", "gb"}) qg.set_initializer(bias, fg.initializer_tensor(bias));
+  }
+  const double before = worst_channel_mean_error(b.m, quantized, held_out);
+  const double after = worst_channel_mean_error(b.m, quantized_corrected, held_out);
+  CHECK(after < 0.2 * before);
+  // The float weights are unchanged: only the biases move.
+  CHECK(max_diff(Graph(corrected).initializer_tensor("w"), Graph(b.m).initializer_tensor("w")) == 0);
+}
+
+TEST_CASE("weights: cross-layer equalization leaves weights already on an int8 grid alone") {
+  Builder b = separable_block("LeakyRelu");
+  onnx::ModelProto m = b.m;
+  Graph g(m);
+  // w3 exported from a quantized model: integer multiples of one step (codes up to 127).
+  Tensor w3 = g.initializer_tensor("w3").clone();
+  for (float& v : w3.span<float>()) v = std::nearbyint(v * 127) / 1024;
+  w3.data<float>()[0] = 127.0f / 1024;  // the largest code
+  g.set_initializer("w3", w3);
+  CHECK(equalize_cross_layer(g).pairs == 1);  // only pointwise -> Relu -> depthwise
+  CHECK(max_diff(g.initializer_tensor("w3"), w3) == 0);
 }

@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "core/tensor.h"
+#include "quantize/qparams.h"
 
 namespace qtool::quantize {
 namespace {
@@ -35,6 +36,15 @@ bool own_conv(const Graph& g, int i) {
 // Activations f with f(x / s) = f(x) / s for every s > 0.
 bool positively_homogeneous(const onnx::NodeProto& n) { return n.op_type() == "Relu" || n.op_type() == "LeakyRelu"; }
 
+// A weight whose values are already integer multiples of one int8 step (a model exported from a quantized one)
+// is represented exactly by that grid; rescaling its channels would trade the exact codes for rounding error.
+bool on_integer_grid(const Graph& g, const std::string& weight) {
+  TensorSettings int8;
+  int8.dtype = DType::Int8;
+  int8.symmetric = true;
+  return existing_grid(g.initializer_tensor(weight), int8).has_value();
+}
+
 std::vector<Pair> find_pairs(const Graph& g) {
   std::vector<Pair> pairs;
   for (int b = 0; b < g.node_count(); ++b) {
@@ -48,6 +58,7 @@ std::vector<Pair> find_pairs(const Graph& g) {
       a = g.producer(x);
     }
     if (!own_conv(g, a)) continue;
+    if (on_integer_grid(g, g.node(a).input(1)) || on_integer_grid(g, g.node(b).input(1))) continue;
     const auto* wa = g.initializer(g.node(a).input(1));
     const auto* wb = g.initializer(g.node(b).input(1));
     const int64_t group = attr_int(g.node(b), "group", 1);
