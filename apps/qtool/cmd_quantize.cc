@@ -175,12 +175,12 @@ Action add_quantize_command(CLI::App& app) {
     // Cross-layer equalization changes the float weights and the ranges of the tensors between equalized pairs:
     // calibration runs on the equalized model (written next to the output for the calibrator, then removed).
     std::filesystem::path calib_model = a->model;
-    if (cfg.weight_algorithms().cross_layer_equalization) {
-      if (!a->calib.empty())
-        throw BadInputError("quantize: config '" + cfg.source() +
-                            "' turns on weight_algorithms.cross_layer_equalization, which changes the ranges of the "
-                            "tensors it rescales, so the --calib table of the float model does not fit: calibrate here "
-                            "with --data or --random, or set \"cross_layer_equalization\": false");
+    // A --calib table was measured on the unequalized model: equalizing now would invalidate its ranges, so
+    // equalization needs quantize to calibrate (--data / --random).
+    if (cfg.weight_algorithms().cross_layer_equalization && !a->calib.empty())
+      spdlog::warn("cross-layer equalization skipped: the --calib table was measured on the unequalized model "
+                   "(calibrate here with --data or --random to equalize)");
+    if (cfg.weight_algorithms().cross_layer_equalization && a->calib.empty()) {
       const int pairs = quantize::equalize_for_calibration(*m.proto, cfg);
       spdlog::info("cross-layer equalization: {} convolution pairs", pairs);
       if (pairs > 0) {

@@ -112,7 +112,8 @@ struct AccuracyGuardSettings {
 // "weight_algorithms": {"cross_layer_equalization": false, "bias_correction": false}; each absent key is off.
 struct WeightAlgorithms {
   // Rescale Conv -> Relu -> Conv channel pairs to equal weight ranges (weights/cross_layer_equalization.h).
-  // It changes the ranges of the tensors between the pair: the model is calibrated after equalizing.
+  // It changes the ranges of the tensors between the pair: the model is calibrated after equalizing, so quantize
+  // with a --calib table (measured on the unequalized model) skips it and says so.
   bool cross_layer_equalization = false;
   // Conv / Gemm biases absorb the mean output shift that weight rounding causes, measured on the calibration
   // samples (weights/bias_correction.h); needs samples (quantize --data / --random).

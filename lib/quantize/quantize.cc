@@ -107,19 +107,21 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
   s.prepare = prepare_model(model, std::max<int64_t>(13, config.required_opset()));
   const AccuracyGuardSettings& gs = config.accuracy_guard();
   const bool guard = gs.enabled && !options.samples.empty();
-  // The guard's reference is the float model as prepared, before bias correction changes its biases.
-  const onnx::ModelProto reference = guard ? model : onnx::ModelProto();
+  std::vector<BiasCorrection> corrections;
   if (config.weight_algorithms().bias_correction && !options.samples.empty()) {
-    // The shift depends on the rounded weights: rewrite once to get them, correct the float biases, rewrite again
-    // below (bias changes leave the weights' grids alone). The mean of each input settles in a few dozen samples.
+    // The shift depends on the rounded weights: rewrite once to get them. Bias changes leave the weights' grids
+    // alone. The mean of each input settles in a few dozen samples.
     constexpr size_t kBiasSamples = 64;
     onnx::ModelProto trial = model;
     rewrite(trial, config, ranges);
     const std::vector<Sample> few(options.samples.begin(),
                                   options.samples.begin() + std::min(options.samples.size(), kBiasSamples));
-    s.bias_corrected = correct_biases(model, trial, few, options.threads).layers;
+    corrections = bias_corrections(model, trial, few, options.threads);
   }
+  // The float model as prepared (the guard's reference and the base of its candidates); a candidate's biases are
+  // corrected only where its weights stay quantized.
   const onnx::ModelProto prepared = guard ? model : onnx::ModelProto();
+  s.bias_corrected = apply_bias_corrections(model, corrections);
   s.qdq = rewrite(model, config, ranges);
   check_table_matches(s.qdq, ranges);
   if (!gs.enabled)
@@ -128,7 +130,7 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
     s.guard.note = "not run: no calibration samples (activation ranges came from a file)";
   if (guard) {
     const auto t0 = std::chrono::steady_clock::now();
-    const AccuracyEvaluator eval(reference, options.samples, gs, options.threads);
+    const AccuracyEvaluator eval(prepared, options.samples, gs, options.threads);
     // The per-tensor scan only ranks tensors: on many samples it runs on the first kScanSamples (recurrent models
     // keep the whole stream: their state's error builds up over it).
     constexpr size_t kScanSamples = 16;
@@ -136,11 +138,12 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
     for (const auto& o : eval.outputs()) recurrent = recurrent || o.state;
     std::optional<AccuracyEvaluator> scan;
     if (!recurrent && options.samples.size() > kScanSamples)
-      scan.emplace(reference, std::vector<Sample>(options.samples.begin(), options.samples.begin() + kScanSamples), gs,
+      scan.emplace(prepared, std::vector<Sample>(options.samples.begin(), options.samples.begin() + kScanSamples), gs,
                    options.threads);
     auto requantize = [&](const std::vector<std::string>& float_tensors) {
       Candidate c;
       c.model = std::make_shared<onnx::ModelProto>(prepared);
+      apply_bias_corrections(*c.model, corrections, float_tensors);
       units_of(rewrite(*c.model, config.with_float_tensors(float_tensors), ranges), c);
       return c;
     };
@@ -151,6 +154,7 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
     s.guard = guard_accuracy(eval, initial, requantize, gs, keep, options.log, scan ? &*scan : nullptr);
     if (!keep.empty()) {
       model = prepared;
+      s.bias_corrected = apply_bias_corrections(model, corrections, keep);
       s.qdq = rewrite(model, config.with_float_tensors(keep), ranges);
     }
     s.guard.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

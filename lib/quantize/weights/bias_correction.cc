@@ -9,6 +9,8 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
+
 #include "quant/qdq.h"
 #include "quantize/graph.h"
 #include "runtime/session.h"
@@ -125,15 +127,14 @@ std::vector<double> mean_shift(const Layer& l, const std::vector<double>& mean) 
 
 }  // namespace
 
-BiasCorrectionReport correct_biases(onnx::ModelProto& prepared, const onnx::ModelProto& quantized,
-                                    const std::vector<std::map<std::string, Tensor>>& samples, int threads) {
-  BiasCorrectionReport r;
-  if (samples.empty()) return r;
-  onnx::ModelProto qcopy = quantized;
-  Graph q(qcopy);
-  Graph g(prepared);
-  std::vector<Layer> layers = find_layers(g, q);
-  if (layers.empty()) return r;
+std::vector<BiasCorrection> bias_corrections(const onnx::ModelProto& prepared, const onnx::ModelProto& quantized,
+                                             const std::vector<std::map<std::string, Tensor>>& samples, int threads) {
+  std::vector<BiasCorrection> out;
+  if (samples.empty()) return out;
+  onnx::ModelProto fcopy = prepared, qcopy = quantized;
+  Graph g(fcopy), q(qcopy);
+  const std::vector<Layer> layers = find_layers(g, q);
+  if (layers.empty()) return out;
   std::map<std::string, ChannelMean> means;
   for (const auto& l : layers) means[l.input];
   const runtime::Session session(prepared, {.threads = threads});
@@ -151,10 +152,22 @@ BiasCorrectionReport correct_biases(onnx::ModelProto& prepared, const onnx::Mode
     if (shift.empty()) continue;
     Tensor b = g.initializer_tensor(l.bias).clone();
     for (int64_t c = 0; c < b.numel(); ++c) b.data<float>()[c] += static_cast<float>(shift[c] * l.gain);
-    g.set_initializer(l.bias, b);
-    ++r.layers;
+    out.push_back({g.node(l.node).input(1), l.bias, b});
   }
-  return r;
+  return out;
+}
+
+int apply_bias_corrections(onnx::ModelProto& model, const std::vector<BiasCorrection>& corrections,
+                           const std::vector<std::string>& float_weights) {
+  Graph g(model);
+  int applied = 0;
+  for (const auto& c : corrections) {
+    if (std::find(float_weights.begin(), float_weights.end(), c.weight) != float_weights.end()) continue;
+    if (!g.is_float_initializer(c.bias)) continue;
+    g.set_initializer(c.bias, c.corrected);
+    ++applied;
+  }
+  return applied;
 }
 
 }  // namespace qtool::quantize

@@ -14,14 +14,21 @@ class ModelProto;
 
 namespace qtool::quantize {
 
-struct BiasCorrectionReport {
-  int layers = 0;  // Conv / Gemm biases changed
+// One layer's corrected bias: applies while its weight is quantized (a weight kept float has no rounding shift).
+struct BiasCorrection {
+  std::string weight, bias;
+  Tensor corrected;
 };
 
 // For every Conv and Gemm of the float model `prepared` with a float bias only it reads, whose weight the QDQ
 // rewrite `quantized` (same tensor names for node outputs) replaced by DequantizeLinear of an initializer:
-// b += (W - Wq) E[x], E[x] the per-channel mean of the node's input over `samples` run through `prepared`.
-BiasCorrectionReport correct_biases(onnx::ModelProto& prepared, const onnx::ModelProto& quantized,
-                                    const std::vector<std::map<std::string, Tensor>>& samples, int threads);
+// b + (W - Wq) E[x], E[x] the per-channel mean of the node's input over `samples` run through `prepared`.
+std::vector<BiasCorrection> bias_corrections(const onnx::ModelProto& prepared, const onnx::ModelProto& quantized,
+                                             const std::vector<std::map<std::string, Tensor>>& samples, int threads);
+
+// Writes the corrected biases into `model` (the prepared float model), except for weights in `float_weights`;
+// returns how many it wrote.
+int apply_bias_corrections(onnx::ModelProto& model, const std::vector<BiasCorrection>& corrections,
+                           const std::vector<std::string>& float_weights = {});
 
 }  // namespace qtool::quantize
