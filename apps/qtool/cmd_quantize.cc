@@ -91,6 +91,7 @@ nlohmann::json summary_json(const quantize::QuantizeSummary& s, const QuantizeAr
   j["weight_bytes_before"] = s.weight_bytes_before;
   j["weight_bytes_after"] = s.weight_bytes_after;
   j["prepare"] = s.prepare.rewrites;
+  j["bias_corrected"] = s.bias_corrected;
   j["accuracy_guard"] = guard_json(s.guard);
   j["calibration"] = calibration;
   return j;
@@ -207,6 +208,22 @@ Action add_quantize_command(CLI::App& app) {
     if (gptq && !samples)
       throw BadInputError("quantize: the config's \"algorithm\": \"gptq\" needs calibration inputs: give --data (or "
                        "--random)");
+    // Cross-layer equalization changes the float weights and the ranges of the tensors between equalized pairs:
+    // calibration runs on the equalized model (written next to the output for the calibrator, then removed).
+    std::filesystem::path calib_model = a->model;
+    // A --calib table was measured on the unequalized model: equalizing now would invalidate its ranges, so
+    // equalization needs quantize to calibrate (--data / --random).
+    if (cfg.weight_algorithms().cross_layer_equalization && !a->calib.empty())
+      spdlog::warn("cross-layer equalization skipped: the --calib table was measured on the unequalized model "
+                   "(calibrate here with --data or --random to equalize)");
+    if (cfg.weight_algorithms().cross_layer_equalization && a->calib.empty()) {
+      const int pairs = quantize::equalize_for_calibration(*m.proto, cfg);
+      spdlog::info("cross-layer equalization: {} convolution pairs", pairs);
+      if (pairs > 0) {
+        calib_model = a->output + ".equalized.onnx";
+        onnxio::save_model(*m.proto, calib_model, so);
+      }
+    }
     calib::CalibrationTable ranges;
     nlohmann::json calibration;  // null: ranges from --calib
     // Only the observers this config's ranges need, unless --methods asks for more.
@@ -216,7 +233,14 @@ Action add_quantize_command(CLI::App& app) {
       ranges = calib::read_calibration(a->calib);
       if (!a->allow_calib_mismatch) calib::check_calibration_model(ranges, a->model, a->calib);
     } else if (need_ranges) {  // --data or --random: calibrate first, as `qtool calibrate` would
-      calib::CalibrateResult r = calib::calibrate_model(a->model, o);
+      struct RemoveTemporary {
+        std::filesystem::path path;
+        ~RemoveTemporary() {
+          std::error_code ignored;
+          if (!path.empty()) std::filesystem::remove(path, ignored);
+        }
+      } const equalized{calib_model != a->model ? calib_model : std::filesystem::path()};
+      calib::CalibrateResult r = calib::calibrate_model(calib_model, o);
       for (const std::string& note : r.notes) spdlog::warn("{}", note);
       spdlog::info("calibrated on {} ({} runs, {:.1f} s)", r.data, r.runs, r.seconds);
       calibration = calibration_json(r);
@@ -225,7 +249,7 @@ Action add_quantize_command(CLI::App& app) {
     quantize::QuantizeOptions qo;
     qo.threads = runtime::resolve_threads(a->calibration.threads);
     qo.log = [](const std::string& line) { spdlog::info("{}", line); };
-    if (samples && (cfg.accuracy_guard().enabled || gptq)) {
+    if (samples && (cfg.accuracy_guard().enabled || gptq || cfg.weight_algorithms().bias_correction)) {
       const runtime::Session session(m, {.threads = 1});
       auto source = calib::open_samples(o, calib::input_specs(session));
       if (source->samples() > kGuardSamples)

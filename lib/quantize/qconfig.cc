@@ -303,7 +303,7 @@ QConfig QConfig::parse(const std::string& json_text, const std::string& source) 
   const json j = parse_json_limited(json_text, source);
   ctx.object(j, "$",
              {"format", "version", "name", "description", "target", "global", "op_types", "node_name_regex",
-              "node_names", "tensors", "accuracy_guard"});
+              "node_names", "tensors", "accuracy_guard", "weight_algorithms"});
   QConfig c;
   c.source_ = source;
   c.parsed_json_ = j.dump();
@@ -397,6 +397,15 @@ QConfig QConfig::parse(const std::string& json_text, const std::string& source) 
       for (auto it = st.begin(); it != st.end(); ++it)
         c.guard_.state[it.key()] = ctx.string(it.value(), key_path(p + ".state", it.key()));
     }
+  }
+  if (j.contains("weight_algorithms")) {
+    const std::string p = "$.weight_algorithms";
+    const json& w = ctx.object(j["weight_algorithms"], p, {"cross_layer_equalization", "bias_correction"});
+    if (w.contains("cross_layer_equalization"))
+      c.weight_algorithms_.cross_layer_equalization =
+          ctx.boolean(w["cross_layer_equalization"], p + ".cross_layer_equalization");
+    if (w.contains("bias_correction"))
+      c.weight_algorithms_.bias_correction = ctx.boolean(w["bias_correction"], p + ".bias_correction");
   }
   return c;
 }

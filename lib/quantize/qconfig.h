@@ -120,6 +120,18 @@ struct AccuracyGuardSettings {
   std::map<std::string, std::string> state;
 };
 
+// Algorithms that change the float weights before quantization (lib/quantize/weights/). JSON:
+// "weight_algorithms": {"cross_layer_equalization": false, "bias_correction": false}; each absent key is off.
+struct WeightAlgorithms {
+  // Rescale Conv -> Relu -> Conv channel pairs to equal weight ranges (weights/cross_layer_equalization.h).
+  // It changes the ranges of the tensors between the pair: the model is calibrated after equalizing, so quantize
+  // with a --calib table (measured on the unequalized model) skips it and says so.
+  bool cross_layer_equalization = false;
+  // Conv / Gemm biases absorb the mean output shift that weight rounding causes, measured on the calibration
+  // samples (weights/bias_correction.h); needs samples (quantize --data / --random).
+  bool bias_correction = false;
+};
+
 // node_name_regex entries are RE2 patterns (linear-time matching: no backtracking blow-up on hostile patterns
 // or long names), compiled once when the config is parsed; a rule matches a node when the pattern matches
 // anywhere in its name (as a search, not a full match).
@@ -145,6 +157,7 @@ class QConfig {
   void check_names(const std::vector<std::string>& node_names, const std::vector<std::string>& tensor_names) const;
 
   const AccuracyGuardSettings& accuracy_guard() const { return guard_; }
+  const WeightAlgorithms& weight_algorithms() const { return weight_algorithms_; }
   void set_accuracy_guard(const AccuracyGuardSettings& g) { guard_ = g; }
   // This config with `names` (activations or weights) kept float, as "tensors": {name: null} would.
   QConfig with_float_tensors(const std::vector<std::string>& names) const;
@@ -173,6 +186,7 @@ class QConfig {
   std::map<std::string, Rule> node_names_;
   std::map<std::string, SettingsSlot> tensors_;
   AccuracyGuardSettings guard_;
+  WeightAlgorithms weight_algorithms_;
   int64_t required_opset_ = 10;
 };
 

@@ -12,6 +12,8 @@
 #include "onnx/tensor_proto.h"
 #include "quantize/provenance.h"
 #include "quantize/weights/layer_inputs.h"
+#include "quantize/weights/bias_correction.h"
+#include "quantize/weights/cross_layer_equalization.h"
 
 namespace qtool::quantize {
 
@@ -46,6 +48,13 @@ bool needs_activation_ranges(const onnx::ModelProto& model, const QConfig& confi
 
 bool needs_layer_inputs(const onnx::ModelProto& model, const QConfig& config) {
   return !gptq_layer_inputs(model, config).empty();
+}
+
+int equalize_for_calibration(onnx::ModelProto& model, const QConfig& config) {
+  if (!config.weight_algorithms().cross_layer_equalization) return 0;
+  prepare_model(model, std::max<int64_t>(13, config.required_opset()));  // BatchNormalization folded first
+  Graph g(model);
+  return equalize_cross_layer(g).pairs;
 }
 
 QdqReport explain_model(const onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges) {
@@ -156,7 +165,6 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
   s.prepare = prepare_model(model, std::max<int64_t>(13, config.required_opset()));
   const AccuracyGuardSettings& gs = config.accuracy_guard();
   const bool guard = gs.enabled && !options.samples.empty();
-  const onnx::ModelProto prepared = guard ? model : onnx::ModelProto();
   // GPTQ layers: the Hessians of their inputs, from the float model on the calibration samples.
   LayerHessians hessians;
   if (const auto inputs = gptq_layer_inputs(model, config); !inputs.empty()) {
@@ -164,6 +172,21 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
       throw BadInputError("\"algorithm\": \"gptq\" needs calibration inputs: give qtool quantize --data (or --random)");
     hessians = collect_hessians(model, inputs, options.samples, options.threads);
   }
+  std::vector<BiasCorrection> corrections;
+  if (config.weight_algorithms().bias_correction && !options.samples.empty()) {
+    // The shift depends on the rounded weights: rewrite once to get them. Bias changes leave the weights' grids
+    // alone. The mean of each input settles in a few dozen samples.
+    constexpr size_t kBiasSamples = 64;
+    onnx::ModelProto trial = model;
+    rewrite(trial, config, ranges, &hessians);
+    const std::vector<Sample> few(options.samples.begin(),
+                                  options.samples.begin() + std::min(options.samples.size(), kBiasSamples));
+    corrections = bias_corrections(model, trial, few, options.threads);
+  }
+  // The float model as prepared (the guard's reference and the base of its candidates); a candidate's biases are
+  // corrected only where its weights stay quantized.
+  const onnx::ModelProto prepared = guard ? model : onnx::ModelProto();
+  s.bias_corrected = apply_bias_corrections(model, corrections);
   s.qdq = rewrite(model, config, ranges, &hessians);
   check_table_matches(s.qdq, ranges);
   check_target_loads(s.qdq, config);
@@ -186,6 +209,7 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
     auto requantize = [&](const std::vector<std::string>& float_tensors) {
       Candidate c;
       c.model = std::make_shared<onnx::ModelProto>(prepared);
+      apply_bias_corrections(*c.model, corrections, float_tensors);
       units_of(rewrite(*c.model, config.with_float_tensors(float_tensors), ranges, &hessians), c);
       return c;
     };
@@ -196,6 +220,7 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
     s.guard = guard_accuracy(eval, initial, requantize, gs, keep, options.log, scan ? &*scan : nullptr);
     if (!keep.empty()) {
       model = prepared;
+      s.bias_corrected = apply_bias_corrections(model, corrections, keep);
       s.qdq = rewrite(model, config.with_float_tensors(keep), ranges, &hessians);
     }
     s.guard.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

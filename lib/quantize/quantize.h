@@ -21,12 +21,13 @@ struct QuantizeSummary {
   QdqReport qdq;
   int64_t weight_bytes_before = 0, weight_bytes_after = 0;  // all initializers
   int64_t opset = 0;
+  int bias_corrected = 0;  // layers whose bias absorbed its weights' rounding shift (weight_algorithms)
   GuardReport guard;  // guard.ran is false when it is off or there were no samples (guard.note says which)
 };
 
 struct QuantizeOptions {
-  // Calibration samples for the accuracy guard (quantize/accuracy_guard.h) and GPTQ's layer inputs; none: the guard
-  // cannot run and GPTQ rules are a UsageError.
+  // Calibration samples for the accuracy guard (quantize/accuracy_guard.h), GPTQ's layer inputs and bias
+  // correction; none: the guard and bias correction do not run and GPTQ rules are a UsageError.
   std::vector<Sample> samples;
   int threads = 1;
   std::function<void(const std::string&)> log;  // progress lines of the guard
@@ -42,6 +43,10 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
 bool needs_activation_ranges(const onnx::ModelProto& model, const QConfig& config);
 // Whether a weight rule asks for GPTQ on some MatMul/Gemm (quantize_model then needs options.samples).
 bool needs_layer_inputs(const onnx::ModelProto& model, const QConfig& config);
+// When the config turns on cross-layer equalization (weight_algorithms): runs the preparation passes, then
+// equalizes `model` in place and returns the pairs equalized (0 when off). The tensors between equalized
+// convolutions change range, so the caller calibrates the result, not the original model.
+int equalize_for_calibration(onnx::ModelProto& model, const QConfig& config);
 
 // What quantize_model would do to each node, without keeping the result (`inspect --explain`).
 QdqReport explain_model(const onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges);

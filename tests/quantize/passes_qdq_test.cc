@@ -14,6 +14,8 @@
 #include "quantize/qdq.h"
 #include "quantize/qparams.h"
 #include "quantize/quantize.h"
+#include "quantize/weights/bias_correction.h"
+#include "quantize/weights/cross_layer_equalization.h"
 #include "runtime/session.h"
 #include "test_paths.h"
 
@@ -663,4 +665,185 @@ TEST_CASE("guard: an output declared like an input is recurrent state and is mea
   gs.state = {{"sN", "no_such_input"}};
   CHECK_THROWS_WITH(AccuracyEvaluator(model(0.5f), samples, gs, 1),
                     "accuracy_guard.state: the model has no graph input named 'no_such_input'");
+}
+
+namespace {
+
+// Channel c of axis 0 multiplied by 10^((c + phase) mod 4 - 2): ranges four orders of magnitude apart, as in the
+// depthwise layers that motivated equalization.
+Tensor spread_channels(Tensor t, int phase) {
+  const int64_t inner = t.numel() / t.dim(0);
+  for (int64_t c = 0; c < t.dim(0); ++c)
+    for (int64_t k = 0; k < inner; ++k)
+      t.data<float>()[c * inner + k] *= std::pow(10.0f, float((c + phase) % 4) - 2);
+  return t;
+}
+
+// `m` with every Conv weight rounded to a per-tensor symmetric int8 grid (and back to float).
+onnx::ModelProto per_tensor_int8_weights(const onnx::ModelProto& m) {
+  onnx::ModelProto copy = m;
+  Graph g(copy);
+  for (const auto& n : m.graph().node()) {
+    if (n.op_type() != "Conv") continue;
+    Tensor w = g.initializer_tensor(n.input(1)).clone();
+    double peak = 0;
+    for (float v : w.span<float>()) peak = std::max(peak, double(std::fabs(v)));
+    const double step = peak / 127;
+    for (float& v : w.span<float>()) v = static_cast<float>(std::nearbyint(v / step) * step);
+    g.set_initializer(n.input(1), w);
+  }
+  return copy;
+}
+
+// pointwise (8 -> 8) -> Relu -> depthwise 3x3 -> `act` -> pointwise (8 -> 5)
+Builder separable_block(const std::string& act) {
+  Builder b(13);
+  b.input("x", {1, 8, 6, 6});
+  b.init("w1", spread_channels(random_tensor({8, 8, 1, 1}, 11), 0));
+  b.init("b1", random_tensor({8}, 12, -0.1f, 0.1f));
+  b.init("w2", spread_channels(random_tensor({8, 1, 3, 3}, 13), 2));
+  b.init("b2", random_tensor({8}, 14, -0.1f, 0.1f));
+  b.init("w3", random_tensor({5, 8, 1, 1}, 15));
+  b.node("Conv", {"x", "w1", "b1"}, {"c1"});
+  b.node("Relu", {"c1"}, {"r1"});
+  auto& dw = b.node("Conv", {"r1", "w2", "b2"}, {"c2"});
+  attr_i(dw, "group", 8);
+  attr_ints(dw, "pads", {1, 1, 1, 1});
+  if (act == "Clip") {
+    b.init("lo", Tensor::scalar<float>(0.0f));
+    b.init("hi", Tensor::scalar<float>(6.0f));
+    b.node("Clip", {"c2", "lo", "hi"}, {"r2"});
+  } else {
+    attr_f(b.node(act, {"c2"}, {"r2"}), "alpha", 0.1f);
+  }
+  b.node("Conv", {"r2", "w3"}, {"y"});
+  b.output("y");
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("weights: cross-layer equalization keeps float outputs and lowers per-tensor weight error") {
+  Builder b = separable_block("LeakyRelu");
+  const Tensor x = random_tensor({1, 8, 6, 6}, 21);
+  const Tensor before = run1(b.m, x);
+  onnx::ModelProto m = b.m;
+  Graph g(m);
+  const double objective_before = equalization_objective(g);
+  const EqualizationReport r = equalize_cross_layer(g);
+  CHECK(r.pairs == 2);
+  CHECK(r.rounds > 1);
+  CHECK(equalization_objective(g) > 2 * objective_before);
+  const Tensor after = run1(m, x);
+  double peak = 0;
+  for (float v : before.span<float>()) peak = std::max(peak, double(std::fabs(v)));
+  CHECK(max_diff(before, after) <= 1e-4 * peak);
+  // What it is for: the output error of per-tensor int8 weights drops (here the small channels no longer round
+  // to zero).
+  const double error_before = max_diff(before, run1(per_tensor_int8_weights(b.m), x));
+  const double error_after = max_diff(before, run1(per_tensor_int8_weights(m), x));
+  CHECK(error_after < 0.5 * error_before);
+}
+
+TEST_CASE("weights: cross-layer equalization leaves a pair alone when a Clip bound sits between") {
+  Builder b = separable_block("Clip");
+  onnx::ModelProto m = b.m;
+  Graph g(m);
+  CHECK(equalize_cross_layer(g).pairs == 1);  // only pointwise -> Relu -> depthwise
+  const Tensor w3 = g.initializer_tensor("w3");
+  const Tensor w3_before = Graph(b.m).initializer_tensor("w3");
+  CHECK(max_diff(w3, w3_before) == 0);
+}
+
+namespace {
+
+// `m` with weight `name` replaced by DequantizeLinear of its per-tensor symmetric rounding to `levels` steps each
+// side (coarse on purpose: the rounding shift is what bias correction removes).
+onnx::ModelProto with_rounded_weight(const onnx::ModelProto& m, const std::string& name, int levels) {
+  onnx::ModelProto q = m;
+  Graph g(q);
+  const Tensor w = g.initializer_tensor(name);
+  double peak = 0;
+  for (float v : w.span<float>()) peak = std::max(peak, double(std::fabs(v)));
+  const float step = static_cast<float>(peak / levels);
+  std::vector<int8_t> codes;
+  for (float v : w.span<float>()) codes.push_back(static_cast<int8_t>(std::nearbyint(v / step)));
+  g.set_initializer(name + "_q", Tensor::from_vector<int8_t>(w.shape(), codes));
+  g.set_initializer(name + "_s", Tensor::scalar<float>(step));
+  onnx::NodeProto dq;
+  dq.set_op_type("DequantizeLinear");
+  dq.set_name(name + "_dq_node");
+  dq.add_input(name + "_q");
+  dq.add_input(name + "_s");
+  dq.add_output(name + "_dq");
+  for (int i = 0; i < g.node_count(); ++i)
+    for (int k = 0; k < g.node(i).input_size(); ++k)
+      if (g.node(i).input(k) == name) g.node(i).set_input(k, name + "_dq");
+  g.insert_before(0, dq);
+  g.compact();
+  return q;
+}
+
+// Largest |mean over samples and positions of (float - quantized)| over the output's channels (axis 1).
+double worst_channel_mean_error(const onnx::ModelProto& f, const onnx::ModelProto& q, const std::vector<Tensor>& xs) {
+  std::vector<double> sum;
+  double count = 0;
+  for (const Tensor& x : xs) {
+    const Tensor a = run1(f, x), b = run1(q, x);
+    const int64_t c = a.dim(1), inner = a.numel() / (a.dim(0) * c);
+    sum.resize(static_cast<size_t>(c), 0.0);
+    for (int64_t i = 0; i < a.numel(); ++i) sum[(i / inner) % c] += double(a.data<float>()[i]) - b.data<float>()[i];
+    count += static_cast<double>(a.dim(0) * inner);
+  }
+  double worst = 0;
+  for (double v : sum) worst = std::max(worst, std::fabs(v / count));
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("weights: bias correction removes the mean shift of rounded Conv and Gemm weights") {
+  // Conv (grouped, inputs with a positive mean) -> Flatten -> Gemm (transB): both weights rounded coarsely.
+  Builder b(13);
+  b.input("x", {2, 4, 5, 5});
+  b.init("w", random_tensor({6, 2, 3, 3}, 31));
+  b.init("cb", random_tensor({6}, 32, -0.1f, 0.1f));
+  b.init("gw", random_tensor({3, 6 * 3 * 3}, 33));
+  b.init("gb", random_tensor({3}, 34, -0.1f, 0.1f));
+  attr_i(b.node("Conv", {"x", "w", "cb"}, {"c"}), "group", 2);
+  b.node("Flatten", {"c"}, {"f"});
+  attr_i(b.node("Gemm", {"f", "gw", "gb"}, {"y"}), "transB", 1);
+  b.output("y");
+  const onnx::ModelProto quantized = with_rounded_weight(with_rounded_weight(b.m, "w", 3), "gw", 3);
+  std::vector<std::map<std::string, Tensor>> calibration;
+  std::vector<Tensor> held_out;
+  for (uint32_t k = 0; k < 8; ++k) {
+    calibration.push_back({{"x", random_tensor({2, 4, 5, 5}, 100 + k, 0.0f, 2.0f)}});
+    held_out.push_back(random_tensor({2, 4, 5, 5}, 200 + k, 0.0f, 2.0f));
+  }
+  const std::vector<BiasCorrection> corrections = bias_corrections(b.m, quantized, calibration, 1);
+  REQUIRE(corrections.size() == 2);
+  // The quantized model with the corrected biases (its biases are float initializers of the same names).
+  onnx::ModelProto quantized_corrected = quantized;
+  CHECK(apply_bias_corrections(quantized_corrected, corrections) == 2);
+  // A weight kept float keeps its bias.
+  onnx::ModelProto partly = b.m;
+  CHECK(apply_bias_corrections(partly, corrections, {"gw"}) == 1);
+  CHECK(max_diff(Graph(partly).initializer_tensor("gb"), Graph(b.m).initializer_tensor("gb")) == 0);
+  const double before = worst_channel_mean_error(b.m, quantized, held_out);
+  const double after = worst_channel_mean_error(b.m, quantized_corrected, held_out);
+  CHECK(after < 0.2 * before);
+}
+
+TEST_CASE("weights: cross-layer equalization leaves weights already on an int8 grid alone") {
+  Builder b = separable_block("LeakyRelu");
+  onnx::ModelProto m = b.m;
+  Graph g(m);
+  // w3 exported from a quantized model: integer multiples of one step (codes up to 127).
+  Tensor w3 = g.initializer_tensor("w3").clone();
+  for (float& v : w3.span<float>()) v = std::nearbyint(v * 127) / 1024;
+  w3.data<float>()[0] = 127.0f / 1024;  // the largest code
+  g.set_initializer("w3", w3);
+  CHECK(equalize_cross_layer(g).pairs == 1);  // only pointwise -> Relu -> depthwise
+  CHECK(max_diff(g.initializer_tensor("w3"), w3) == 0);
 }

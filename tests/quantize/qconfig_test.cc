@@ -240,3 +240,17 @@ TEST_CASE("qconfig: weight \"algorithm\" is rtn by default, set per rule, weight
   CHECK(error_of(wrap(R"("global": {"activation": {"algorithm": "rtn"}})")) ==
         "config.json: $.global.activation.algorithm: algorithm applies to weights only");
 }
+
+TEST_CASE("qconfig: weight_algorithms are booleans with known names, off when absent") {
+  const QConfig off = QConfig::parse(wrap(R"("global": {})"), "c");
+  CHECK_FALSE(off.weight_algorithms().cross_layer_equalization);
+  CHECK_FALSE(off.weight_algorithms().bias_correction);
+  const QConfig on = QConfig::parse(
+      wrap(R"("global": {}, "weight_algorithms": {"cross_layer_equalization": true, "bias_correction": true})"), "c");
+  CHECK(on.weight_algorithms().cross_layer_equalization);
+  CHECK(on.weight_algorithms().bias_correction);
+  CHECK(error_of(wrap(R"("global": {}, "weight_algorithms": {"bias_correction": 1})")) ==
+        "config.json: $.weight_algorithms.bias_correction: expected true or false, got 1");
+  CHECK(error_of(wrap(R"("global": {}, "weight_algorithms": {"cle": true})"))
+            .starts_with("config.json: $.weight_algorithms.cle: unknown key"));
+}

@@ -1,0 +1,173 @@
+// Empirical bias correction. Error it removes: the shift of each output channel's mean that weight rounding
+// causes. For y = W x + b and rounded weights Wq, E[y] - E[yq] = (W - Wq) E[x] per output channel (linearity);
+// adding it to b makes the quantized layer's mean output over the calibration inputs equal the float one.
+// Rounding errors that are biased per channel (kernel-sum rounding cancels them only within one kernel; coarse
+// per-tensor grids and saturation-safe scales do not) otherwise add up through the following layers. For a Conv,
+// E[x] is the input's per-channel mean over samples and positions: taps that read padding see zeros, not the
+// mean, so border outputs keep part of the shift.
+#include "quantize/weights/bias_correction.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+
+#include "quant/qdq.h"
+#include "quantize/graph.h"
+#include "runtime/session.h"
+
+namespace qtool::quantize {
+namespace {
+
+struct Layer {
+  int node = -1;
+  Tensor w, wq;          // float and rounded weights
+  int64_t group = 1;     // Conv
+  bool gemm = false, trans_b = false;
+  float gain = 1.0f;     // Gemm alpha / beta: what a change of W·x is worth in units of the bias initializer
+  std::string input, bias;
+};
+
+// The weight of the node writing `output` in the QDQ model, dequantized; empty when it is not a DequantizeLinear
+// of initializers (kept float).
+Tensor rounded_weight(const Graph& q, const std::map<std::string, int>& by_output, const std::string& output) {
+  const auto it = by_output.find(output);
+  if (it == by_output.end()) return {};
+  const auto& n = q.node(it->second);
+  if (n.input_size() < 2) return {};
+  const int d = q.producer(n.input(1));
+  if (d < 0 || q.node(d).op_type() != "DequantizeLinear") return {};
+  const auto& dq = q.node(d);
+  for (const auto& in : dq.input())
+    if (!in.empty() && !q.is_initializer(in)) return {};
+  const Tensor x = q.initializer_tensor(dq.input(0)), scale = q.initializer_tensor(dq.input(1));
+  std::optional<Tensor> zp;
+  if (dq.input_size() > 2 && !dq.input(2).empty()) zp = q.initializer_tensor(dq.input(2));
+  quant::QdqAttrs attrs;
+  attrs.axis = attr_int(dq, "axis", 1);
+  attrs.block_size = attr_int(dq, "block_size", 0);
+  return quant::dequantize_linear(x, scale, zp ? &*zp : nullptr, attrs);
+}
+
+std::vector<Layer> find_layers(const Graph& g, const Graph& q) {
+  std::map<std::string, int> by_output;
+  for (int i = 0; i < q.node_count(); ++i)
+    if (q.node(i).output_size() > 0) by_output[q.node(i).output(0)] = i;
+  std::vector<Layer> layers;
+  for (int i = 0; i < g.node_count(); ++i) {
+    const auto& n = g.node(i);
+    const bool conv = n.op_type() == "Conv", gemm = n.op_type() == "Gemm";
+    if ((!conv && !gemm) || n.input_size() < 3 || n.output_size() != 1) continue;
+    if (!g.is_float_initializer(n.input(1)) || !g.is_float_initializer(n.input(2))) continue;
+    if (g.consumers(n.input(2)).size() != 1 || g.is_graph_input(n.input(2))) continue;
+    if (gemm && attr_int(n, "transA", 0) != 0) continue;
+    Layer l;
+    l.node = i;
+    l.w = g.initializer_tensor(n.input(1));
+    l.wq = rounded_weight(q, by_output, n.output(0));
+    if (l.wq.numel() == 0 || l.wq.shape() != l.w.shape() || l.w.rank() < 2) continue;
+    l.gemm = gemm;
+    l.trans_b = attr_int(n, "transB", 0) != 0;
+    l.group = conv ? attr_int(n, "group", 1) : 1;
+    l.gain = gemm ? attr_float(n, "alpha", 1.0f) / attr_float(n, "beta", 1.0f) : 1.0f;
+    const int64_t outs = gemm && !l.trans_b ? l.w.dim(1) : l.w.dim(0);
+    if (l.group < 1 || outs % l.group != 0 || g.initializer_tensor(n.input(2)).numel() != outs) continue;
+    l.input = n.input(0);
+    l.bias = n.input(2);
+    layers.push_back(std::move(l));
+  }
+  return layers;
+}
+
+// Per-channel sums of a Conv input [N, C, ...] (channel axis 1) or a Gemm input [M, K] (axis 1 too).
+struct ChannelMean {
+  std::vector<double> sum;
+  double count = 0;
+  void add(const Tensor& x) {
+    if (x.dtype() != DType::Float32 || x.rank() < 2) return;
+    const int64_t n = x.dim(0), c = x.dim(1), inner = x.numel() / std::max<int64_t>(1, n * c);
+    if (sum.empty()) sum.assign(static_cast<size_t>(c), 0.0);
+    if (static_cast<int64_t>(sum.size()) != c) return;
+    const float* d = x.data<float>();
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t k = 0; k < c; ++k)
+        for (int64_t t = 0; t < inner; ++t) sum[k] += d[(b * c + k) * inner + t];
+    count += static_cast<double>(n * inner);
+  }
+};
+
+// (W - Wq) E[x] per output channel.
+std::vector<double> mean_shift(const Layer& l, const std::vector<double>& mean) {
+  const float* w = l.w.data<float>();
+  const float* wq = l.wq.data<float>();
+  if (l.gemm) {  // W [K, N], or [N, K] with transB
+    const int64_t k_len = l.trans_b ? l.w.dim(1) : l.w.dim(0), n_len = l.trans_b ? l.w.dim(0) : l.w.dim(1);
+    std::vector<double> d(static_cast<size_t>(n_len), 0.0);
+    if (static_cast<int64_t>(mean.size()) != k_len) return {};
+    for (int64_t k = 0; k < k_len; ++k)
+      for (int64_t n = 0; n < n_len; ++n) {
+        const int64_t at = l.trans_b ? n * k_len + k : k * n_len + n;
+        d[n] += (double(w[at]) - wq[at]) * mean[k];
+      }
+    return d;
+  }
+  // Conv W [O, C/G, taps...]: output o reads channels [g·C/G, (g+1)·C/G), g = o / (O/G).
+  const int64_t outs = l.w.dim(0), local = l.w.dim(1), taps = l.w.numel() / (outs * local);
+  if (static_cast<int64_t>(mean.size()) != local * l.group) return {};
+  std::vector<double> d(static_cast<size_t>(outs), 0.0);
+  for (int64_t o = 0; o < outs; ++o)
+    for (int64_t j = 0; j < local; ++j) {
+      const double m = mean[(o / (outs / l.group)) * local + j];
+      for (int64_t t = 0; t < taps; ++t) {
+        const int64_t at = (o * local + j) * taps + t;
+        d[o] += (double(w[at]) - wq[at]) * m;
+      }
+    }
+  return d;
+}
+
+}  // namespace
+
+std::vector<BiasCorrection> bias_corrections(const onnx::ModelProto& prepared, const onnx::ModelProto& quantized,
+                                             const std::vector<std::map<std::string, Tensor>>& samples, int threads) {
+  std::vector<BiasCorrection> out;
+  if (samples.empty()) return out;
+  onnx::ModelProto fcopy = prepared, qcopy = quantized;
+  Graph g(fcopy), q(qcopy);
+  const std::vector<Layer> layers = find_layers(g, q);
+  if (layers.empty()) return out;
+  std::map<std::string, ChannelMean> means;
+  for (const auto& l : layers) means[l.input];
+  const runtime::Session session(prepared, {.threads = threads});
+  runtime::RunOptions ro;
+  ro.tap = [&](const std::string& name, const Tensor& value) {
+    if (auto it = means.find(name); it != means.end()) it->second.add(value);
+  };
+  for (const auto& s : samples) session.run(s, ro);
+  for (const auto& l : layers) {
+    const ChannelMean& cm = means.at(l.input);
+    if (cm.count == 0) continue;
+    std::vector<double> mean(cm.sum);
+    for (double& m : mean) m /= cm.count;
+    const std::vector<double> shift = mean_shift(l, mean);
+    if (shift.empty()) continue;
+    Tensor b = g.initializer_tensor(l.bias).clone();
+    for (int64_t c = 0; c < b.numel(); ++c) b.data<float>()[c] += static_cast<float>(shift[c] * l.gain);
+    out.push_back({g.node(l.node).input(1), l.bias, b});
+  }
+  return out;
+}
+
+int apply_bias_corrections(onnx::ModelProto& model, const std::vector<BiasCorrection>& corrections,
+                           const std::vector<std::string>& float_weights) {
+  Graph g(model);
+  int applied = 0;
+  for (const auto& c : corrections) {
+    if (std::find(float_weights.begin(), float_weights.end(), c.weight) != float_weights.end()) continue;
+    if (!g.is_float_initializer(c.bias)) continue;
+    g.set_initializer(c.bias, c.corrected);
+    ++applied;
+  }
+  return applied;
+}
+
+}  // namespace qtool::quantize

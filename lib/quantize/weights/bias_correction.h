@@ -1,0 +1,34 @@
+// Empirical bias correction (Nagel et al. 2019, "Data-Free Quantization Through Weight Equalization and Bias
+// Correction", section 4.2; AIMET's empirical variant): reads the calibration samples and the quantized weights.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace onnx {
+class ModelProto;
+}
+
+namespace qtool::quantize {
+
+// One layer's corrected bias: applies while its weight is quantized (a weight kept float has no rounding shift).
+struct BiasCorrection {
+  std::string weight, bias;
+  Tensor corrected;
+};
+
+// For every Conv and Gemm of the float model `prepared` with a float bias only it reads, whose weight the QDQ
+// rewrite `quantized` (same tensor names for node outputs) replaced by DequantizeLinear of an initializer:
+// b + (W - Wq) E[x], E[x] the per-channel mean of the node's input over `samples` run through `prepared`.
+std::vector<BiasCorrection> bias_corrections(const onnx::ModelProto& prepared, const onnx::ModelProto& quantized,
+                                             const std::vector<std::map<std::string, Tensor>>& samples, int threads);
+
+// Writes the corrected biases into `model` (the prepared float model), except for weights in `float_weights`;
+// returns how many it wrote.
+int apply_bias_corrections(onnx::ModelProto& model, const std::vector<BiasCorrection>& corrections,
+                           const std::vector<std::string>& float_weights = {});
+
+}  // namespace qtool::quantize
