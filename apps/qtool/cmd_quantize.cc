@@ -1,5 +1,7 @@
 // qtool quantize MODEL -o OUT.onnx [--config QCONFIG.json] (--calib CALIB.json | --data ... | --random N)
 #include <omp.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <onnx/onnx_pb.h>
 #include <spdlog/spdlog.h>
 
@@ -10,6 +12,7 @@
 
 #include "calib/calibrate.h"
 #include "calib/calibration_table.h"
+#include "calib/sha256.h"
 #include "command.h"
 #include "options.h"
 #include "limit_options.h"
@@ -22,6 +25,18 @@
 
 namespace qtool::cli {
 namespace {
+
+// sha256 of a model's deterministic serialization (an equalized model exists only in memory).
+std::string model_digest(const onnx::ModelProto& model) {
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream raw(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&raw);
+    coded.SetSerializationDeterministic(true);
+    model.SerializeToCodedStream(&coded);
+  }
+  return calib::sha256_hex(std::span(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size()));
+}
 
 struct QuantizeArgs {
   std::string model, output, config, calib;
@@ -209,8 +224,8 @@ Action add_quantize_command(CLI::App& app) {
       throw BadInputError("quantize: the config's \"algorithm\": \"gptq\" needs calibration inputs: give --data (or "
                        "--random)");
     // Cross-layer equalization changes the float weights and the ranges of the tensors between equalized pairs:
-    // calibration runs on the equalized model (written next to the output for the calibrator, then removed).
-    std::filesystem::path calib_model = a->model;
+    // calibration runs on the equalized model, in memory.
+    bool equalized = false;
     // A --calib table was measured on the unequalized model: equalizing now would invalidate its ranges, so
     // equalization needs quantize to calibrate (--data / --random).
     if (cfg.weight_algorithms().cross_layer_equalization && !a->calib.empty())
@@ -219,10 +234,7 @@ Action add_quantize_command(CLI::App& app) {
     if (cfg.weight_algorithms().cross_layer_equalization && a->calib.empty()) {
       const int pairs = quantize::equalize_for_calibration(*m.proto, cfg);
       spdlog::info("cross-layer equalization: {} convolution pairs", pairs);
-      if (pairs > 0) {
-        calib_model = a->output + ".equalized.onnx";
-        onnxio::save_model(*m.proto, calib_model, so);
-      }
+      equalized = pairs > 0;
     }
     calib::CalibrationTable ranges;
     nlohmann::json calibration;  // null: ranges from --calib
@@ -233,14 +245,10 @@ Action add_quantize_command(CLI::App& app) {
       ranges = calib::read_calibration(a->calib);
       if (!a->allow_calib_mismatch) calib::check_calibration_model(ranges, a->model, a->calib);
     } else if (need_ranges) {  // --data or --random: calibrate first, as `qtool calibrate` would
-      struct RemoveTemporary {
-        std::filesystem::path path;
-        ~RemoveTemporary() {
-          std::error_code ignored;
-          if (!path.empty()) std::filesystem::remove(path, ignored);
-        }
-      } const equalized{calib_model != a->model ? calib_model : std::filesystem::path()};
-      calib::CalibrateResult r = calib::calibrate_model(calib_model, o);
+      calib::CalibrateResult r =
+          equalized ? calib::calibrate_model(*m.proto, std::filesystem::path(a->model).filename().string(),
+                                             model_digest(*m.proto), o)
+                    : calib::calibrate_model(a->model, o);
       for (const std::string& note : r.notes) spdlog::warn("{}", note);
       spdlog::info("calibrated on {} ({} runs, {:.1f} s)", r.data, r.runs, r.seconds);
       calibration = calibration_json(r);

@@ -139,6 +139,12 @@ int64_t observe_samples(const runtime::Session& session, SampleSource& source, i
 }
 
 CalibrateResult calibrate_model(const fs::path& model_path, const CalibrateOptions& options) {
+  const onnxio::LoadedModel model = onnxio::load_model(model_path);
+  return calibrate_model(*model.proto, model_path.filename().string(), sha256_file(model_path), options);
+}
+
+CalibrateResult calibrate_model(const onnx::ModelProto& model, const std::string& name, const std::string& sha256,
+                                const CalibrateOptions& options) {
   const int sources =
       (options.data_files.empty() ? 0 : 1) + (options.data_dir ? 1 : 0) + (options.random_samples ? 1 : 0);
   if (sources != 1)
@@ -146,7 +152,6 @@ CalibrateResult calibrate_model(const fs::path& model_path, const CalibrateOptio
   if (options.batch_size < 1) throw UsageError("--batch-size must be at least 1");
 
   CalibrateResult result;
-  const onnxio::LoadedModel model = onnxio::load_model(model_path);
   const ThreadPlan plan = plan_threads(options.threads, options.observer_threads, options.methods);
   const runtime::Session session(model, {.threads = plan.forward});
   const std::vector<InputSpec> inputs = input_specs(session);
@@ -171,7 +176,7 @@ CalibrateResult calibrate_model(const fs::path& model_path, const CalibrateOptio
   copt.percentile = options.percentile;
   copt.target = options.target;
   copt.exec.threads = plan.forward + plan.observers;  // for finish(), and inline observers when no workers
-  copt.softmax_inputs = find_softmax_inputs(*model.proto);
+  copt.softmax_inputs = find_softmax_inputs(model);
   Calibrator calibrator(copt);
 
   const auto t0 = std::chrono::steady_clock::now();
@@ -180,8 +185,8 @@ CalibrateResult calibrate_model(const fs::path& model_path, const CalibrateOptio
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   result.table = calibrator.finish();
-  result.table.model = model_path.filename().string();
-  result.table.model_sha256 = sha256_file(model_path);
+  result.table.model = name;
+  result.table.model_sha256 = sha256;
   result.table.samples = total;
   result.table.batch_size = batch;
   result.non_finite = calibrator.non_finite();

@@ -14,6 +14,10 @@
 #include "calib/calibration_data.h"
 #include "calib/calibrator.h"
 
+namespace onnx {
+class ModelProto;
+}
+
 namespace qtool::runtime {
 class Session;
 }
@@ -67,6 +71,9 @@ int64_t observe_samples(const runtime::Session& session, SampleSource& source, i
                         const ThreadPlan& plan, const std::function<void(int64_t, int64_t)>& progress = {});
 
 CalibrateResult calibrate_model(const std::filesystem::path& model, const CalibrateOptions& options);
+// A model in memory; `name` and `sha256` are what the table records as its model (file name, digest).
+CalibrateResult calibrate_model(const onnx::ModelProto& model, const std::string& name, const std::string& sha256,
+                                const CalibrateOptions& options);
 
 // The sample source `options` names (files, folder or random) for a model with these inputs; calibrate_model
 // reads its samples from here, and `qtool quantize` reads them again for its accuracy guard.

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 
+#include "core/error.h"
 #include "quant/qdq.h"
 #include "quantize/graph.h"
 #include "runtime/session.h"
@@ -135,14 +136,41 @@ std::vector<BiasCorrection> bias_corrections(const onnx::ModelProto& prepared, c
   Graph g(fcopy), q(qcopy);
   const std::vector<Layer> layers = find_layers(g, q);
   if (layers.empty()) return out;
+  // One single-threaded session per thread, one sample per run, per-sample sums added in sample order: the means
+  // (and so the written biases) do not depend on the thread count, as in the accuracy guard.
   std::map<std::string, ChannelMean> means;
   for (const auto& l : layers) means[l.input];
-  const runtime::Session session(prepared, {.threads = threads});
-  runtime::RunOptions ro;
-  ro.tap = [&](const std::string& name, const Tensor& value) {
-    if (auto it = means.find(name); it != means.end()) it->second.add(value);
-  };
-  for (const auto& s : samples) session.run(s, ro);
+  const auto n = static_cast<int64_t>(samples.size());
+  std::vector<std::map<std::string, ChannelMean>> per_sample(samples.size(), means);
+  std::vector<std::string> errors(samples.size());
+#pragma omp parallel num_threads(std::max(1, threads))
+  {
+    const runtime::Session session(prepared, {.threads = 1});
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t i = 0; i < n; ++i) {
+      auto& mine = per_sample[static_cast<size_t>(i)];
+      runtime::RunOptions ro;
+      ro.tap = [&](const std::string& name, const Tensor& value) {
+        if (auto it = mine.find(name); it != mine.end()) it->second.add(value);
+      };
+      try {
+        session.run(samples[static_cast<size_t>(i)], ro);
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(i)] = e.what();
+      }
+    }
+  }
+  for (size_t i = 0; i < errors.size(); ++i)
+    if (!errors[i].empty()) throw InternalError("bias correction: sample " + std::to_string(i) + ": " + errors[i]);
+  for (const auto& sample : per_sample)
+    for (const auto& [name, cm] : sample) {
+      ChannelMean& total = means[name];
+      if (cm.sum.empty()) continue;
+      if (total.sum.empty()) total.sum.assign(cm.sum.size(), 0.0);
+      if (total.sum.size() != cm.sum.size()) continue;
+      for (size_t k = 0; k < cm.sum.size(); ++k) total.sum[k] += cm.sum[k];
+      total.count += cm.count;
+    }
   for (const auto& l : layers) {
     const ChannelMean& cm = means.at(l.input);
     if (cm.count == 0) continue;
