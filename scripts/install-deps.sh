@@ -13,6 +13,7 @@ packages=(
   python3-pil fonts-dejavu-core
   libonnx-testdata
   nodejs npm
+  clang libclang-rt-dev libomp-dev  # scripts/fuzz.sh: libFuzzer, ASan/UBSan runtimes, OpenMP for clang
 )
 
 missing=()

@@ -1,0 +1,16 @@
+// libFuzzer entry for qtool::fuzz::npy (fuzz/targets.h): the library's typed errors are expected, anything
+// else escapes and libFuzzer reports it as a crash.
+#include <cstddef>
+#include <cstdint>
+
+#include "core/error.h"
+#include "targets.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  try {
+    qtool::fuzz::npy({reinterpret_cast<const char*>(data), size});
+  } catch (const qtool::Error& e) {
+    if (e.kind() == qtool::ErrorKind::Internal) throw;
+  }
+  return 0;
+}
