@@ -24,12 +24,17 @@ cmake --build build-fuzz -j"$(nproc)" --target qtool $(printf 'fuzz_%s ' "${targ
 fi
 
 out=build-fuzz/fuzz
-# Seeds: a calibration table written by qtool itself, then every corpus (fuzz/make_seeds.py).
-table="$out/seed_table.json"
+# Seeds: calibration tables written by qtool itself (every method with 16-bin histograms, and min/max only:
+# small, so the parser runs hundreds of times a second), then every corpus (fuzz/make_seeds.py).
 qtool=build-fuzz/bin/qtool
 [[ -x "$qtool" ]] || qtool=build/bin/qtool
-[[ -f "$table" ]] || "$qtool" calibrate models/tiny_conv.onnx --random 2 --threads 1 -o "$table" >/dev/null 2>&1
-[[ -d "$out/seeds" ]] || /usr/bin/python3 fuzz/make_seeds.py "$out/seeds" --calib-table "$table"
+tables=("$out/seed_table_all.json" "$out/seed_table_minmax.json")
+[[ -f "${tables[0]}" ]] || "$qtool" calibrate models/tiny_conv.onnx --random 2 --threads 1 --histogram-bins 16 \
+  --methods all -o "${tables[0]}" >/dev/null
+[[ -f "${tables[1]}" ]] || "$qtool" calibrate models/tiny_conv.onnx --random 2 --threads 1 --methods minmax \
+  -o "${tables[1]}" >/dev/null
+[[ -d "$out/seeds" ]] || /usr/bin/python3 fuzz/make_seeds.py "$out/seeds" --calib-table "${tables[0]}" \
+  --calib-table "${tables[1]}"
 
 # halt_on_error: the first report ends the run with the input saved; leaks are bugs too (detect_leaks).
 export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:abort_on_error=0:allocator_may_return_null=1"
