@@ -9,7 +9,7 @@ usage: /usr/bin/python3 fuzz/make_seeds.py OUT [--shared DIR] [--calib-table FIL
                larger initializers are moved to the companion file data.bin (external data). Layout of an
                input: model bytes, data.bin bytes, 4-byte little-endian model length (fuzz_model.cc).
   qconfig      configs/*.json, configs/examples/*.json
-  calib_table  the tables given with --calib-table (scripts/fuzz.sh writes one with `qtool calibrate`)
+  calib_table  the tables given with --calib-table (scripts/fuzz.sh writes two with `qtool calibrate`)
   npy npz pb   tests/tensorio/data/* and the shared tensors of at most 40 KB
 """
 import argparse
