@@ -14,6 +14,7 @@ packages=(
   libonnx-testdata
   nodejs npm
   chromium  # renders the HTML report in its test (tests/report)
+  clang libclang-rt-dev libomp-dev  # scripts/fuzz.sh: libFuzzer, ASan/UBSan runtimes, OpenMP for clang
 )
 
 missing=()
