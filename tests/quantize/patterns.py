@@ -97,14 +97,15 @@ def mixed_concat(path, c=8):
     save(g, path)
 
 
-def mlp(path, sizes=(16, 32, 32, 10), logit_offset=0.0):
+def mlp(path, sizes=(16, 32, 32, 10), logit_offset=0.0, logit_gain=1.0):
     """A small classifier: Gemm -> Relu -> Gemm -> Relu -> Gemm (logits). logit_offset is added to every logit's bias
     (softmax and top-1 do not see it; the logits' SQNR does)."""
     rng = np.random.default_rng(3)
     nodes, inits, x = [], [], 'x'
     for k in range(len(sizes) - 1):
         offset = logit_offset if k == len(sizes) - 2 else 0.0
-        inits += [init(f'w{k}', rng.normal(0, 1 / np.sqrt(sizes[k]), (sizes[k], sizes[k + 1]))),
+        gain = logit_gain if k == len(sizes) - 2 else 1.0
+        inits += [init(f'w{k}', gain * rng.normal(0, 1 / np.sqrt(sizes[k]), (sizes[k], sizes[k + 1]))),
                   init(f'b{k}', rng.normal(0, 0.1, sizes[k + 1]) + offset)]
         y = f'h{k}' if k < len(sizes) - 2 else 'logits'
         nodes.append(helper.make_node('Gemm', [x, f'w{k}', f'b{k}'], [y + ('_pre' if y != 'logits' else '')]))
@@ -207,7 +208,7 @@ def clear_top1(work):
     still score above the 10 dB SQNR floor while clear winners change class. SQNR alone passes the model as it is;
     the default guard (keep_clear_top1) keeps that tensor float and held-out predictions follow float again."""
     m = os.path.join(work, 'mlp_offset.onnx')
-    mlp(m, logit_offset=20.0)
+    mlp(m, logit_offset=20.0, logit_gain=8.0)  # confident logits: most rows have a clear winner
     rng = np.random.default_rng(14)
     cx, ex = os.path.join(work, 'mlpo_calib.npy'), os.path.join(work, 'mlpo_eval.npy')
     np.save(cx, rng.normal(0, 1, (64, 16)).astype(np.float32))
