@@ -152,6 +152,20 @@ def run_attention(work, fill, label):
     check(label, db >= 20, {'sqnr_db': round(db, 1)})
 
 
+def broken_calibration(work, model, name, calib_x, tensor, factor):
+    """Calibrates `model` on calib_x, then stretches `tensor`'s calibrated max by `factor`; returns the file."""
+    calib = os.path.join(work, name + '.calib.json')
+    qtest.sh([qtest.qtool(), 'calibrate', model, '-o', calib, '--data', 'x=' + calib_x])
+    table = json.load(open(calib))
+    t = table['tensors'][tensor]
+    t['max'] = t['max'] * factor
+    t['ranges'] = {k: [lo, hi * factor] for k, (lo, hi) in t['ranges'].items()}
+    t.pop('histogram', None)
+    broken = os.path.join(work, name + '.broken.calib.json')
+    json.dump(table, open(broken, 'w'))
+    return broken
+
+
 def broken_range(work):
     """The accuracy guard against a deliberately broken range: one hidden tensor's calibrated range is stretched
     1000x in the calibration file. Without the guard the logits lose their scale; with it (the calibration samples
@@ -162,15 +176,7 @@ def broken_range(work):
     cx, ex = os.path.join(work, 'mlp_calib.npy'), os.path.join(work, 'mlp_eval.npy')
     np.save(cx, rng.normal(0, 1, (64, 16)).astype(np.float32))
     np.save(ex, rng.normal(0, 1, (64, 16)).astype(np.float32))
-    calib = os.path.join(work, 'mlp.calib.json')
-    qtest.sh([qtest.qtool(), 'calibrate', m, '-o', calib, '--data', 'x=' + cx])
-    table = json.load(open(calib))
-    t = table['tensors']['h0']
-    t['max'] = t['max'] * 1000
-    t['ranges'] = {k: [lo, hi * 1000] for k, (lo, hi) in t['ranges'].items()}
-    t.pop('histogram', None)
-    broken = os.path.join(work, 'mlp.broken.calib.json')
-    json.dump(table, open(broken, 'w'))
+    broken = broken_calibration(work, m, 'mlp', cx, 'h0', 1000)
     yf = qtest.ort_run(m, {'x': ex}, os.path.join(work, 'mlp_f'))[0]['logits']
     q_off, q_on = os.path.join(work, 'mlp.off.onnx'), os.path.join(work, 'mlp.on.onnx')
     qtest.quantize(m, q_off, broken, extra=['--accuracy-guard', 'off'])
@@ -213,15 +219,7 @@ def clear_top1(work):
     cx, ex = os.path.join(work, 'mlpo_calib.npy'), os.path.join(work, 'mlpo_eval.npy')
     np.save(cx, rng.normal(0, 1, (64, 16)).astype(np.float32))
     np.save(ex, rng.normal(0, 1, (256, 16)).astype(np.float32))
-    calib = os.path.join(work, 'mlpo.calib.json')
-    qtest.sh([qtest.qtool(), 'calibrate', m, '-o', calib, '--data', 'x=' + cx])
-    table = json.load(open(calib))
-    t = table['tensors']['h1']
-    t['max'] = t['max'] * 100
-    t['ranges'] = {k: [lo, hi * 100] for k, (lo, hi) in t['ranges'].items()}
-    t.pop('histogram', None)
-    broken = os.path.join(work, 'mlpo.broken.calib.json')
-    json.dump(table, open(broken, 'w'))
+    broken = broken_calibration(work, m, 'mlpo', cx, 'h1', 100)
     cfg = json.load(open(os.path.join(qtest.ROOT, 'configs', 'int8.json')))
     cfg['accuracy_guard']['keep_clear_top1'] = False
     sqnr_only = os.path.join(work, 'sqnr_only.json')
