@@ -227,8 +227,7 @@ AccuracyEvaluator::Worst AccuracyEvaluator::worst(const Measurement& m) const {
     consider(m.noise[o] / allowed_[o], o, Criterion::Sqnr);
     if (outputs_[o].distribution && max_kl_ > 0) consider(m.kl[o] / max_kl_, o, Criterion::Kl);
     if (outputs_[o].top1 && m.flips[o] > 0)
-      consider(1.0 + static_cast<double>(m.flips[o]) / static_cast<double>(outputs_[o].clear_rows), o,
-               Criterion::Top1);
+      consider(1.0 + static_cast<double>(m.flips[o]) / static_cast<double>(outputs_[o].clear_rows), o, Criterion::Top1);
   }
   return w;
 }
@@ -360,8 +359,8 @@ GuardReport guard_accuracy(const AccuracyEvaluator& eval, const Candidate& initi
     }
   float_tensors = float_names(chosen);
   for (size_t c : chosen)
-    r.kept_float.push_back({units[c].tensor, units[c].weight, units[c].isolated_db, units[c].worst,
-                            units[c].criterion, units[c].missed_output, units[c].missed});
+    r.kept_float.push_back({units[c].tensor, units[c].weight, units[c].isolated_db, units[c].worst, units[c].criterion,
+                            units[c].missed_output, units[c].missed});
   finish(ratios);
   r.note = std::to_string(chosen.size()) + " of " + std::to_string(units.size()) + " quantized tensors kept float" +
            (r.met ? "; every output meets its threshold"

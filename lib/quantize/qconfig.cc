@@ -369,8 +369,8 @@ QConfig QConfig::parse(const std::string& json_text, const std::string& source) 
   if (j.contains("accuracy_guard") && !j["accuracy_guard"].is_null()) {
     const std::string p = "$.accuracy_guard";
     const json& g =
-        ctx.object(j["accuracy_guard"], p, {"min_sqnr_db", "state_min_sqnr_db", "max_float_tensors", "max_kl", "keep_clear_top1",
-                                             "state"});
+        ctx.object(j["accuracy_guard"], p,
+                   {"min_sqnr_db", "state_min_sqnr_db", "max_float_tensors", "max_kl", "keep_clear_top1", "state"});
     c.guard_.enabled = true;
     for (const char* key : {"min_sqnr_db", "state_min_sqnr_db", "max_float_tensors"})
       if (!g.contains(key)) ctx.fail(p + "." + key, "missing");

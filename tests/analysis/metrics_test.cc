@@ -1,10 +1,10 @@
 // analysis::compare_tensors / MetricsAccumulator against values computed by hand (formulas in analysis/metrics.h).
 #include "analysis/metrics.h"
 
-#include "analysis/clear_top1.h"
-
 #include <catch2/catch.hpp>
 #include <cmath>
+
+#include "analysis/clear_top1.h"
 
 using qtool::Shape;
 using qtool::Tensor;

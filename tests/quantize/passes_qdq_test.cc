@@ -649,13 +649,12 @@ TEST_CASE("guard: a broken range that flips clear winners under a passing SQNR i
   const QuantizeSummary s = quantize_model(m, cfg, ranges, opt);
   REQUIRE(s.guard.ran);
   const OutputAccuracy& y = s.guard.outputs.at(0);
-  INFO("SQNR " << y.sqnr_db << " dB, clear rows " << y.clear_rows << ", flips " << y.flips << " -> "
-               << y.final_flips);
+  INFO("SQNR " << y.sqnr_db << " dB, clear rows " << y.clear_rows << ", flips " << y.flips << " -> " << y.final_flips);
   CHECK(y.top1);
-  CHECK(y.sqnr_db >= 10);        // the SQNR criterion alone passes
-  CHECK(y.clear_rows >= 8);      // most rows have a clear winner
-  CHECK(y.flips >= 2);           // and some of them flip
-  CHECK(s.guard.met);            // recovered
+  CHECK(y.sqnr_db >= 10);    // the SQNR criterion alone passes
+  CHECK(y.clear_rows >= 8);  // most rows have a clear winner
+  CHECK(y.flips >= 2);       // and some of them flip
+  CHECK(s.guard.met);        // recovered
   CHECK(y.final_flips == 0);
   REQUIRE(s.guard.kept_float.size() == 1);
   CHECK(s.guard.kept_float[0].tensor == "r");
