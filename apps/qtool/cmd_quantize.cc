@@ -70,12 +70,21 @@ nlohmann::json guard_json(const quantize::GuardReport& g) {
       j["outputs"][k]["final_kl"] = g.outputs[k].final_kl;
       j["outputs"][k]["max_kl"] = g.outputs[k].max_kl;
     }
+  for (size_t k = 0; k < g.outputs.size(); ++k)
+    if (g.outputs[k].top1) {
+      j["outputs"][k]["clear_rows"] = g.outputs[k].clear_rows;
+      j["outputs"][k]["clear_top1_flips"] = g.outputs[k].flips;
+      j["outputs"][k]["final_clear_top1_flips"] = g.outputs[k].final_flips;
+    }
   j["kept_float"] = nlohmann::json::array();
   for (const auto& t : g.kept_float)
     j["kept_float"].push_back({{"tensor", t.tensor},
                                {"kind", t.weight ? "weight" : "activation"},
                                {"isolated_sqnr_db", t.isolated_sqnr_db},
-                               {"worst_output", t.worst_output}});
+                               {"worst_output", t.worst_output},
+                               {"worst_criterion", quantize::criterion_name(t.worst_criterion)},
+                               {"missed_output", t.missed_output},
+                               {"missed_criterion", quantize::criterion_name(t.missed_criterion)}});
   return j;
 }
 
@@ -128,9 +137,17 @@ void print_guard(const quantize::GuardReport& g) {
                                   fmt_kl(o.max_kl) + ")")
                                      .c_str()
                                : "");
+  for (const auto& o : g.outputs)
+    if (o.top1)
+      std::printf("  output %s: clear top-1 rows flipped %lld -> %lld of %lld\n", o.output.c_str(),
+                  static_cast<long long>(o.flips), static_cast<long long>(o.final_flips),
+                  static_cast<long long>(o.clear_rows));
   for (const auto& t : g.kept_float)
-    std::printf("  kept float: %s %s (alone it costs %s %.1f dB)\n", t.weight ? "weight" : "activation",
-                t.tensor.c_str(), t.worst_output.c_str(), t.isolated_sqnr_db);
+    std::printf("  kept float: %s %s: the model missed %s on %s; alone this tensor costs %s %.1f dB (worst: %s)\n",
+                t.weight ? "weight" : "activation", t.tensor.c_str(),
+                std::string(quantize::criterion_name(t.missed_criterion)).c_str(), t.missed_output.c_str(),
+                t.worst_output.c_str(), t.isolated_sqnr_db,
+                std::string(quantize::criterion_name(t.worst_criterion)).c_str());
   std::printf("  %lld samples, %lld quantized models evaluated, %.1f s\n", static_cast<long long>(g.samples),
               static_cast<long long>(g.evaluations), g.seconds);
 }

@@ -138,6 +138,13 @@ TensorMetrics MetricsAccumulator::result() const {
   return m;
 }
 
+void row_as_distribution(const float* row, int64_t c, Distribution d, std::vector<double>& out) {
+  if (d == Distribution::Probabilities)
+    as_probabilities(row, c, out);
+  else
+    softmax(row, c, out);
+}
+
 TensorMetrics compare_tensors(const Tensor& reference, const Tensor& test) {
   MetricsAccumulator acc;
   acc.add(reference, test);

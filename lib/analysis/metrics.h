@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -59,5 +60,9 @@ class MetricsAccumulator {
 
 // The metrics of one pair: MetricsAccumulator with a single add().
 TensorMetrics compare_tensors(const Tensor& reference, const Tensor& test);
+
+// One row of C entries as the KL above reads it under `d` (!= None): Probabilities clamped at 0 and renormalised,
+// Logits through softmax. `out` must hold C entries.
+void row_as_distribution(const float* row, int64_t c, Distribution d, std::vector<double>& out);
 
 }  // namespace qtool::analysis

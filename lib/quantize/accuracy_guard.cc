@@ -61,6 +61,18 @@ std::string fmt_db(double db) {
 
 }  // namespace
 
+std::string_view criterion_name(Criterion c) {
+  switch (c) {
+    case Criterion::Sqnr:
+      return "sqnr";
+    case Criterion::Kl:
+      return "kl";
+    case Criterion::Top1:
+      return "top1";
+  }
+  return "?";
+}
+
 double sqnr_db(double noise_ratio) {
   if (!(noise_ratio > 0)) return 200.0;
   return std::min(200.0, -10.0 * std::log10(noise_ratio));
@@ -118,11 +130,19 @@ AccuracyEvaluator::AccuracyEvaluator(const onnx::ModelProto& float_model, std::v
     }
   // Class scores and token logits (not state): the reference compared with itself tells how analysis reads them.
   max_kl_ = settings.max_kl;
-  for (size_t o = 0; o < outputs_.size() && max_kl_ > 0; ++o) {
+  clear_.resize(outputs_.size());
+  for (size_t o = 0; o < outputs_.size() && (max_kl_ > 0 || settings.keep_clear_top1); ++o) {
     if (outputs_[o].state || reference_.empty()) continue;
     const Tensor& f = reference_.front()[o];
-    outputs_[o].distribution = analysis::compare_tensors(f, f).distribution != analysis::Distribution::None;
+    const analysis::Distribution d = analysis::compare_tensors(f, f).distribution;
+    outputs_[o].distribution = d != analysis::Distribution::None;
     outputs_[o].max_kl = outputs_[o].distribution ? max_kl_ : 0;
+    if (!outputs_[o].distribution || !settings.keep_clear_top1) continue;
+    outputs_[o].top1 = true;
+    for (const auto& per_sample : reference_) {
+      clear_[o].push_back(analysis::clear_rows(per_sample[o], d, allowed_[o]));
+      outputs_[o].clear_rows += static_cast<int64_t>(clear_[o].back().row.size());
+    }
   }
 }
 
@@ -177,12 +197,14 @@ AccuracyEvaluator::Measurement AccuracyEvaluator::measure(const onnx::ModelProto
   Measurement m;
   m.noise.assign(outputs_.size(), 0.0);
   m.kl.assign(outputs_.size(), 0.0);
+  m.flips.assign(outputs_.size(), 0);
   std::vector<analysis::MetricsAccumulator> acc(outputs_.size());
   for (size_t s = 0; s < runs.size(); ++s)
     for (size_t o = 0; o < outputs_.size(); ++o) {
       const Tensor& q = runs[s].at(outputs_[o].output);
       m.noise[o] += squared_error(reference_[s][o], q);
       if (outputs_[o].distribution && q.shape() == reference_[s][o].shape()) acc[o].add(reference_[s][o], q);
+      if (outputs_[o].top1) m.flips[o] += analysis::clear_top1_flips(clear_[o][s], q);
     }
   for (size_t o = 0; o < outputs_.size(); ++o) {
     m.noise[o] = m.noise[o] == 0                ? 0
@@ -196,11 +218,18 @@ AccuracyEvaluator::Measurement AccuracyEvaluator::measure(const onnx::ModelProto
   return m;
 }
 
-double AccuracyEvaluator::score(const Measurement& m) const {
-  double worst = score(m.noise);
-  for (size_t o = 0; o < m.kl.size(); ++o)
-    if (outputs_[o].distribution && max_kl_ > 0) worst = std::max(worst, m.kl[o] / max_kl_);
-  return worst;
+AccuracyEvaluator::Worst AccuracyEvaluator::worst(const Measurement& m) const {
+  Worst w;
+  auto consider = [&](double score, size_t o, Criterion c) {
+    if (score > w.score) w = {score, o, c};
+  };
+  for (size_t o = 0; o < outputs_.size(); ++o) {
+    consider(m.noise[o] / allowed_[o], o, Criterion::Sqnr);
+    if (outputs_[o].distribution && max_kl_ > 0) consider(m.kl[o] / max_kl_, o, Criterion::Kl);
+    if (outputs_[o].top1 && m.flips[o] > 0)
+      consider(1.0 + static_cast<double>(m.flips[o]) / static_cast<double>(outputs_[o].clear_rows), o, Criterion::Top1);
+  }
+  return w;
 }
 
 double AccuracyEvaluator::score(const std::vector<double>& ratios) const {
@@ -229,6 +258,7 @@ GuardReport guard_accuracy(const AccuracyEvaluator& eval, const Candidate& initi
     for (size_t o = 0; o < r.outputs.size(); ++o) {
       r.outputs[o].final_sqnr_db = sqnr_db(ratios.noise[o]);
       r.outputs[o].final_kl = ratios.kl[o];
+      r.outputs[o].final_flips = ratios.flips[o];
     }
     r.met = eval.score(ratios) <= 1.0;
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -239,6 +269,7 @@ GuardReport guard_accuracy(const AccuracyEvaluator& eval, const Candidate& initi
   for (size_t o = 0; o < r.outputs.size(); ++o) {
     r.outputs[o].sqnr_db = sqnr_db(start.noise[o]);
     r.outputs[o].kl = start.kl[o];
+    r.outputs[o].flips = start.flips[o];
   }
   if (eval.score(start) <= 1.0) {
     r.note = "every output meets its threshold";
@@ -253,6 +284,9 @@ GuardReport guard_accuracy(const AccuracyEvaluator& eval, const Candidate& initi
     bool weight;
     double score = 0, isolated_db = 0;
     std::string worst;
+    Criterion criterion = Criterion::Sqnr;
+    std::string missed_output;  // set when it goes back (step 2)
+    Criterion missed = Criterion::Sqnr;
   };
   std::vector<Unit> units;
   std::set<std::string> seen;
@@ -286,21 +320,16 @@ GuardReport guard_accuracy(const AccuracyEvaluator& eval, const Candidate& initi
       if (j != i) others.push_back(units[j].tensor);
     ++r.evaluations;
     const auto m = ranker.measure(*requantize(others).model);
-    units[i].score = ranker.score(m);
     if (units.size() >= 20 && (i + 1) % (units.size() / 10) == 0)
       say("accuracy guard: measured " + std::to_string(i + 1) + " of " + std::to_string(units.size()) + " (" +
           std::to_string(static_cast<int>(
               std::chrono::duration<double>(std::chrono::steady_clock::now() - scan_t0).count())) +
           " s)");
-    size_t worst = 0;
-    auto relative = [&](size_t o) {
-      const double kl = r.outputs[o].max_kl > 0 ? m.kl[o] / r.outputs[o].max_kl : 0.0;
-      return std::max(m.noise[o] * std::pow(10.0, r.outputs[o].threshold_db / 10.0), kl);
-    };
-    for (size_t o = 1; o < m.noise.size(); ++o)
-      if (relative(o) > relative(worst)) worst = o;
-    units[i].worst = r.outputs[worst].output;
-    units[i].isolated_db = sqnr_db(m.noise[worst]);
+    const AccuracyEvaluator::Worst w = ranker.worst(m);
+    units[i].score = w.score;
+    units[i].worst = r.outputs[w.output].output;
+    units[i].criterion = w.criterion;
+    units[i].isolated_db = sqnr_db(m.noise[w.output]);
   }
   std::vector<size_t> order(units.size());
   std::iota(order.begin(), order.end(), 0);
@@ -311,6 +340,9 @@ GuardReport guard_accuracy(const AccuracyEvaluator& eval, const Candidate& initi
   AccuracyEvaluator::Measurement ratios = start;
   const size_t cap = static_cast<size_t>(settings.max_float_tensors);
   for (size_t k = 0; k < order.size() && chosen.size() < cap && eval.score(ratios) > 1.0; ++k) {
+    const AccuracyEvaluator::Worst missed = eval.worst(ratios);
+    units[order[k]].missed_output = r.outputs[missed.output].output;
+    units[order[k]].missed = missed.criterion;
     chosen.push_back(order[k]);
     ratios = measure(*requantize(float_names(chosen)).model);
   }
@@ -327,7 +359,8 @@ GuardReport guard_accuracy(const AccuracyEvaluator& eval, const Candidate& initi
     }
   float_tensors = float_names(chosen);
   for (size_t c : chosen)
-    r.kept_float.push_back({units[c].tensor, units[c].weight, units[c].isolated_db, units[c].worst});
+    r.kept_float.push_back({units[c].tensor, units[c].weight, units[c].isolated_db, units[c].worst, units[c].criterion,
+                            units[c].missed_output, units[c].missed});
   finish(ratios);
   r.note = std::to_string(chosen.size()) + " of " + std::to_string(units.size()) + " quantized tensors kept float" +
            (r.met ? "; every output meets its threshold"
@@ -336,7 +369,10 @@ GuardReport guard_accuracy(const AccuracyEvaluator& eval, const Candidate& initi
                 : "; an output still misses its threshold with every quantized tensor tried");
   for (const auto& o : r.outputs)
     say("accuracy guard: " + o.output + (o.state ? " (state)" : "") + " " + fmt_db(o.sqnr_db) + " -> " +
-        fmt_db(o.final_sqnr_db) + ", threshold " + fmt_db(o.threshold_db));
+        fmt_db(o.final_sqnr_db) + ", threshold " + fmt_db(o.threshold_db) +
+        (o.top1 ? "; clear top-1 flips " + std::to_string(o.flips) + " -> " + std::to_string(o.final_flips) + " of " +
+                      std::to_string(o.clear_rows)
+                : ""));
   return r;
 }
 

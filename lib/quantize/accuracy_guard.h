@@ -13,6 +13,10 @@
 // consecutive steps of one stream; every step after the first reads the state the model itself returned, float
 // and quantized model each their own), and state outputs get their own threshold.
 //
+// Outputs read as class scores or token logits (analysis::Distribution: probability rows, or rank <= 3; not state)
+// may be held to two more criteria: mean KL per row <= max_kl, and with keep_clear_top1 every clear winner keeps its
+// top-1 (analysis/clear_top1.h: a row whose float margin no noise within min_sqnr_db could overturn in that row).
+//
 // Search (deterministic: fixed orders, ties broken by rewrite order, per-sample sums added in sample order):
 //   1. every unit (an activation with its own Q/DQ, a quantized weight or constant) is measured alone: the model
 //      quantized with only that unit, everything else float; its score is the worst output's noise relative to
@@ -29,8 +33,10 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "analysis/clear_top1.h"
 #include "core/tensor.h"
 #include "quantize/qconfig.h"
 
@@ -42,6 +48,10 @@ namespace qtool::quantize {
 
 using Sample = std::map<std::string, Tensor>;  // one run's inputs, by name
 
+// The criterion behind a figure or a decision.
+enum class Criterion { Sqnr, Kl, Top1 };
+std::string_view criterion_name(Criterion c);  // "sqnr", "kl", "top1"
+
 struct OutputAccuracy {
   std::string output;
   bool state = false;  // declared like an input: recurrent state
@@ -52,6 +62,9 @@ struct OutputAccuracy {
   // state): the mean KL(p_float || p_quantized) per row in nats, before and after, and its limit (max_kl).
   bool distribution = false;
   double kl = 0, final_kl = 0, max_kl = 0;
+  // keep_clear_top1 on a distribution output: its clear rows over all samples, and how many changed top-1.
+  bool top1 = false;
+  int64_t clear_rows = 0, flips = 0, final_flips = 0;
 };
 
 struct FloatTensor {
@@ -59,6 +72,10 @@ struct FloatTensor {
   bool weight = false;          // a weight or constant initializer, else an activation
   double isolated_sqnr_db = 0;  // the worst output's SQNR with only this tensor quantized
   std::string worst_output;
+  Criterion worst_criterion = Criterion::Sqnr;  // the criterion that output came closest to missing, alone
+  // Why it went back: the output and criterion the model missed worst just before this tensor went float.
+  std::string missed_output;
+  Criterion missed_criterion = Criterion::Sqnr;
 };
 
 struct GuardReport {
@@ -82,13 +99,22 @@ class AccuracyEvaluator {
   std::vector<double> noise_ratios(const onnx::ModelProto& candidate) const;
   // max over outputs of noise / allowed noise: <= 1 meets every SQNR threshold.
   double score(const std::vector<double>& ratios) const;
-  // Both criteria of one candidate: per output its noise ratio and (distribution outputs, else 0) its mean KL.
+  // Every criterion of one candidate: per output its noise ratio, (distribution outputs, else 0) its mean KL and
+  // its clear rows that changed top-1.
   struct Measurement {
     std::vector<double> noise, kl;
+    std::vector<int64_t> flips;
   };
   Measurement measure(const onnx::ModelProto& candidate) const;
-  // max over outputs of noise / allowed noise and KL / max_kl: <= 1 meets every threshold.
-  double score(const Measurement& m) const;
+  // The output and criterion furthest from its limit, and how far: noise / allowed noise, KL / max_kl, and for
+  // top-1 1 + flips / clear rows when any clear row flipped (else 0). score <= 1 meets every threshold.
+  struct Worst {
+    double score = 0;
+    size_t output = 0;
+    Criterion criterion = Criterion::Sqnr;
+  };
+  Worst worst(const Measurement& m) const;
+  double score(const Measurement& m) const { return worst(m).score; }
   const std::vector<OutputAccuracy>& outputs() const { return outputs_; }
   int64_t samples() const { return static_cast<int64_t>(samples_.size()); }
   // The float model's compared outputs: per sample, per output (in outputs() order).
@@ -105,6 +131,7 @@ class AccuracyEvaluator {
   double max_kl_ = 0;                                          // 0: no KL criterion
   std::vector<std::vector<Tensor>> reference_;                 // per sample, per output
   std::vector<double> signal_;                                 // per output: sum(f^2)
+  std::vector<std::vector<analysis::ClearRows>> clear_;        // per output (top1 ones), per sample
   int threads_ = 1;
 };
 

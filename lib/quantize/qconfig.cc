@@ -378,7 +378,8 @@ QConfig QConfig::parse(const std::string& json_text, const std::string& source) 
   if (j.contains("accuracy_guard") && !j["accuracy_guard"].is_null()) {
     const std::string p = "$.accuracy_guard";
     const json& g =
-        ctx.object(j["accuracy_guard"], p, {"min_sqnr_db", "state_min_sqnr_db", "max_float_tensors", "max_kl", "state"});
+        ctx.object(j["accuracy_guard"], p,
+                   {"min_sqnr_db", "state_min_sqnr_db", "max_float_tensors", "max_kl", "keep_clear_top1", "state"});
     c.guard_.enabled = true;
     for (const char* key : {"min_sqnr_db", "state_min_sqnr_db", "max_float_tensors"})
       if (!g.contains(key)) ctx.fail(p + "." + key, "missing");
@@ -390,6 +391,8 @@ QConfig QConfig::parse(const std::string& json_text, const std::string& source) 
       c.guard_.max_kl = ctx.number(g["max_kl"], p + ".max_kl");
       if (!(c.guard_.max_kl >= 0)) ctx.fail(p + ".max_kl", "expected a KL divergence in nats, 0 or more");
     }
+    if (g.contains("keep_clear_top1"))
+      c.guard_.keep_clear_top1 = ctx.boolean(g["keep_clear_top1"], p + ".keep_clear_top1");
     if (g.contains("state")) {
       const json& st = g["state"];
       if (!st.is_object())
@@ -418,7 +421,8 @@ std::string QConfig::canonical_json() const {
     json g = {{"min_sqnr_db", guard_.min_sqnr_db},
               {"state_min_sqnr_db", guard_.state_min_sqnr_db},
               {"max_float_tensors", guard_.max_float_tensors},
-              {"max_kl", guard_.max_kl}};
+              {"max_kl", guard_.max_kl},
+              {"keep_clear_top1", guard_.keep_clear_top1}};
     if (!guard_.state.empty()) g["state"] = guard_.state;
     j["accuracy_guard"] = g;
   }

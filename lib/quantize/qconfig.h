@@ -116,6 +116,9 @@ struct AccuracyGuardSettings {
   int64_t max_float_tensors = 0;  // at most this many tensors go back to float
   // Outputs read as class scores / token logits: mean KL(p_float || p_quant) per row, in nats (0: not checked).
   double max_kl = 0;
+  // Outputs read as class scores / token logits: every row whose float top-1 is a clear winner (its margin beyond
+  // what noise at min_sqnr_db could overturn in that row: analysis/clear_top1.h) keeps its top-1.
+  bool keep_clear_top1 = false;
   // State output -> the input it is fed back to; empty: recognised by declared type and name (accuracy_guard.h).
   std::map<std::string, std::string> state;
 };

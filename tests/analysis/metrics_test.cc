@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
+#include "analysis/clear_top1.h"
+
 using qtool::Shape;
 using qtool::Tensor;
 using namespace qtool::analysis;
@@ -117,4 +119,28 @@ TEST_CASE("metrics: different shapes or a non-float dtype are refused") {
   CHECK_THROWS_AS(compare_tensors(t({2}, {1, 2}), t({1, 2}, {1, 2})), qtool::BadInputError);
   const Tensor i = Tensor::from_vector<int32_t>({2}, {1, 2});
   CHECK_THROWS_AS(compare_tensors(i, i), qtool::UnsupportedError);
+}
+
+TEST_CASE("clear top-1: a row is a clear winner when no noise within the SQNR budget of that row can flip it") {
+  // At 10 dB (r = 0.1) the bound is m > sqrt(0.2) |p| = 0.4472 |p|.
+  //   [0.9, 0.05, 0.05]: |p| = 0.9028, bound 0.4037, m = 0.85: clear.
+  //   [0.5, 0.45, 0.05]: m = 0.05: a near-tie, not clear.
+  //   [0.6, 0.3, 0.1]:   |p| = 0.6782, bound 0.3033, m = 0.30: not clear (just below).
+  //   [0.1, 0.1, 0.8]:   |p| = 0.8124, bound 0.3633, m = 0.70: clear, top-1 index 2.
+  const Tensor f = t({4, 3}, {0.9f, 0.05f, 0.05f, 0.5f, 0.45f, 0.05f, 0.6f, 0.3f, 0.1f, 0.1f, 0.1f, 0.8f});
+  const ClearRows c = clear_rows(f, Distribution::Probabilities, 0.1);
+  CHECK(c.classes == 3);
+  CHECK(c.rows == 4);
+  CHECK(c.row == std::vector<int64_t>{0, 3});
+  CHECK(c.top1 == std::vector<int64_t>{0, 2});
+  // Near-ties flipping count for nothing; a clear winner flipping counts.
+  const Tensor q = t({4, 3}, {0.9f, 0.05f, 0.05f, 0.4f, 0.55f, 0.05f, 0.3f, 0.6f, 0.1f, 0.5f, 0.1f, 0.4f});
+  CHECK(clear_top1_flips(c, q) == 1);
+  CHECK(clear_top1_flips(c, f) == 0);
+  CHECK(clear_top1_flips(c, t({2, 3}, {1, 0, 0, 1, 0, 0})) == 2);  // another shape: every clear row lost
+  // Logits go through softmax: [4, 0, 0] -> p = (0.9647, 0.0177, 0.0177), m = 0.947 > 0.4315; [1, 0.8, 0] not clear.
+  const ClearRows l = clear_rows(t({2, 3}, {4, 0, 0, 1, 0.8f, 0}), Distribution::Logits, 0.1);
+  CHECK(l.row == std::vector<int64_t>{0});
+  // A stricter threshold (30 dB, r = 0.001: bound 0.0447 |p|) makes the near-tie [0.5, 0.45, 0.05] clear.
+  CHECK(clear_rows(f, Distribution::Probabilities, 0.001).row.size() == 4);
 }

@@ -104,8 +104,16 @@ def quantize(model, samples, work, config):
     g = summary.get('accuracy_guard') or {}
     if g:
         fig['guard'] = {'note': g.get('note'), 'kept_float': len(g.get('kept_float', [])),
+                        'seconds': g.get('seconds'), 'evaluations': g.get('evaluations'),
                         'sqnr_db': {o['output']: [round(o['sqnr_db'], 1), round(o['final_sqnr_db'], 1)]
                                     for o in g.get('outputs', [])}}
+        top1 = {o['output']: [o['clear_top1_flips'], o['final_clear_top1_flips'], o['clear_rows']]
+                for o in g.get('outputs', []) if 'clear_rows' in o}
+        if top1:  # clear top-1 flips before, after, of clear rows
+            fig['guard']['clear_top1'] = top1
+        missed = sorted({k.get('missed_criterion', 'sqnr') for k in g.get('kept_float', [])})
+        if missed:
+            fig['guard']['missed'] = missed
     figures['quantize'] = fig
     return out
 

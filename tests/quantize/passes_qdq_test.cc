@@ -502,6 +502,25 @@ Builder two_matmuls(const Tensor& w1, uint32_t w2_seed) {
   return b;
 }
 
+// Ranges: min/max of every tensor over the samples, as calibration would find them.
+calib::CalibrationTable observed_ranges(const onnx::ModelProto& model, const std::vector<Sample>& samples) {
+  calib::CalibrationTable t;
+  std::map<std::string, std::pair<float, float>> mm;
+  for (const auto& smp : samples)
+    runtime::Session(model).run(smp, {.tap = [&](const std::string& n, const Tensor& v) {
+                                  auto& r = mm.try_emplace(n, 0.f, 0.f).first->second;
+                                  for (int64_t i = 0; i < v.numel(); ++i)
+                                    r = {std::min(r.first, v.data<float>()[i]), std::max(r.second, v.data<float>()[i])};
+                                }});
+  for (const auto& [n, r] : mm) {
+    calib::TensorCalibration tc;
+    tc.minmax = calib::Range{r.first, r.second};
+    tc.ranges[calib::RangeMethod::Percentile] = *tc.minmax;  // the default config's method
+    t.tensors[n] = tc;
+  }
+  return t;
+}
+
 QConfig guarded(double min_sqnr_db, int64_t max_float_tensors) {
   QConfig cfg = QConfig::builtin_default();
   cfg.set_accuracy_guard({.enabled = true,
@@ -571,24 +590,7 @@ TEST_CASE(
     x.data<float>()[0] *= 1e-3f;
     opt.samples.push_back({{"x", x}});
   }
-  // Ranges: min/max of every tensor over the samples, as calibration would find them.
-  const auto ranges = [&] {
-    calib::CalibrationTable t;
-    std::map<std::string, std::pair<float, float>> mm;
-    for (const auto& smp : opt.samples)
-      runtime::Session(b.m).run(smp, {.tap = [&](const std::string& n, const Tensor& v) {
-                                  auto& r = mm.try_emplace(n, 0.f, 0.f).first->second;
-                                  for (int64_t i = 0; i < v.numel(); ++i)
-                                    r = {std::min(r.first, v.data<float>()[i]), std::max(r.second, v.data<float>()[i])};
-                                }});
-    for (const auto& [n, r] : mm) {
-      calib::TensorCalibration tc;
-      tc.minmax = calib::Range{r.first, r.second};
-      tc.ranges[calib::RangeMethod::Percentile] = *tc.minmax;  // the default config's method
-      t.tensors[n] = tc;
-    }
-    return t;
-  }();
+  const auto ranges = observed_ranges(b.m, opt.samples);
   onnx::ModelProto m = b.m;
   const QuantizeSummary s = quantize_model(m, guarded(30, 8), ranges, opt);
   REQUIRE(s.guard.ran);
@@ -610,6 +612,59 @@ TEST_CASE(
         "1 of 4 quantized tensors kept float; an output still misses its threshold "
         "(max_float_tensors 1 reached)");
   CHECK(s2.guard.outputs[0].final_sqnr_db < 100);
+}
+
+TEST_CASE("guard: a broken range that flips clear winners under a passing SQNR is caught by the top-1 criterion") {
+  // A classifier x [1,8] -> MatMul(w1) -> Relu -> r -> Gemm(w2, bias 20) -> y [1,4] (logits). The common offset of
+  // 20 carries most of y's power, so the SQNR of y stays high whatever happens to the class differences. r's
+  // calibrated range is stretched 100x: r rounds to a few levels, the logits' differences lose their order.
+  Builder b(13);
+  b.input("x", {1, 8});
+  b.init("w1", random_tensor({8, 8}, 81));
+  b.init("w2", random_tensor({8, 4}, 82, -3, 3));
+  b.init("b2", Tensor::from_vector<float>({4}, {20, 20, 20, 20}));
+  b.node("MatMul", {"x", "w1"}, {"h"}, "mm1");
+  b.node("Relu", {"h"}, {"r"}, "relu");
+  b.node("Gemm", {"r", "w2", "b2"}, {"y"}, "gemm");
+  typed_output(b, "y", {1, 4});
+  QuantizeOptions opt;
+  for (uint32_t s = 0; s < 32; ++s) opt.samples.push_back({{"x", random_tensor({1, 8}, 90 + s)}});
+  calib::CalibrationTable ranges = observed_ranges(b.m, opt.samples);
+  auto& r = ranges.tensors.at("r");
+  r.minmax->hi *= 100;
+  r.ranges[calib::RangeMethod::Percentile] = *r.minmax;
+
+  // SQNR alone (the guard before this criterion) is fooled: 10 dB met, nothing kept float.
+  onnx::ModelProto fooled = b.m;
+  const QuantizeSummary s0 = quantize_model(fooled, guarded(10, 8), ranges, opt);
+  REQUIRE(s0.guard.ran);
+  CHECK(s0.guard.met);
+  CHECK(s0.guard.outputs[0].sqnr_db >= 10);
+  CHECK_FALSE(s0.guard.outputs[0].top1);
+  CHECK(s0.guard.kept_float.empty());
+
+  QConfig cfg = guarded(10, 8);
+  AccuracyGuardSettings gs = cfg.accuracy_guard();
+  gs.keep_clear_top1 = true;
+  cfg.set_accuracy_guard(gs);
+  onnx::ModelProto m = b.m;
+  const QuantizeSummary s = quantize_model(m, cfg, ranges, opt);
+  REQUIRE(s.guard.ran);
+  const OutputAccuracy& y = s.guard.outputs.at(0);
+  INFO("SQNR " << y.sqnr_db << " dB, clear rows " << y.clear_rows << ", flips " << y.flips << " -> " << y.final_flips);
+  CHECK(y.top1);
+  CHECK(y.sqnr_db >= 10);    // the SQNR criterion alone passes
+  CHECK(y.clear_rows >= 8);  // most rows have a clear winner
+  CHECK(y.flips >= 2);       // and some of them flip
+  CHECK(s.guard.met);        // recovered
+  CHECK(y.final_flips == 0);
+  REQUIRE(s.guard.kept_float.size() == 1);
+  CHECK(s.guard.kept_float[0].tensor == "r");
+  CHECK(s.guard.kept_float[0].missed_output == "y");
+  CHECK(s.guard.kept_float[0].missed_criterion == Criterion::Top1);
+  CHECK(s.guard.kept_float[0].worst_criterion == Criterion::Top1);
+  CHECK(Graph(m).initializer("r_scale") == nullptr);
+  CHECK(Graph(m).initializer("x_scale") != nullptr);  // the rest stays quantized
 }
 
 TEST_CASE("guard: an output declared like an input is recurrent state and is measured in closed loop") {

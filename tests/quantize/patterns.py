@@ -97,13 +97,16 @@ def mixed_concat(path, c=8):
     save(g, path)
 
 
-def mlp(path, sizes=(16, 32, 32, 10)):
-    """A small classifier: Gemm -> Relu -> Gemm -> Relu -> Gemm (logits)."""
+def mlp(path, sizes=(16, 32, 32, 10), logit_offset=0.0, logit_gain=1.0):
+    """A small classifier: Gemm -> Relu -> Gemm -> Relu -> Gemm (logits). logit_offset is added to every logit's bias
+    (softmax and top-1 do not see it; the logits' SQNR does)."""
     rng = np.random.default_rng(3)
     nodes, inits, x = [], [], 'x'
     for k in range(len(sizes) - 1):
-        inits += [init(f'w{k}', rng.normal(0, 1 / np.sqrt(sizes[k]), (sizes[k], sizes[k + 1]))),
-                  init(f'b{k}', rng.normal(0, 0.1, sizes[k + 1]))]
+        offset = logit_offset if k == len(sizes) - 2 else 0.0
+        gain = logit_gain if k == len(sizes) - 2 else 1.0
+        inits += [init(f'w{k}', gain * rng.normal(0, 1 / np.sqrt(sizes[k]), (sizes[k], sizes[k + 1]))),
+                  init(f'b{k}', rng.normal(0, 0.1, sizes[k + 1]) + offset)]
         y = f'h{k}' if k < len(sizes) - 2 else 'logits'
         nodes.append(helper.make_node('Gemm', [x, f'w{k}', f'b{k}'], [y + ('_pre' if y != 'logits' else '')]))
         if y != 'logits':
@@ -149,6 +152,20 @@ def run_attention(work, fill, label):
     check(label, db >= 20, {'sqnr_db': round(db, 1)})
 
 
+def broken_calibration(work, model, name, calib_x, tensor, factor):
+    """Calibrates `model` on calib_x, then stretches `tensor`'s calibrated max by `factor`; returns the file."""
+    calib = os.path.join(work, name + '.calib.json')
+    qtest.sh([qtest.qtool(), 'calibrate', model, '-o', calib, '--data', 'x=' + calib_x])
+    table = json.load(open(calib))
+    t = table['tensors'][tensor]
+    t['max'] = t['max'] * factor
+    t['ranges'] = {k: [lo, hi * factor] for k, (lo, hi) in t['ranges'].items()}
+    t.pop('histogram', None)
+    broken = os.path.join(work, name + '.broken.calib.json')
+    json.dump(table, open(broken, 'w'))
+    return broken
+
+
 def broken_range(work):
     """The accuracy guard against a deliberately broken range: one hidden tensor's calibrated range is stretched
     1000x in the calibration file. Without the guard the logits lose their scale; with it (the calibration samples
@@ -159,15 +176,7 @@ def broken_range(work):
     cx, ex = os.path.join(work, 'mlp_calib.npy'), os.path.join(work, 'mlp_eval.npy')
     np.save(cx, rng.normal(0, 1, (64, 16)).astype(np.float32))
     np.save(ex, rng.normal(0, 1, (64, 16)).astype(np.float32))
-    calib = os.path.join(work, 'mlp.calib.json')
-    qtest.sh([qtest.qtool(), 'calibrate', m, '-o', calib, '--data', 'x=' + cx])
-    table = json.load(open(calib))
-    t = table['tensors']['h0']
-    t['max'] = t['max'] * 1000
-    t['ranges'] = {k: [lo, hi * 1000] for k, (lo, hi) in t['ranges'].items()}
-    t.pop('histogram', None)
-    broken = os.path.join(work, 'mlp.broken.calib.json')
-    json.dump(table, open(broken, 'w'))
+    broken = broken_calibration(work, m, 'mlp', cx, 'h0', 1000)
     yf = qtest.ort_run(m, {'x': ex}, os.path.join(work, 'mlp_f'))[0]['logits']
     q_off, q_on = os.path.join(work, 'mlp.off.onnx'), os.path.join(work, 'mlp.on.onnx')
     qtest.quantize(m, q_off, broken, extra=['--accuracy-guard', 'off'])
@@ -197,6 +206,45 @@ def broken_range(work):
     check('below_target', refused and scanned_16 and r2.returncode == 0 and os.path.exists(q_below),
           {'exit': r.returncode, 'stderr': r.stderr.strip()[-160:], 'scan_on_16_samples': scanned_16,
            'allowed_exit': r2.returncode})
+
+
+def clear_top1(work):
+    """The guard's top-1 criterion against a range broken so that SQNR cannot see it: the classifier's logits carry a
+    common offset of 20 (most of their power), and the second hidden tensor's range is stretched 100x. The logits
+    still score above the 10 dB SQNR floor while clear winners change class. SQNR alone passes the model as it is;
+    the default guard (keep_clear_top1) keeps that tensor float and held-out predictions follow float again."""
+    m = os.path.join(work, 'mlp_offset.onnx')
+    mlp(m, logit_offset=20.0, logit_gain=8.0)  # confident logits: most rows have a clear winner
+    rng = np.random.default_rng(14)
+    cx, ex = os.path.join(work, 'mlpo_calib.npy'), os.path.join(work, 'mlpo_eval.npy')
+    np.save(cx, rng.normal(0, 1, (64, 16)).astype(np.float32))
+    np.save(ex, rng.normal(0, 1, (256, 16)).astype(np.float32))
+    broken = broken_calibration(work, m, 'mlpo', cx, 'h1', 100)
+    cfg = json.load(open(os.path.join(qtest.ROOT, 'configs', 'int8.json')))
+    cfg['accuracy_guard']['keep_clear_top1'] = False
+    sqnr_only = os.path.join(work, 'sqnr_only.json')
+    json.dump(cfg, open(sqnr_only, 'w'))
+    cfg['accuracy_guard']['keep_clear_top1'] = True
+    with_top1 = os.path.join(work, 'with_top1.json')
+    json.dump(cfg, open(with_top1, 'w'))
+    yf = qtest.ort_run(m, {'x': ex}, os.path.join(work, 'mlpo_f'))[0]['logits']
+    q_old, q_new = os.path.join(work, 'mlpo.sqnr.onnx'), os.path.join(work, 'mlpo.top1.onnx')
+    s_old = qtest.quantize(m, q_old, broken, extra=['--data', 'x=' + cx, '--config', sqnr_only])
+    s_new = qtest.quantize(m, q_new, broken, extra=['--data', 'x=' + cx, '--config', with_top1])
+    y_old = qtest.ort_run(q_old, {'x': ex}, os.path.join(work, 'mlpo_old'))[0]['logits']
+    y_new = qtest.ort_run(q_new, {'x': ex}, os.path.join(work, 'mlpo_new'))[0]['logits']
+    agree = lambda y: float((y.argmax(1) == yf.argmax(1)).mean())  # noqa: E731
+    g_old, g_new = s_old['accuracy_guard'], s_new['accuracy_guard']
+    kept = [(k['tensor'], k['missed_criterion']) for k in g_new['kept_float']]
+    o = g_new['outputs'][0]
+    # Held out: the SQNR-only guard keeps nothing float and loses top-1 on many rows although the logits' SQNR in
+    # ORT stays above 10 dB; the top-1 criterion finds h1 and the predictions agree with float again.
+    check('clear_top1', g_old['met'] and not g_old['kept_float'] and sqnr(yf, y_old) >= 10 and agree(y_old) < 0.9
+          and o['clear_top1_flips'] > 0 and o['final_clear_top1_flips'] == 0 and ('h1', 'top1') in kept
+          and g_new['met'] and agree(y_new) >= 0.97,
+          {'sqnr_db_sqnr_only': round(sqnr(yf, y_old), 1), 'agreement_sqnr_only': agree(y_old),
+           'agreement_top1': agree(y_new), 'clear_rows': o['clear_rows'], 'flips': o['clear_top1_flips'],
+           'kept_float': kept})
 
 
 def main():
@@ -229,6 +277,8 @@ def main():
         check('mixed_concat', perr < 0.05 and bdb >= 20, {'prob_max_abs_err': round(perr, 4), 'box_sqnr_db': round(bdb, 1)})
     if not wanted or 'broken_range' in wanted:
         broken_range(work)
+    if not wanted or 'clear_top1' in wanted:
+        clear_top1(work)
     print(json.dumps({'ok': not failures, 'failures': failures}))
     return 1 if failures else 0
 
