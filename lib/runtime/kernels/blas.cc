@@ -28,26 +28,36 @@ void ensure_blas_single_threaded() {
   std::call_once(once, [] { openblas_set_num_threads(1); });
 }
 
+// Blocks are a function of the shape only (never of `threads`): OpenBLAS picks different micro-kernels
+// (small-matrix paths, edge tiles) for different block shapes, so a thread-count-dependent split gave
+// results that differed in the last bits between 1, 2, 3 and 8 threads. K is never split.
+GemmBlocks gemm_blocks(int64_t M, int64_t N, int64_t K) {
+  const int64_t work = M * N * std::max<int64_t>(K, 1);
+  if (work < kGemmSplitWork) return {false, 1, M};
+  const bool split_n = N >= M || N >= kGemmMaxBlocks * 16;
+  const int64_t len = split_n ? N : M, other = split_n ? M : N;
+  const int64_t align = split_n ? 16 : 4;
+  auto round_up = [](int64_t v, int64_t a) { return (v + a - 1) / a * a; };
+  // At most kGemmMaxBlocks blocks, each with at least about kGemmSplitWork / 4 multiply-adds.
+  const int64_t min_len = std::max<int64_t>(1, (kGemmSplitWork / 4) / std::max<int64_t>(1, other * std::max<int64_t>(K, 1)));
+  const int64_t block = std::min(len, round_up(std::max((len + kGemmMaxBlocks - 1) / kGemmMaxBlocks, min_len), align));
+  return {split_n, (len + block - 1) / block, block};
+}
+
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc, int threads) {
   ensure_blas_single_threaded();
-  const int64_t work = M * N * std::max<int64_t>(K, 1);
-  int t = work < (1 << 17) ? 1 : threads;
-  if (t <= 1) {
+  const GemmBlocks blocks = gemm_blocks(M, N, K);
+  if (blocks.count <= 1) {
     gemm_block(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
-  // Split the wider of M and N into `t` blocks (columns rounded to 16 for the vector kernels).
-  const bool split_n = N >= 32 * t || N >= M;
-  const int64_t len = split_n ? N : M;
-  const int64_t align = split_n ? 16 : 4;
-  int64_t block = (len + t - 1) / t;
-  block = (block + align - 1) / align * align;
-  const int64_t nblocks = (len + block - 1) / block;
+  const int64_t len = blocks.split_n ? N : M;
+  const int t = static_cast<int>(std::clamp<int64_t>(threads, 1, blocks.count));
 #pragma omp parallel for num_threads(t) schedule(static)
-  for (int64_t b = 0; b < nblocks; ++b) {
-    const int64_t s = b * block, e = std::min(len, s + block);
-    if (split_n) {
+  for (int64_t b = 0; b < blocks.count; ++b) {
+    const int64_t s = b * blocks.size, e = std::min(len, s + blocks.size);
+    if (blocks.split_n) {
       const float* Bb = trans_b ? B + s * ldb : B + s;
       gemm_block(trans_a, trans_b, M, e - s, K, alpha, A, lda, Bb, ldb, beta, C + s, ldc);
     } else {

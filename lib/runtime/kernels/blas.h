@@ -11,10 +11,22 @@
 namespace qtool::runtime::kernels::compute {
 
 // C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C, row-major with leading dimensions.
-// Runs on `threads` OpenMP threads by splitting N (or M when N is narrow) into blocks; each block
-// is one single-threaded OpenBLAS call, so the result does not depend on the thread count.
+// Runs on `threads` OpenMP threads over the blocks of gemm_blocks(M, N, K); each block is one
+// single-threaded OpenBLAS call and the blocks depend on the shape only, so the result is bitwise the
+// same for every thread count.
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc, int threads);
+
+// How sgemm cuts C: `count` blocks of `size` rows (split_n false) or columns (split_n true), a
+// function of the shape alone. One block below kGemmSplitWork multiply-adds.
+inline constexpr int64_t kGemmSplitWork = int64_t{1} << 17;
+inline constexpr int64_t kGemmMaxBlocks = 8;
+struct GemmBlocks {
+  bool split_n;
+  int64_t count;
+  int64_t size;
+};
+GemmBlocks gemm_blocks(int64_t M, int64_t N, int64_t K);
 
 // Pins OpenBLAS to one thread (idempotent); call before any direct cblas_* call.
 void ensure_blas_single_threaded();
