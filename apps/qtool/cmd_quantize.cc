@@ -246,11 +246,11 @@ Action add_quantize_command(CLI::App& app) {
     // A --calib table was measured on the unequalized model: equalizing now would invalidate its ranges, so
     // equalization needs quantize to calibrate (--data / --random).
     if (cfg.weight_algorithms().cross_layer_equalization && !a->calib.empty())
-      spdlog::warn("cross-layer equalization skipped: the --calib table was measured on the unequalized model "
+      spdlog::debug("cross-layer equalization skipped: the --calib table was measured on the unequalized model "
                    "(calibrate here with --data or --random to equalize)");
     if (cfg.weight_algorithms().cross_layer_equalization && a->calib.empty()) {
       const int pairs = quantize::equalize_for_calibration(*m.proto, cfg);
-      spdlog::info("cross-layer equalization: {} convolution pairs", pairs);
+      spdlog::debug("cross-layer equalization: {} convolution pairs", pairs);
       equalized = pairs > 0;
     }
     calib::CalibrationTable ranges;
