@@ -7,6 +7,8 @@ add_test(NAME "quantize: preparation passes keep ORT outputs on the shared model
          COMMAND /usr/bin/python3 ${_qz_dir}/prepare_check.py)
 add_test(NAME "quantize: patterns (mask fills, -inf sentinels, mixed Concat) in ORT"
          COMMAND /usr/bin/python3 ${_qz_dir}/patterns.py)
+add_test(NAME "quantize: same bytes at 1, 2 and 8 threads and from one array or N files (mobilenetv2, ppocrv4-det)"
+         COMMAND /usr/bin/python3 ${_qz_dir}/thread_determinism.py)
 add_test(NAME "quantize: subgraphs (If branches, Loop and Scan bodies) in ORT"
          COMMAND /usr/bin/python3 ${_qz_dir}/subgraphs.py)
 add_test(NAME "quantize: weight-only int4/int8 Gather and MatMul in ORT, no --data, gptq needs it"
@@ -27,7 +29,7 @@ foreach(model ${_qz_accept_models})
 endforeach()
 get_property(_qz_tests DIRECTORY PROPERTY TESTS)
 foreach(t ${_qz_tests})
-  if(t MATCHES "^quantize: (cli|preparation|patterns|subgraphs|acceptance|weight-only)")
+  if(t MATCHES "^quantize: (cli|preparation|patterns|subgraphs|acceptance|weight-only|same bytes)")
     set_tests_properties("${t}" PROPERTIES FIXTURES_REQUIRED ort ENVIRONMENT "${_qz_env}" TIMEOUT 600)
   endif()
 endforeach()
