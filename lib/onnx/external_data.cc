@@ -70,18 +70,23 @@ ResolvedRef resolved_ref(const onnx::TensorProto& tensor) {
   return r;
 }
 
-void set_resolved_ref(onnx::TensorProto& tensor, const std::string& location, const ResolvedRef& ref) {
+void set_external_ref(onnx::TensorProto& tensor, const std::string& location, int64_t offset, int64_t length) {
   tensor.clear_external_data();
-  auto add = [&](const char* key, const std::string& value) {
+  for (const auto& [key, value] : {std::pair<const char*, std::string>{"location", location},
+                                   {"offset", std::to_string(offset)},
+                                   {"length", std::to_string(length)}}) {
     auto* kv = tensor.add_external_data();
     kv->set_key(key);
     kv->set_value(value);
-  };
-  add("location", location);
-  add("offset", std::to_string(ref.offset));
-  add("length", std::to_string(ref.length));
-  add(kResolvedKey, ref.file.string());
+  }
   tensor.set_data_location(onnx::TensorProto::EXTERNAL);
+}
+
+void set_resolved_ref(onnx::TensorProto& tensor, const std::string& location, const ResolvedRef& ref) {
+  set_external_ref(tensor, location, ref.offset, ref.length);
+  auto* kv = tensor.add_external_data();
+  kv->set_key(kResolvedKey);
+  kv->set_value(ref.file.string());
 }
 
 fs::path resolve_external_location(const fs::path& dir, const std::string& location, bool must_exist,

@@ -53,6 +53,8 @@ struct ResolvedRef {
 bool has_resolved_ref(const onnx::TensorProto& tensor);
 ResolvedRef resolved_ref(const onnx::TensorProto& tensor);  // call only when has_resolved_ref
 void set_resolved_ref(onnx::TensorProto& tensor, const std::string& location, const ResolvedRef& ref);
+// Makes `tensor` refer to [offset, offset + length) of `location` (replacing any external_data entries).
+void set_external_ref(onnx::TensorProto& tensor, const std::string& location, int64_t offset, int64_t length);
 
 // Tensor data size in bytes from dims and data_type (-1 for strings or unknown types).
 int64_t tensor_proto_bytes(const onnx::TensorProto& tensor);

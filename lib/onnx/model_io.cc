@@ -319,16 +319,7 @@ void save_model(onnx::ModelProto&& model, const fs::path& out, const SaveOptions
         data_tmp->write(bytes.data(), bytes.size());
       }
       clear_typed_fields(t);
-      t.clear_external_data();
-      auto add = [&](const char* key, const std::string& value) {
-        auto* kv = t.add_external_data();
-        kv->set_key(key);
-        kv->set_value(value);
-      };
-      add("location", location);
-      add("offset", std::to_string(offset));
-      add("length", std::to_string(nbytes));
-      t.set_data_location(onnx::TensorProto::EXTERNAL);
+      set_external_ref(t, location, offset, nbytes);
       offset += nbytes;
     });
     data_tmp->finish();
