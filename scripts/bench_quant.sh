@@ -1,5 +1,5 @@
 #!/bin/bash
-# Quantize / dequantize throughput of lib/quant (elements per second) on a 64 M-element tensor, 1 and 2 threads.
+# Quantize / dequantize throughput of lib/numerics (elements per second) on a 64 M-element tensor, 1 and 2 threads.
 # usage: scripts/bench_quant.sh [BUILD_DIR] [extra bench_quant args, e.g. --elements 16777216 --repeat 5]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Builds one ONNX model (opset 21) holding many QuantizeLinear / DequantizeLinear / Cast cases, plus the
-inputs both ONNX Runtime and qtool need, for the bit-exact comparison test (tests/quant/tests.cmake).
+inputs both ONNX Runtime and qtool need, for the bit-exact comparison test (tests/numerics/tests.cmake).
 
 usage: /usr/bin/python3 scripts/gen_qdq_cases.py OUTDIR
 

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "quant/qdq.h"
+#include "numerics/qdq.h"
 
 namespace qtool::quantize {
 
@@ -18,20 +18,20 @@ std::vector<int64_t> QParams::zero_points() const {
   return out;
 }
 
-quant::QSpec spec_for(const TensorSettings& s) {
-  quant::QSpec spec;
+numerics::QSpec spec_for(const TensorSettings& s) {
+  numerics::QSpec spec;
   spec.dtype = s.dtype;
   const bool fp8 = dtype_info(s.dtype).cls == DTypeClass::Float;
-  spec.mapping = s.symmetric || fp8 ? quant::QMapping::Symmetric : quant::QMapping::Asymmetric;
-  spec.range = s.reduce_range                                            ? quant::QRange::ReduceRange
-               : s.narrow_range && dtype_info(s.dtype).is_signed && !fp8 ? quant::QRange::Narrow
-                                                                         : quant::QRange::Full;
-  spec.convention = quant::SymmetricScaleConvention::OrtMaxQ;  // int8: amax / 127, as ONNX Runtime
+  spec.mapping = s.symmetric || fp8 ? numerics::QMapping::Symmetric : numerics::QMapping::Asymmetric;
+  spec.range = s.reduce_range                                            ? numerics::QRange::ReduceRange
+               : s.narrow_range && dtype_info(s.dtype).is_signed && !fp8 ? numerics::QRange::Narrow
+                                                                         : numerics::QRange::Full;
+  spec.convention = numerics::SymmetricScaleConvention::OrtMaxQ;  // int8: amax / 127, as ONNX Runtime
   return spec;
 }
 
 QParams params_from_range(double lo, double hi, const TensorSettings& s) {
-  const quant::QParams q = quant::choose_qparams(static_cast<float>(lo), static_cast<float>(hi), spec_for(s));
+  const numerics::QParams q = numerics::choose_qparams(static_cast<float>(lo), static_cast<float>(hi), spec_for(s));
   return fixed_params(q.scale, q.zero_point, s.dtype);
 }
 
@@ -50,7 +50,7 @@ std::optional<float> existing_grid(const Tensor& w, const TensorSettings& s) {
   for (int64_t i = 0; i < w.numel(); ++i) lo = std::min(lo, d[i]), hi = std::max(hi, d[i]);
   const double amax = std::max(-lo, hi);
   if (!(amax > 0)) return std::nullopt;
-  const quant::QBounds b = quant::quant_bounds(spec_for(s));
+  const numerics::QBounds b = numerics::quant_bounds(spec_for(s));
   for (double steps : {127.0, 127.5, 128.0, 255.0, 7.0, 7.5, 8.0, 15.0}) {
     const double g = (steps == 255.0 || steps == 15.0) ? (static_cast<double>(hi) - lo) / steps : amax / steps;
     if (!(g > 0) || amax / g > static_cast<double>(b.qmax) + 1e-3 || -amax / g < static_cast<double>(b.qmin) - 1e-3)
@@ -94,37 +94,37 @@ bool pair_fits(double pair_sum, double scale) { return pair_sum / scale <= kSafe
 
 QParams weight_params(const Tensor& w, const TensorSettings& s, int64_t axis,
                       const std::optional<std::vector<double>>& kernel_pairs) {
-  quant::QGranularity g;
+  numerics::QGranularity g;
   if (s.granularity == Granularity::PerChannel && axis >= 0) {
-    g.kind = quant::Granularity::PerChannel;
+    g.kind = numerics::Granularity::PerChannel;
     g.axis = axis;
   } else if (s.granularity == Granularity::PerBlock && axis >= 0) {
-    g.kind = quant::Granularity::PerBlock;
+    g.kind = numerics::Granularity::PerBlock;
     g.axis = axis;
     g.block_size = s.block_size;
   }
   QParams p;
-  const bool safe = s.saturation_safe && g.kind != quant::Granularity::PerBlock && s.dtype == DType::Int8 &&
+  const bool safe = s.saturation_safe && g.kind != numerics::Granularity::PerBlock && s.dtype == DType::Int8 &&
                     s.symmetric && w.dtype() == DType::Float32;
-  const int64_t channels = g.kind == quant::Granularity::PerChannel ? w.dim(axis) : 1;
+  const int64_t channels = g.kind == numerics::Granularity::PerChannel ? w.dim(axis) : 1;
   std::vector<double> pair_sums;  // per scale; empty when not saturation-safe
   if (safe)
     pair_sums = kernel_pairs && kernel_pairs->size() == static_cast<size_t>(channels) ? *kernel_pairs
                                                                                        : top_two_sums(w, axis, channels);
-  const auto step = g.kind != quant::Granularity::PerBlock ? existing_grid(w, s) : std::nullopt;
+  const auto step = g.kind != numerics::Granularity::PerBlock ? existing_grid(w, s) : std::nullopt;
   if (step) {
     // Already quantized: keep its step, which is exact (unless its codes could overflow: see below).
     const bool fits = std::all_of(pair_sums.begin(), pair_sums.end(), [&](double v) { return pair_fits(v, *step); });
     if (fits) {
-      const Shape shape = g.kind == quant::Granularity::PerChannel ? Shape{channels} : Shape{};
+      const Shape shape = g.kind == numerics::Granularity::PerChannel ? Shape{channels} : Shape{};
       p.scale = Tensor::from_vector<float>(shape, std::vector<float>(static_cast<size_t>(channels), *step));
       p.zero_point = Tensor::zeros(s.dtype, shape);
-      p.axis = g.kind == quant::Granularity::PerChannel ? axis : -1;
+      p.axis = g.kind == numerics::Granularity::PerChannel ? axis : -1;
       return p;
     }
   }
-  quant::QParamTensors t = quant::choose_qparams(w, g, spec_for(s));
-  const bool per_channel_grid = step.has_value() && g.kind == quant::Granularity::PerChannel;
+  numerics::QParamTensors t = numerics::choose_qparams(w, g, spec_for(s));
+  const bool per_channel_grid = step.has_value() && g.kind == numerics::Granularity::PerChannel;
   const float grid = step.value_or(0.0f);
   if (safe) {
     float* sc = t.scale.data<float>();
@@ -139,8 +139,8 @@ QParams weight_params(const Tensor& w, const TensorSettings& s, int64_t axis,
   }
   p.scale = std::move(t.scale);
   p.zero_point = std::move(t.zero_point);
-  p.axis = g.kind == quant::Granularity::PerTensor ? -1 : axis;
-  p.block_size = g.kind == quant::Granularity::PerBlock ? g.block_size : 0;
+  p.axis = g.kind == numerics::Granularity::PerTensor ? -1 : axis;
+  p.block_size = g.kind == numerics::Granularity::PerBlock ? g.block_size : 0;
   return p;
 }
 
@@ -176,18 +176,18 @@ void kernel_sum_round(const std::vector<double>& r, std::vector<int64_t>& q, int
 }  // namespace
 
 Tensor quantize_tensor(const Tensor& x, const QParams& p, Rounding rounding) {
-  quant::QdqAttrs attrs;
+  numerics::QdqAttrs attrs;
   attrs.axis = p.axis >= 0 ? p.axis : 1;
   attrs.block_size = p.block_size;
-  Tensor q = quant::quantize_linear(x, p.scale, &p.zero_point, attrs);
+  Tensor q = numerics::quantize_linear(x, p.scale, &p.zero_point, attrs);
   const auto& info = dtype_info(q.dtype());
   if (rounding != Rounding::KernelSum || x.rank() < 3 || info.cls != DTypeClass::Integer) return q;
   int64_t group = 1;
   for (int64_t k = 2; k < x.rank(); ++k) group *= x.dim(k);
   if (group <= 1) return q;
   // The exact quotient r = x / scale + zp of every element, from the same (outer, axis, block, inner) layout.
-  const quant::QdqLayout L =
-      quant::qdq_layout(x.shape(), p.scale, &p.zero_point, attrs.axis, p.block_size, "scale", "zero_point");
+  const numerics::QdqLayout L =
+      numerics::qdq_layout(x.shape(), p.scale, &p.zero_point, attrs.axis, p.block_size, "scale", "zero_point");
   const float* xd = x.data<float>();
   const float* sd = p.scale.data<float>();
   const auto& zinfo = dtype_info(p.zero_point.dtype());

@@ -1,13 +1,13 @@
-// Quantization parameters of the tensors the QDQ rewrite creates, built on lib/quant (choose_qparams,
+// Quantization parameters of the tensors the QDQ rewrite creates, built on lib/numerics (choose_qparams,
 // compute_minmax, quantize_linear: ONNX / ONNX Runtime exact arithmetic). What this file adds: the mapping from
-// QConfig settings to a quant::QSpec, weights that keep an existing grid, kernel-sum rounding and int32 biases.
+// QConfig settings to a numerics::QSpec, weights that keep an existing grid, kernel-sum rounding and int32 biases.
 #pragma once
 
 #include <optional>
 #include <vector>
 
 #include "core/tensor.h"
-#include "quant/qparams.h"
+#include "numerics/qparams.h"
 #include "quantize/qconfig.h"
 
 namespace qtool::quantize {
@@ -23,7 +23,7 @@ struct QParams {
   std::vector<int64_t> zero_points() const;
 };
 
-quant::QSpec spec_for(const TensorSettings& s);
+numerics::QSpec spec_for(const TensorSettings& s);
 // Per-tensor parameters for the observed range [lo, hi].
 QParams params_from_range(double lo, double hi, const TensorSettings& s);
 // Fixed parameters (e.g. Sigmoid output: uint8, scale 1/256, zero point 0).

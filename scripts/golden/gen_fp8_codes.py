@@ -9,7 +9,7 @@
   value = (-1)^S * 2^(E - bias) * (1 + M / 2^m)   for E > 0
           (-1)^S * 2^(1 - bias) * (M / 2^m)       for E = 0 (subnormal)
 
-usage: /usr/bin/python3 scripts/golden/gen_fp8_codes.py > tests/quant/golden/fp8_codes.json
+usage: /usr/bin/python3 scripts/golden/gen_fp8_codes.py > tests/numerics/golden/fp8_codes.json
 Values are written as strings ("nan", "inf", "-inf", "-0.0" or the repr of the exact value).
 """
 import json

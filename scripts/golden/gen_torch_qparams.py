@@ -1,8 +1,8 @@
 #!/usr/bin/python3
-"""Golden values from PyTorch (Debian's python3-torch 1.13) for tests/quant: observer qparams
+"""Golden values from PyTorch (Debian's python3-torch 1.13) for tests/numerics: observer qparams
 (MinMaxObserver / PerChannelMinMaxObserver calculate_qparams) and quantize_per_tensor / quantize_per_channel.
 
-usage: /usr/bin/python3 scripts/golden/gen_torch_qparams.py > tests/quant/golden/torch_qparams.json
+usage: /usr/bin/python3 scripts/golden/gen_torch_qparams.py > tests/numerics/golden/torch_qparams.json
 Floats are written as Python floats of the exact float32 values (they round-trip through double).
 """
 import json

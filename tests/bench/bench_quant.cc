@@ -1,4 +1,4 @@
-// Throughput of QuantizeLinear / DequantizeLinear (lib/quant) on a large tensor, in elements per second.
+// Throughput of QuantizeLinear / DequantizeLinear (lib/numerics) on a large tensor, in elements per second.
 // usage: bench_quant [--elements N] [--threads 1,2] [--repeat R]
 // Prints one line per (operation, threads): the best of R runs. Not a test: see scripts/bench_quant.sh.
 #include <sys/resource.h>
@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "core/omp_wait.h"
-#include "quant/qdq.h"
+#include "numerics/qdq.h"
 
 using namespace qtool;
-using namespace qtool::quant;
+using namespace qtool::numerics;
 
 namespace {
 

@@ -12,7 +12,7 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "quant/qdq.h"
+#include "numerics/qdq.h"
 #include "quantize/graph.h"
 #include "runtime/session.h"
 
@@ -43,10 +43,10 @@ Tensor rounded_weight(const Graph& q, const std::map<std::string, int>& by_outpu
   const Tensor x = q.initializer_tensor(dq.input(0)), scale = q.initializer_tensor(dq.input(1));
   std::optional<Tensor> zp;
   if (dq.input_size() > 2 && !dq.input(2).empty()) zp = q.initializer_tensor(dq.input(2));
-  quant::QdqAttrs attrs;
+  numerics::QdqAttrs attrs;
   attrs.axis = attr_int(dq, "axis", 1);
   attrs.block_size = attr_int(dq, "block_size", 0);
-  return quant::dequantize_linear(x, scale, zp ? &*zp : nullptr, attrs);
+  return numerics::dequantize_linear(x, scale, zp ? &*zp : nullptr, attrs);
 }
 
 std::vector<Layer> find_layers(const Graph& g, const Graph& q) {

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "quant/qparams.h"
+#include "numerics/qparams.h"
 #include "quantize/weights/weight_quantizer.h"
 
 namespace qtool::quantize {
@@ -43,7 +43,7 @@ WeightResult quantize_clip_search(const WeightInput& in) {
   r.params = weight_params(in.w, s, in.axis);
   const int64_t groups = r.params.scale.numel();
   const ScaleIndex index = scale_index(in.w, r.params);
-  const quant::QBounds b = quant::quant_bounds(spec_for(s));
+  const numerics::QBounds b = numerics::quant_bounds(spec_for(s));
   const std::vector<int64_t> zp = r.params.zero_points();
   float* scale = r.params.scale.data<float>();
   const float* w = in.w.data<float>();

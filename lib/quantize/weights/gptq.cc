@@ -15,7 +15,7 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "quant/qparams.h"
+#include "numerics/qparams.h"
 #include "quantize/weights/weight_quantizer.h"
 
 namespace qtool::quantize {
@@ -111,8 +111,8 @@ WeightResult quantize_gptq(const WeightInput& in) {
   WeightResult r;
   r.params = weight_params(wt, s, in.axis);  // shapes and layout; per_block scales are recomputed below
   const ScaleIndex index = scale_index(wt, r.params);
-  const quant::QSpec spec = spec_for(s);
-  const quant::QBounds b = quant::quant_bounds(spec);
+  const numerics::QSpec spec = spec_for(s);
+  const numerics::QBounds b = numerics::quant_bounds(spec);
   float* scale = r.params.scale.data<float>();
   const auto& zinfo = dtype_info(r.params.zero_point.dtype());
 
@@ -137,7 +137,7 @@ WeightResult quantize_gptq(const WeightInput& in) {
           double lo = 0, hi = 0;
           for (int64_t j = k; j < ke; ++j)
             lo = std::min(lo, W[static_cast<size_t>(n * K + j)]), hi = std::max(hi, W[static_cast<size_t>(n * K + j)]);
-          const quant::QParams g = quant::choose_qparams(static_cast<float>(lo), static_cast<float>(hi), spec);
+          const numerics::QParams g = numerics::choose_qparams(static_cast<float>(lo), static_cast<float>(hi), spec);
           const int64_t si = index(at(n, k));
           block.assign(W.begin() + n * K + k, W.begin() + n * K + ke);
           scale[si] = clip_search_scale(block, g.scale, g.zero_point, b.qmin, b.qmax);

@@ -1,20 +1,20 @@
 #include "quantize/weights/weight_quantizer.h"
 
 #include "core/error.h"
-#include "quant/qdq.h"
+#include "numerics/qdq.h"
 
 namespace qtool::quantize {
 namespace {
 
-quant::QdqAttrs attrs_of(const QParams& p) {
-  quant::QdqAttrs a;
+numerics::QdqAttrs attrs_of(const QParams& p) {
+  numerics::QdqAttrs a;
   a.axis = p.axis >= 0 ? p.axis : 1;
   a.block_size = p.block_size;
   return a;
 }
 
 Tensor dequantized(const Tensor& codes, const QParams& p) {
-  return quant::dequantize_linear(codes, p.scale, &p.zero_point, attrs_of(p));
+  return numerics::dequantize_linear(codes, p.scale, &p.zero_point, attrs_of(p));
 }
 
 }  // namespace
@@ -32,8 +32,8 @@ WeightResult quantize_weight_values(const WeightInput& in) {
 }
 
 ScaleIndex scale_index(const Tensor& w, const QParams& p) {
-  const quant::QdqAttrs a = attrs_of(p);
-  const quant::QdqLayout L = quant::qdq_layout(w.shape(), p.scale, &p.zero_point, a.axis, a.block_size, "scale",
+  const numerics::QdqAttrs a = attrs_of(p);
+  const numerics::QdqLayout L = numerics::qdq_layout(w.shape(), p.scale, &p.zero_point, a.axis, a.block_size, "scale",
                                                "zero_point");
   return {L.axis_len * L.inner, L.inner, L.axis_len, L.block, L.scale_stride_outer, L.scale_stride_axis,
           L.scale_stride_inner};
@@ -42,8 +42,8 @@ ScaleIndex scale_index(const Tensor& w, const QParams& p) {
 // Element by element, as DequantizeLinear computes it ((code - zero point) * scale in float), without a dequantized
 // copy of the weight: a big model's quantization holds one float weight at a time (onnx/spill.h).
 double weight_sse(const Tensor& w, const Tensor& codes, const QParams& p) {
-  const quant::QdqAttrs a = attrs_of(p);
-  const quant::QdqLayout L = quant::qdq_layout(w.shape(), p.scale, &p.zero_point, a.axis, a.block_size, "scale",
+  const numerics::QdqAttrs a = attrs_of(p);
+  const numerics::QdqLayout L = numerics::qdq_layout(w.shape(), p.scale, &p.zero_point, a.axis, a.block_size, "scale",
                                                "zero_point");
   const auto& cinfo = dtype_info(codes.dtype());
   const auto& zinfo = dtype_info(p.zero_point.dtype());

@@ -71,7 +71,7 @@ std::unique_ptr<Kernel> make_cumsum(const NodeInfo& n);
 std::unique_ptr<Kernel> make_if(const NodeInfo& n);
 std::unique_ptr<Kernel> make_loop(const NodeInfo& n);
 std::unique_ptr<Kernel> make_scan(const NodeInfo& n);
-// qdq.cc (over lib/quant)
+// qdq.cc (over lib/numerics)
 std::unique_ptr<Kernel> make_quantize_linear(const NodeInfo& n);
 std::unique_ptr<Kernel> make_dequantize_linear(const NodeInfo& n);
 std::unique_ptr<Kernel> make_dynamic_quantize_linear(const NodeInfo& n);

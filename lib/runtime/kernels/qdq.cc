@@ -1,6 +1,6 @@
-// QuantizeLinear / DequantizeLinear (opsets 10, 13, 19, 21): thin kernels over lib/quant, which holds
+// QuantizeLinear / DequantizeLinear (opsets 10, 13, 19, 21): thin kernels over lib/numerics, which holds
 // the contract (rounding, saturation, per-tensor / per-axis / blocked layouts) and its reference twin.
-#include "quant/qdq.h"
+#include "numerics/qdq.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,8 +11,8 @@
 namespace qtool::runtime::kernels {
 namespace {
 
-quant::QdqAttrs qdq_attrs(const NodeInfo& n) {
-  quant::QdqAttrs a;
+numerics::QdqAttrs qdq_attrs(const NodeInfo& n) {
+  numerics::QdqAttrs a;
   a.axis = n.attrs.get_int("axis", 1);
   a.block_size = n.attrs.get_int("block_size", 0);
   a.saturate = n.attrs.get_int("saturate", 1) != 0;
@@ -30,11 +30,11 @@ class QuantizeKernel final : public Kernel {
   explicit QuantizeKernel(const NodeInfo& n) : attrs_(qdq_attrs(n)) {}
   void run(KernelContext& ctx) override {
     const Tensor* zp = ctx.has_input(2) ? &ctx.input(2) : nullptr;
-    ctx.outputs[0] = quant::quantize_linear(ctx.input(0), ctx.input(1), zp, attrs_, ctx.threads);
+    ctx.outputs[0] = numerics::quantize_linear(ctx.input(0), ctx.input(1), zp, attrs_, ctx.threads);
   }
 
  private:
-  quant::QdqAttrs attrs_;
+  numerics::QdqAttrs attrs_;
 };
 
 class DequantizeKernel final : public Kernel {
@@ -42,11 +42,11 @@ class DequantizeKernel final : public Kernel {
   explicit DequantizeKernel(const NodeInfo& n) : attrs_(qdq_attrs(n)) {}
   void run(KernelContext& ctx) override {
     const Tensor* zp = ctx.has_input(2) ? &ctx.input(2) : nullptr;
-    ctx.outputs[0] = quant::dequantize_linear(ctx.input(0), ctx.input(1), zp, attrs_, ctx.threads);
+    ctx.outputs[0] = numerics::dequantize_linear(ctx.input(0), ctx.input(1), zp, attrs_, ctx.threads);
   }
 
  private:
-  quant::QdqAttrs attrs_;
+  numerics::QdqAttrs attrs_;
 };
 
 // DynamicQuantizeLinear (uint8): range = [min(0, min x), max(0, max x)], y_scale = range / 255,
@@ -65,7 +65,7 @@ void dynamic_quantize_kernel(KernelContext& ctx) {
   Tensor zp = Tensor::scalar<uint8_t>(static_cast<uint8_t>(zp_f));
   // A zero range (all-zero input) quantizes everything to the zero point; avoid dividing by zero.
   const Tensor safe_scale = Tensor::scalar<float>(scale == 0.0f ? 1.0f : scale);
-  ctx.outputs[0] = quant::quantize_linear(x, safe_scale, &zp, quant::QdqAttrs{}, ctx.threads);
+  ctx.outputs[0] = numerics::quantize_linear(x, safe_scale, &zp, numerics::QdqAttrs{}, ctx.threads);
   ctx.outputs[1] = s;
   ctx.outputs[2] = zp;
 }

@@ -1,6 +1,6 @@
 // QuantizeLinear / DequantizeLinear: ONNX spec examples, the fast paths against the reference twin on large
 // random tensors (1, 2 and 4 threads), packing, scale dtypes and the errors kernels will surface.
-#include "quant/qdq.h"
+#include "numerics/qdq.h"
 
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include "core/float_formats.h"
 
 using namespace qtool;
-using namespace qtool::quant;
+using namespace qtool::numerics;
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "quant/qdq.h"
+#include "numerics/qdq.h"
 
 #include <algorithm>
 #include <array>
@@ -10,7 +10,7 @@
 
 #include "core/float_formats.h"
 
-namespace qtool::quant {
+namespace qtool::numerics {
 namespace {
 
 bool is_quantized_dtype(DType t) {
@@ -565,4 +565,4 @@ Tensor dequantize_linear_ref(const Tensor& x, const Tensor& scale, const Tensor*
   return y;
 }
 
-}  // namespace qtool::quant
+}  // namespace qtool::numerics

@@ -49,7 +49,7 @@ float nearest_code_value(const Fp8& f, float x) {
 }  // namespace
 
 TEST_CASE("all 256 codes of each FP8 type decode to the ONNX spec's values") {
-  std::ifstream in(test::source_dir() / "tests/quant/golden/fp8_codes.json");
+  std::ifstream in(test::source_dir() / "tests/numerics/golden/fp8_codes.json");
   REQUIRE(in.good());
   const auto golden = nlohmann::json::parse(in);
   for (const Fp8& f : kFp8) {

@@ -1,5 +1,5 @@
 // QuantizeLinear / DequantizeLinear on Tensors, exactly as ONNX defines them (opsets 10, 13, 19, 21) and as
-// ONNX Runtime 1.30 computes them on CPU (bit-exact; tests/quant/tests.cmake compares every output dtype).
+// ONNX Runtime 1.30 computes them on CPU (bit-exact; tests/numerics/tests.cmake compares every output dtype).
 //
 // Contract, integer outputs (int8, uint8, int16, uint16, int4, uint4):
 //   y = clamp(round_half_even(x / y_scale), qmin - zp, qmax - zp) + zp
@@ -20,7 +20,7 @@
 
 #include "core/tensor.h"
 
-namespace qtool::quant {
+namespace qtool::numerics {
 
 // How x is divided by the scale. ONNX (and ORT) divide; PyTorch/FBGEMM multiply by the float32 reciprocal
 // (quantize_per_tensor, quantize_per_channel), which differs from division in the last bit near ties.
@@ -65,4 +65,4 @@ Tensor dequantize_linear(const Tensor& x, const Tensor& scale, const Tensor* zer
 Tensor quantize_linear_ref(const Tensor& x, const Tensor& scale, const Tensor* zero_point, const QdqAttrs& attrs);
 Tensor dequantize_linear_ref(const Tensor& x, const Tensor& scale, const Tensor* zero_point, const QdqAttrs& attrs);
 
-}  // namespace qtool::quant
+}  // namespace qtool::numerics

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "quant/qdq.h"
+#include "numerics/qdq.h"
 #include "tensorio/tensorio.h"
 
 using namespace qtool;
@@ -35,7 +35,7 @@ struct OrtWrapOracle {
   const Tensor* x = nullptr;
   std::vector<float> scale;
   std::vector<int32_t> zp;
-  quant::QdqLayout layout;
+  numerics::QdqLayout layout;
   int64_t qmin = 0, qmax = 0;
   bool active = false;
 
@@ -109,18 +109,18 @@ int main(int argc, char** argv) {
         Tensor zp;
         if (!c["zero_point"].is_null()) zp = tensorio::read_pb(dir / c["zero_point"].get<std::string>());
         const Tensor* zpp = zp.empty() ? nullptr : &zp;
-        quant::QdqAttrs a;
+        numerics::QdqAttrs a;
         a.axis = c["axis"];
         a.block_size = c["block_size"];
         a.saturate = c["saturate"].get<int>() != 0;
         a.output_dtype = static_cast<DType>(c["output_dtype"].get<int>());
         const bool q = op == "QuantizeLinear";
         const Tensor y1 =
-            q ? quant::quantize_linear(x, scale, zpp, a, 1) : quant::dequantize_linear(x, scale, zpp, a, 1);
+            q ? numerics::quantize_linear(x, scale, zpp, a, 1) : numerics::dequantize_linear(x, scale, zpp, a, 1);
         const Tensor y2 =
-            q ? quant::quantize_linear(x, scale, zpp, a, 2) : quant::dequantize_linear(x, scale, zpp, a, 2);
+            q ? numerics::quantize_linear(x, scale, zpp, a, 2) : numerics::dequantize_linear(x, scale, zpp, a, 2);
         const Tensor yr =
-            q ? quant::quantize_linear_ref(x, scale, zpp, a) : quant::dequantize_linear_ref(x, scale, zpp, a);
+            q ? numerics::quantize_linear_ref(x, scale, zpp, a) : numerics::dequantize_linear_ref(x, scale, zpp, a);
         twins_agree = y1.same_as(y2) && y1.same_as(yr);
         if (!twins_agree)
           std::printf("  %s: fast (1 thread), fast (2 threads) and reference twin differ\n", name.c_str());
@@ -128,7 +128,7 @@ int main(int argc, char** argv) {
         if (q && is_integer(y1.dtype())) {
           oracle.active = true;
           oracle.x = &x;
-          oracle.layout = quant::qdq_layout(x.shape(), scale, zpp, a.axis, a.block_size, "y_scale", "y_zero_point");
+          oracle.layout = numerics::qdq_layout(x.shape(), scale, zpp, a.axis, a.block_size, "y_scale", "y_zero_point");
           for (int64_t i = 0; i < scale.numel(); ++i) {
             oracle.scale.push_back(dtype_info(scale.dtype()).load(scale.raw(), i));
             oracle.zp.push_back(zpp ? static_cast<int32_t>(dtype_info(zp.dtype()).load(zp.raw(), i)) : 0);

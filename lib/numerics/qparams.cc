@@ -1,12 +1,12 @@
-#include "quant/qparams.h"
+#include "numerics/qparams.h"
 
 #include <algorithm>
 #include <cmath>
 #include <string>
 
-#include "quant/qdq.h"
+#include "numerics/qdq.h"
 
-namespace qtool::quant {
+namespace qtool::numerics {
 namespace {
 std::string dt(DType t) { return std::string(dtype_name(t)); }
 
@@ -153,4 +153,4 @@ QParamTensors choose_qparams(const Tensor& x, const QGranularity& g, const QSpec
   return qparams_from_minmax(compute_minmax(x, g, threads), spec);
 }
 
-}  // namespace qtool::quant
+}  // namespace qtool::numerics

@@ -1,21 +1,21 @@
 // Choosing scale and zero point: PyTorch golden values (scripts/golden/gen_torch_qparams.py, torch 1.13),
 // the torch vs ONNX Runtime symmetric conventions, ranges, FP8 scales and degenerate tensors.
-#include "quant/qparams.h"
+#include "numerics/qparams.h"
 
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "quant/qdq.h"
+#include "numerics/qdq.h"
 #include "test_paths.h"
 
 using namespace qtool;
-using namespace qtool::quant;
+using namespace qtool::numerics;
 
 namespace {
 nlohmann::json golden() {
-  std::ifstream in(test::source_dir() / "tests/quant/golden/torch_qparams.json");
+  std::ifstream in(test::source_dir() / "tests/numerics/golden/torch_qparams.json");
   REQUIRE(in.good());
   return nlohmann::json::parse(in);
 }

@@ -27,7 +27,7 @@
 
 #include "core/tensor.h"
 
-namespace qtool::quant {
+namespace qtool::numerics {
 
 enum class QMapping : uint8_t { Symmetric, Asymmetric };
 enum class QRange : uint8_t { Full, Narrow, ReduceRange, Explicit };
@@ -84,4 +84,4 @@ struct QParamTensors {
 QParamTensors qparams_from_minmax(const MinMax& mm, const QSpec& spec);
 QParamTensors choose_qparams(const Tensor& x, const QGranularity& g, const QSpec& spec, int threads = 1);
 
-}  // namespace qtool::quant
+}  // namespace qtool::numerics
