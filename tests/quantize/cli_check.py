@@ -160,11 +160,13 @@ for cfg, dtype, opset in (('int4-weights', 22, 21), ('fp8-weights', 17, 19)):
     expect(cfg + ' accuracy in ORT', acc >= 0.95, acc)
 
 # FP8 activations and weights (configs/fp8-*.json, target tensorrt): Q/DQ on the inputs of MatMul/Gemm, FP8 zero
-# points; ONNX Runtime's CPU provider runs them with graph optimizations disabled, accurately.
+# points; ONNX Runtime's CPU provider runs them with graph optimizations disabled, accurately. Their MatMul/Gemm
+# weights are rounded by GPTQ, which needs the calibration samples beside the table (--data).
 for cfg, dtype in (('fp8-e4m3fn', 17), ('fp8-e5m2', 19)):
     out = os.path.join(work, cfg + '.onnx')
     rc, _, err = run(['quantize', digits, '-o', out, '--calib', dcal, '--config',
-                      os.path.join(qtest.ROOT, 'configs', cfg + '.json')])
+                      os.path.join(qtest.ROOT, 'configs', cfg + '.json'),
+                      '--data', 'pixel_values=' + qtest.t('digits_calib_images.npy')])
     expect(cfg + ' runs', rc == 0, err)
     m = onnx.load(out)
     zps = {i.name: i.data_type for i in m.graph.initializer}

@@ -104,6 +104,22 @@ TEST_CASE("clip search and GPTQ beat round to nearest on a weight with outliers 
       CHECK(e.clip_w <= e.rtn_w);
     CHECK(e.gptq_out < e.rtn_out);
   }
+  SECTION("FP8 per-channel weights: GPTQ rounds to the format's values and beats round to nearest") {
+    for (DType dt : {DType::Float8E4M3FN, DType::Float8E5M2}) {
+      INFO(dtype_name(dt));
+      TensorSettings s = int8_channels(WeightAlgorithm::Rtn);
+      s.dtype = dt;
+      WeightInput rtn_in{w, s, 1, 0, &h};
+      const WeightResult rtn = quantize_weight_values(rtn_in);
+      s.algorithm = WeightAlgorithm::Gptq;
+      WeightInput gptq_in{w, s, 1, 0, &h};
+      const WeightResult gptq = quantize_weight_values(gptq_in);
+      CHECK(gptq.codes.dtype() == dt);
+      CHECK(gptq.error < 0.8 * output_sse(w, rtn.codes, rtn.params, 0, h));
+      // The error it reports is that of the FP8 codes it wrote (GPTQ's q values lie on the format's grid).
+      CHECK(output_sse(w, gptq.codes, gptq.params, 0, h) == Approx(gptq.error).epsilon(1e-9));
+    }
+  }
   SECTION("a Gemm transB weight [N, K] is read along its second axis") {
     std::vector<float> t(wv.size());
     for (int64_t k = 0; k < K; ++k)

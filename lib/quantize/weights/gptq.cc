@@ -10,6 +10,9 @@
 //   - Scales: per_block groups take their scale from the updated weights when their first column is reached
 //     (the paper's "groupsize"; batches are whole groups), by clip search on those weights (as the reference
 //     quantizer's "mse" option); per_channel and per_tensor scales are RTN's.
+//   - Grids: integer dtypes round w / scale half to even and clamp to [qmin, qmax]; FP8 dtypes (per_channel or
+//     per_tensor) round w / scale to the nearest value of the format, saturating at its largest finite value, as
+//     QuantizeLinear does. The error feedback is the same for both: it only needs q, the dequantized value.
 // Memory: one layer's weight (double) and its K x K Hessian; the caller goes layer by layer.
 #include <algorithm>
 #include <cmath>
@@ -100,8 +103,13 @@ WeightResult quantize_gptq(const WeightInput& in) {
   if (wt.rank() != 2 || in.k_axis < 0 || in.k_axis > 1 || wt.dim(in.k_axis) != in.hessian->k)
     throw BadInputError("gptq needs a 2-D MatMul/Gemm weight whose reduction axis matches its input, got " +
                         shape_str(wt.shape()));
-  if (!is_integer(s.dtype)) throw BadInputError("gptq quantizes to integer dtypes, not " + std::string(dtype_name(s.dtype)));
   const bool blocked = s.granularity == Granularity::PerBlock;
+  const bool fp8 = is_float8(s.dtype);
+  if (!is_integer(s.dtype) && !fp8)
+    throw BadInputError("gptq quantizes to integer or FP8 dtypes, not " + std::string(dtype_name(s.dtype)));
+  if (fp8 && blocked)
+    throw BadInputError("gptq: per_block scales are searched on an integer grid; use per_channel for " +
+                        std::string(dtype_name(s.dtype)) + " weights");
   if (blocked && in.axis != in.k_axis)
     throw BadInputError("gptq: per_block weights must be blocked along the reduction axis (" +
                         std::to_string(in.k_axis) + "), not axis " + std::to_string(in.axis));
@@ -112,9 +120,20 @@ WeightResult quantize_gptq(const WeightInput& in) {
   r.params = weight_params(wt, s, in.axis);  // shapes and layout; per_block scales are recomputed below
   const ScaleIndex index = scale_index(wt, r.params);
   const numerics::QSpec spec = spec_for(s);
-  const numerics::QBounds b = numerics::quant_bounds(spec);
+  const numerics::QBounds b = fp8 ? numerics::QBounds{} : numerics::quant_bounds(spec);
   float* scale = r.params.scale.data<float>();
   const auto& zinfo = dtype_info(r.params.zero_point.dtype());
+  // The dequantized grid value nearest to w (see "Grids" above).
+  auto nearest = [&](double w, double sc, double zp) -> double {
+    if (!(sc > 0)) return 0.0;
+    if (fp8) {
+      std::byte code{};
+      zinfo.store(&code, 0, static_cast<float>(w / sc), true);
+      return static_cast<double>(zinfo.load(&code, 0)) * sc;
+    }
+    return (std::clamp(std::nearbyint(w / sc) + zp, static_cast<double>(b.qmin), static_cast<double>(b.qmax)) - zp) *
+           sc;
+  };
 
   std::vector<bool> dead;
   const std::vector<double> U = inverse_hessian_factor(*in.hessian, dead);
@@ -149,9 +168,7 @@ WeightResult quantize_gptq(const WeightInput& in) {
         const int64_t si = index(at(n, k));
         const double sc = scale[si], zp = zinfo.load(r.params.zero_point.raw(), si);
         const double w = W[static_cast<size_t>(n * K + k)];
-        const double q = sc > 0 ? (std::clamp(std::nearbyint(w / sc) + zp, static_cast<double>(b.qmin),
-                                              static_cast<double>(b.qmax)) - zp) * sc
-                                : 0.0;
+        const double q = nearest(w, sc, zp);
         Q[static_cast<size_t>(n * K + k)] = q;
         const double e = (w - q) / d;
         err[static_cast<size_t>(n * batch + (k - k1))] = e;
