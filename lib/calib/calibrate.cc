@@ -175,6 +175,7 @@ CalibrateResult calibrate_model(const onnx::ModelProto& model, const std::string
   copt.histogram_bins = options.histogram_bins;
   copt.percentile = options.percentile;
   copt.target = options.target;
+  copt.exec.backend = &observer_backend(options.observers);
   copt.exec.threads = plan.forward + plan.observers;  // for finish(), and inline observers when no workers
   copt.softmax_inputs = find_softmax_inputs(model);
   Calibrator calibrator(copt);

@@ -39,6 +39,7 @@ struct CalibrateOptions {
   int64_t histogram_bins = kDefaultHistogramBins;
   double percentile = kDefaultPercentile;
   QuantTarget target;  // see target_from_qconfig
+  BackendKind observers = BackendKind::Cpu;  // where the observers' loops run (--device: Cpu or Cuda)
 
   // Called after every batch with samples done and total.
   std::function<void(int64_t done, int64_t total)> progress;

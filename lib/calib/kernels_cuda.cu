@@ -11,6 +11,7 @@
 #include "calib/kernels.h"
 #include "calib/kernels_device.h"
 #include "core/error.h"
+#include "device/device.h"
 
 namespace qtool::calib {
 namespace {
@@ -76,6 +77,7 @@ class DeviceBuffer {
 };
 
 BatchSummary summarize(std::span<const float> x, int /*threads*/) {
+  qtool::device::bind_selected_device();
   const auto n = static_cast<int64_t>(x.size());
   const int64_t blocks = dk::blocks_for(n);
   const DeviceBuffer<float> dx(x);
@@ -90,6 +92,7 @@ BatchSummary summarize(std::span<const float> x, int /*threads*/) {
 // Adds the counts of x's values per bin to counts (bins entries).
 template <class Bin>
 void count(std::span<const float> x, Bin bin, int64_t bins, uint64_t* counts) {
+  qtool::device::bind_selected_device();
   const DeviceBuffer<float> dx(x);
   DeviceBuffer<uint64_t> dc(static_cast<size_t>(bins));
   check(cudaMemset(dc.get(), 0, static_cast<size_t>(bins) * sizeof(uint64_t)), "cudaMemset");
@@ -118,6 +121,7 @@ void histc_add(std::span<const float> x, float lo, float hi, std::span<double> h
 void channel_minmax(std::span<const float> x, int64_t outer, int64_t channels, int64_t inner, std::span<float> mins,
                     std::span<float> maxs, int /*threads*/) {
   if (channels == 0) return;
+  qtool::device::bind_selected_device();
   const DeviceBuffer<float> dx(x);
   DeviceBuffer<float> dmin(mins.size()), dmax(maxs.size());
   dmin.upload(mins.data());

@@ -8,4 +8,6 @@ CudaProbe probe_cuda() { return {0, "this qtool was built without CUDA (QTOOL_CU
 
 void make_current(int) { throw InternalError("make_current: this qtool was built without CUDA"); }
 
+void bind_selected_device() { throw InternalError("bind_selected_device: this qtool was built without CUDA"); }
+
 }  // namespace qtool::device

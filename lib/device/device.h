@@ -31,6 +31,9 @@ struct CudaProbe {
 };
 CudaProbe probe_cuda();  // device/cuda_probe.cc (CUDA builds) or cuda_probe_none.cc
 void make_current(int cuda_index);  // cudaSetDevice; InternalError when it fails
+// The current CUDA device is per host thread: a CUDA backend calls this first on whichever thread runs it
+// (observer workers included), to use the device select_device made current.
+void bind_selected_device();
 
 // Checks that `d` exists and makes it the current device of this process. UnsupportedError
 // "no CUDA device: <why>; use --device cpu" when it does not.
