@@ -106,12 +106,11 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 }
 
 int run_command(const RunArgs& a) {
-  if (parse_device_option(a.device).kind == device::DeviceKind::Cuda)
-    spdlog::debug("run --device {}: the interpreter has no GPU kernels yet (docs/cuda.md); every op runs on the CPU",
-                  a.device);
+  const device::DeviceKind device = parse_device_option(a.device).kind;
   const auto t_load = std::chrono::steady_clock::now();
   // Nothing is observed here (the profile's tap only times nodes), so fusion may fold every activation.
-  runtime::Session session(onnxio::load_model(a.model), {.threads = a.threads, .observed = std::set<std::string>{}});
+  runtime::Session session(onnxio::load_model(a.model),
+                           {.threads = a.threads, .observed = std::set<std::string>{}, .device = device});
   const double prepare_ms = ms_since(t_load);
   const std::map<std::string, Tensor> inputs = read_inputs(a.inputs);
 

@@ -119,8 +119,7 @@ calib::CalibrateOptions calibrate_options(const CalibrationArgs& a, const calib:
   o.methods.insert(required.begin(), required.end());
   o.histogram_bins = a.histogram_bins;
   o.percentile = a.percentile;
-  o.observers = parse_device_option(a.device).kind == device::DeviceKind::Cuda ? calib::BackendKind::Cuda
-                                                                               : calib::BackendKind::Cpu;
+  o.device = parse_device_option(a.device).kind;
   return o;
 }
 

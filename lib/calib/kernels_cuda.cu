@@ -2,15 +2,14 @@
 // __syncthreads() between phases. Each call copies the batch to the device, runs the kernels and copies back only
 // the fixed-size statistics (block partials, bin counts, channel min/max). Results equal the CPU backend's exactly
 // (kernels_device.h says why); tests/calib/device_kernels_test.cc checks the same code through the emulated grid,
-// tests/device/cuda_test.cc on a GPU when one is present.
+// tests/device/gpu/gpu_check.cc on a GPU when one is present.
 #include <cuda_runtime.h>
 
-#include <string>
 #include <vector>
 
 #include "calib/kernels.h"
 #include "calib/kernels_device.h"
-#include "core/error.h"
+#include "device/cuda_buffer.h"
 #include "device/device.h"
 
 namespace qtool::calib {
@@ -49,32 +48,8 @@ __global__ void channel_kernel(const float* x, int64_t outer, int64_t channels, 
   dk::channel_update(coord(), shared, mins, maxs);
 }
 
-void check(cudaError_t err, const char* what) {
-  if (err != cudaSuccess) throw InternalError(std::string("cuda observer backend: ") + what + ": " + cudaGetErrorString(err));
-}
-
-// A device buffer of n T's, freed when it goes out of scope.
-template <class T>
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(size_t n) : n_(n) {
-    if (n_ > 0) check(cudaMalloc(reinterpret_cast<void**>(&p_), n_ * sizeof(T)), "cudaMalloc");
-  }
-  // A copy of `host` on the device.
-  explicit DeviceBuffer(std::span<const T> host) : DeviceBuffer(host.size()) { upload(host.data()); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() { cudaFree(p_); }
-  T* get() const { return p_; }
-  void upload(const T* host) { check(cudaMemcpy(p_, host, n_ * sizeof(T), cudaMemcpyHostToDevice), "copy to device"); }
-  void download(T* host) const {
-    check(cudaMemcpy(host, p_, n_ * sizeof(T), cudaMemcpyDeviceToHost), "copy to host");
-  }
-
- private:
-  T* p_ = nullptr;
-  size_t n_;
-};
+using qtool::device::cuda_check;
+using qtool::device::DeviceBuffer;
 
 BatchSummary summarize(std::span<const float> x, int /*threads*/) {
   qtool::device::bind_selected_device();
@@ -83,7 +58,7 @@ BatchSummary summarize(std::span<const float> x, int /*threads*/) {
   const DeviceBuffer<float> dx(x);
   DeviceBuffer<dk::SummaryPartial> dp(static_cast<size_t>(blocks));
   summarize_kernel<<<static_cast<unsigned>(blocks), dk::kBlockThreads>>>(dx.get(), n, dp.get());
-  check(cudaGetLastError(), "summarize kernel");
+  cuda_check(cudaGetLastError(), "summarize kernel");
   std::vector<dk::SummaryPartial> partials(static_cast<size_t>(blocks));
   dp.download(partials.data());
   return dk::summary_of(partials, n);
@@ -95,12 +70,12 @@ void count(std::span<const float> x, Bin bin, int64_t bins, uint64_t* counts) {
   qtool::device::bind_selected_device();
   const DeviceBuffer<float> dx(x);
   DeviceBuffer<uint64_t> dc(static_cast<size_t>(bins));
-  check(cudaMemset(dc.get(), 0, static_cast<size_t>(bins) * sizeof(uint64_t)), "cudaMemset");
+  cuda_check(cudaMemset(dc.get(), 0, static_cast<size_t>(bins) * sizeof(uint64_t)), "cudaMemset");
   dk::for_each_count_pass(static_cast<int64_t>(x.size()), bins, [&](int64_t offset, int64_t n, int64_t base,
                                                                      int64_t span) {
     count_kernel<<<static_cast<unsigned>(dk::blocks_for(n)), dk::kBlockThreads>>>(dx.get() + offset, n, bin, base,
                                                                                   span, dc.get());
-    check(cudaGetLastError(), "histogram kernel");
+    cuda_check(cudaGetLastError(), "histogram kernel");
   });
   std::vector<uint64_t> host(static_cast<size_t>(bins));
   dc.download(host.data());
@@ -112,10 +87,7 @@ void histogram_add(std::span<const float> x, const GridWindow& grid, std::span<u
 }
 
 void histc_add(std::span<const float> x, float lo, float hi, std::span<double> hist, int /*threads*/) {
-  const auto bins = static_cast<int64_t>(hist.size());
-  std::vector<uint64_t> counts(hist.size(), 0);
-  count(x, dk::HistcBin{lo, hi, bins}, bins, counts.data());
-  for (size_t i = 0; i < hist.size(); ++i) hist[i] += static_cast<double>(counts[i]);
+  dk::histc_add_counted([](auto&&... a) { count(a...); }, x, lo, hi, hist);
 }
 
 void channel_minmax(std::span<const float> x, int64_t outer, int64_t channels, int64_t inner, std::span<float> mins,
@@ -128,7 +100,7 @@ void channel_minmax(std::span<const float> x, int64_t outer, int64_t channels, i
   dmax.upload(maxs.data());
   channel_kernel<<<static_cast<unsigned>(channels), dk::kBlockThreads>>>(dx.get(), outer, channels, inner, dmin.get(),
                                                                          dmax.get());
-  check(cudaGetLastError(), "channel min/max kernel");
+  cuda_check(cudaGetLastError(), "channel min/max kernel");
   dmin.download(mins.data());
   dmax.download(maxs.data());
 }

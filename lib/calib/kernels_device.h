@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "calib/kernels.h"
 #include "device/portable.h"
@@ -128,6 +129,15 @@ void for_each_count_pass(int64_t n, int64_t bins, F f) {
     for (int64_t base = 0; base < bins; base += kSharedBins)
       f(offset, n - offset < kMaxLaunchValues ? n - offset : kMaxLaunchValues, base,
         bins - base < kSharedBins ? bins - base : kSharedBins);
+}
+
+// torch.histc's contract on top of a backend's count(x, bin, bins, counts): integer counts added to hist.
+template <class Count>
+void histc_add_counted(Count count, std::span<const float> x, float lo, float hi, std::span<double> hist) {
+  const auto bins = static_cast<int64_t>(hist.size());
+  std::vector<uint64_t> counts(hist.size(), 0);
+  count(x, HistcBin{lo, hi, bins}, bins, counts.data());
+  for (size_t i = 0; i < hist.size(); ++i) hist[i] += static_cast<double>(counts[i]);
 }
 
 // Phase 1: zero the shared counters.

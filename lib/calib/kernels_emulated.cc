@@ -44,10 +44,7 @@ void histogram_add(std::span<const float> x, const GridWindow& grid, std::span<u
 }
 
 void histc_add(std::span<const float> x, float lo, float hi, std::span<double> hist, int /*threads*/) {
-  const auto bins = static_cast<int64_t>(hist.size());
-  std::vector<uint64_t> counts(hist.size(), 0);
-  count(x, dk::HistcBin{lo, hi, bins}, bins, counts.data());
-  for (size_t i = 0; i < hist.size(); ++i) hist[i] += static_cast<double>(counts[i]);
+  dk::histc_add_counted([](auto&&... a) { count(a...); }, x, lo, hi, hist);
 }
 
 void channel_minmax(std::span<const float> x, int64_t outer, int64_t channels, int64_t inner, std::span<float> mins,

@@ -10,4 +10,9 @@ if(QTOOL_CUDA)
   target_link_libraries(gpu_check PRIVATE qtool_all qtool_warnings)
   add_test(NAME "device: CUDA observers equal the CPU on a GPU" COMMAND gpu_check)
   set_tests_properties("device: CUDA observers equal the CPU on a GPU" PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+  add_test(NAME "device: every shared model runs on the GPU as on the CPU"
+           COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/device/gpu/run_models.py $<TARGET_FILE:qtool>
+                   ${QTOOL_SHARED_DIR} ${CMAKE_BINARY_DIR}/test_scratch/gpu_models)
+  set_tests_properties("device: every shared model runs on the GPU as on the CPU" PROPERTIES SKIP_RETURN_CODE 77
+                       TIMEOUT 900)
 endif()
