@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "device/device.h"
+#include "runtime/kernel.h"
 
 using namespace qtool;
 using namespace qtool::device;
@@ -39,5 +40,24 @@ TEST_CASE("selecting a CUDA device that is not there is a one-line error naming 
     CHECK(m.ends_with("; use --device cpu"));
     CHECK(m.find('\n') == std::string::npos);
     CHECK(exit_code_for(e.kind()) == kExitBadInput);
+  }
+}
+
+TEST_CASE("under --device cuda every op still finds a kernel: GPU rows have CPU twins, other ops take the CPU row") {
+  for (const runtime::KernelDef& gpu : runtime::registered_cuda_kernels()) {
+    INFO(gpu.op_type);
+    CHECK(runtime::is_gpu_row(&gpu));
+    for (int opset = gpu.since_version; opset <= gpu.until_version; ++opset) {
+      const runtime::KernelDef* cpu = runtime::find_kernel(gpu.domain, gpu.op_type, opset, DeviceKind::Cpu);
+      REQUIRE(cpu != nullptr);  // the fallback every GPU kernel hands unsupported inputs to
+      CHECK_FALSE(runtime::is_gpu_row(cpu));
+    }
+  }
+  for (const runtime::KernelDef& k : runtime::registered_kernels()) {
+    if (k.make == nullptr) continue;  // the registry's sentinel
+    INFO(k.op_type);
+    const runtime::KernelDef* d = runtime::find_kernel(k.domain, k.op_type, k.since_version, DeviceKind::Cuda);
+    REQUIRE(d != nullptr);
+    CHECK(d->op_type == k.op_type);
   }
 }
