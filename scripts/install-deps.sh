@@ -2,6 +2,8 @@
 # Installs everything qtool needs to build and test, from Debian bookworm packages.
 # Usage: scripts/install-deps.sh            (as root; sudo is used when not root)
 # Set QTOOL_SKIP_APT=1 to skip when the packages are known to be present.
+# CUDA is optional and not installed here: CMake turns QTOOL_CUDA on when it finds nvcc, cuBLAS and cuDNN (the
+# CUDA toolkit in /usr/local/cuda); scripts/build_cuda.sh builds that variant (docs/cuda.md).
 set -euo pipefail
 
 packages=(

@@ -193,6 +193,7 @@ Action add_quantize_command(CLI::App& app) {
   return [a]() -> int {
     // Cheap checks first, so a mistake is reported before minutes of calibration.
     const SampleArgs& sample_args = a->calibration.samples;
+    parse_device_option(a->calibration.device);  // a missing device is reported whether or not calibration runs
     std::error_code ec;
     if (std::filesystem::equivalent(a->output, a->model, ec))
       throw BadInputError("refusing to overwrite the input model '" + a->model + "': choose another path with -o");

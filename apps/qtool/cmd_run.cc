@@ -33,6 +33,7 @@ struct RunArgs {
   int repeat = 0;
   bool json = false;
   bool profile = false;
+  std::string device = "cpu";
 };
 
 // Time per op type over one run, from the tap: a node's time is the time since the previous node's
@@ -105,9 +106,11 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 }
 
 int run_command(const RunArgs& a) {
+  const device::DeviceKind device = parse_device_option(a.device).kind;
   const auto t_load = std::chrono::steady_clock::now();
   // Nothing is observed here (the profile's tap only times nodes), so fusion may fold every activation.
-  runtime::Session session(onnxio::load_model(a.model), {.threads = a.threads, .observed = std::set<std::string>{}});
+  runtime::Session session(onnxio::load_model(a.model),
+                           {.threads = a.threads, .observed = std::set<std::string>{}, .device = device});
   const double prepare_ms = ms_since(t_load);
   const std::map<std::string, Tensor> inputs = read_inputs(a.inputs);
 
@@ -214,6 +217,7 @@ Action add_run_command(CLI::App& app) {
       ->take_all();
   sub->add_option("-o,--output-dir", a->output_dir, "Write each output to DIR/<output name>.npy");
   add_threads_option(*sub, a->threads, "Threads");
+  add_device_option(*sub, a->device);
   sub->add_option("--repeat", a->repeat, "After a warm-up run, time N more runs (median, min, max)")
       ->check(CLI::NonNegativeNumber);
   sub->add_flag("--json", a->json, "Print one JSON object instead of the text report");

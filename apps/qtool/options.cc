@@ -70,6 +70,19 @@ void sample_source_options(const SampleArgs& a, calib::CalibrateOptions& o) {
   }
 }
 
+void add_device_option(CLI::App& sub, std::string& device) {
+  device = "cpu";
+  sub.add_option("--device", device,
+                 "Where the hot loops run: cpu, cuda or cuda:N (default cpu; cuda needs a qtool built with CUDA and a "
+                 "GPU; results equal the CPU's, see docs/cuda.md)");
+}
+
+device::DeviceSpec parse_device_option(const std::string& device) {
+  const device::DeviceSpec d = device::parse_device(device, "--device");
+  device::select_device(d);
+  return d;
+}
+
 SampleOptions add_calibration_options(CLI::App& sub, CalibrationArgs& a, const CalibrationHelp& help) {
   const SampleOptions samples = add_sample_options(sub, a.samples, help.data, help.random);
   sub.add_option("--batch-size", a.batch_size, "Samples per interpreter run (default 1)")->check(CLI::PositiveNumber);
@@ -91,6 +104,7 @@ SampleOptions add_calibration_options(CLI::App& sub, CalibrationArgs& a, const C
       ->check(CLI::Range(int64_t{16}, int64_t{1} << 20));
   sub.add_option("--percentile", a.percentile, "Percentile for the 'percentile' range (default 99.999)")
       ->check(CLI::Range(0.0, 100.0));
+  add_device_option(sub, a.device);
   return samples;
 }
 
@@ -105,6 +119,7 @@ calib::CalibrateOptions calibrate_options(const CalibrationArgs& a, const calib:
   o.methods.insert(required.begin(), required.end());
   o.histogram_bins = a.histogram_bins;
   o.percentile = a.percentile;
+  o.device = parse_device_option(a.device).kind;
   return o;
 }
 

@@ -9,12 +9,19 @@
 #include <vector>
 
 #include "calib/calibrate.h"
+#include "device/device.h"
 
 namespace qtool::cli {
 
 // --threads N: every command that runs a model reads it the same way, 0 = all cores, and 0 is the default.
 // Help: "<what> (default 0 = all cores)<detail>".
 void add_threads_option(CLI::App& sub, int& threads, const std::string& what, const std::string& detail = "");
+
+// --device cpu|cuda[:N]: where the hot loops run (the observers' for calibrate and quantize; run, calibrate and
+// quantize take it). parse_device_option checks the device exists and makes it current: one line and exit 2
+// ("no CUDA device: ...; use --device cpu") when it does not.
+void add_device_option(CLI::App& sub, std::string& device);
+device::DeviceSpec parse_device_option(const std::string& device);
 
 // Where sample inputs come from: --data NAME=FILE|FILE|DIR, --random N, --seed, --shape NAME=d0,d1.
 struct SampleArgs {
@@ -41,6 +48,7 @@ struct CalibrationArgs {
   int64_t histogram_bins = calib::kDefaultHistogramBins;
   double percentile = calib::kDefaultPercentile;
   std::string methods;  // comma-separated; empty = the command's default
+  std::string device = "cpu";
 };
 struct CalibrationHelp {
   std::string data, random;  // what the samples are for

@@ -1,5 +1,5 @@
-// The explicit list of observer backends. A new backend (e.g. CUDA, built when QTOOL_WITH_CUDA is on)
-// adds its functions here and nowhere else.
+// The explicit list of observer backends. A new backend adds its row here and nowhere else; the CUDA row exists
+// in builds with QTOOL_CUDA on (lib/calib/CMakeLists.txt adds kernels_cuda.cu and defines QTOOL_HAVE_CUDA).
 #include <array>
 
 #include "calib/kernels.h"
@@ -8,7 +8,12 @@
 namespace qtool::calib {
 
 namespace {
-const std::array<ObserverBackend, 2> kBackends = {cpu_observer_backend(), reference_observer_backend()};
+#if defined(QTOOL_HAVE_CUDA)
+const std::array kBackends = {cpu_observer_backend(), reference_observer_backend(), cuda_emulated_observer_backend(),
+                              cuda_observer_backend()};
+#else
+const std::array kBackends = {cpu_observer_backend(), reference_observer_backend(), cuda_emulated_observer_backend()};
+#endif
 }  // namespace
 
 std::span<const ObserverBackend> observer_backends() { return kBackends; }

@@ -153,7 +153,7 @@ CalibrateResult calibrate_model(const onnx::ModelProto& model, const std::string
 
   CalibrateResult result;
   const ThreadPlan plan = plan_threads(options.threads, options.observer_threads, options.methods);
-  const runtime::Session session(model, {.threads = plan.forward});
+  const runtime::Session session(model, {.threads = plan.forward, .device = options.device});
   const std::vector<InputSpec> inputs = input_specs(session);
 
   std::unique_ptr<SampleSource> source = open_samples(options, inputs);
@@ -175,6 +175,8 @@ CalibrateResult calibrate_model(const onnx::ModelProto& model, const std::string
   copt.histogram_bins = options.histogram_bins;
   copt.percentile = options.percentile;
   copt.target = options.target;
+  copt.exec.backend =
+      &observer_backend(options.device == device::DeviceKind::Cuda ? BackendKind::Cuda : BackendKind::Cpu);
   copt.exec.threads = plan.forward + plan.observers;  // for finish(), and inline observers when no workers
   copt.softmax_inputs = find_softmax_inputs(model);
   Calibrator calibrator(copt);

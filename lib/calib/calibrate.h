@@ -13,6 +13,7 @@
 
 #include "calib/calibration_data.h"
 #include "calib/calibrator.h"
+#include "device/device.h"
 
 namespace onnx {
 class ModelProto;
@@ -39,6 +40,8 @@ struct CalibrateOptions {
   int64_t histogram_bins = kDefaultHistogramBins;
   double percentile = kDefaultPercentile;
   QuantTarget target;  // see target_from_qconfig
+  // --device: the interpreter's GPU kernel rows and the "cuda" observer backend, or the CPU's (select_device first).
+  device::DeviceKind device = device::DeviceKind::Cpu;
 
   // Called after every batch with samples done and total.
   std::function<void(int64_t done, int64_t total)> progress;

@@ -2,7 +2,8 @@
 //
 // Observers never loop over tensor data themselves: they call an ObserverBackend. The list of
 // backends is in calib/backends.cc (one entry each: "cpu" = OpenMP, "reference" = plain loops that
-// tests compare the fast ones against). A CUDA backend is one more entry there.
+// tests compare the fast ones against, "cuda-emulated" = the CUDA kernels' per-thread code run on the host through
+// an emulated launch grid, and in CUDA builds "cuda").
 //
 // Threading is owned by the caller: each kernel gets `threads` and uses at most that many.
 #pragma once
@@ -12,13 +13,15 @@
 #include <span>
 #include <string_view>
 
+#include "device/portable.h"
+
 namespace qtool::calib {
 
 // What one pass over a batch learns: element count, NaN and ±inf counts, and the min/max of the
 // finite values (min > max when there is no finite value). A zero extreme is +0: which of -0 and +0 a chain of
 // comparisons keeps depends on its order (threads, vector width), and the calibration file's bytes must not.
 // -0 -> +0; every other value unchanged.
-inline float unsigned_zero(float v) { return v == 0 ? 0.0f : v; }
+QTOOL_HD inline float unsigned_zero(float v) { return v == 0 ? 0.0f : v; }
 
 struct BatchSummary {
   int64_t count = 0;
@@ -36,7 +39,7 @@ struct GridWindow {
   int64_t bins = 0;
 };
 
-enum class BackendKind : uint8_t { Cpu, Reference };
+enum class BackendKind : uint8_t { Cpu, Reference, CudaEmulated, Cuda };
 
 // The x86 vector instruction sets the CPU backend's hand-written loops (batch summary, float bin indices) are
 // written for; each computes exactly what the baseline loop computes. The widest the CPU has is used, unless
@@ -74,8 +77,10 @@ struct ObserverBackend {
 std::span<const ObserverBackend> observer_backends();
 const ObserverBackend& observer_backend(BackendKind kind);
 
-// Each backend's row, defined beside its kernels (kernels_cpu.cc, kernels_ref.cc) and listed in backends.cc.
+// Each backend's row, defined beside its kernels and listed in backends.cc.
 ObserverBackend cpu_observer_backend();
 ObserverBackend reference_observer_backend();
+ObserverBackend cuda_emulated_observer_backend();  // kernels_emulated.cc
+ObserverBackend cuda_observer_backend();           // kernels_cuda.cu (CUDA builds only)
 
 }  // namespace qtool::calib

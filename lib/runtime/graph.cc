@@ -337,7 +337,9 @@ std::shared_ptr<Graph> Builder::build(const onnx::GraphProto& gp, const Scope* p
 
   // Kernels, after the node vector is final (factories see a NodeInfo that stays put).
   for (auto& n : g->nodes) {
-    const KernelDef* def = find_kernel(n.info.domain, n.info.op_type, n.info.opset);
+    const KernelDef* def = find_kernel(n.info.domain, n.info.op_type, n.info.opset, options_.device);
+    if (def && options_.device == device::DeviceKind::Cuda && !is_gpu_row(def))
+      log_cpu_fallback(n.info, "no GPU kernel");
     if (!def) {
       const std::string key = n.info.op_type +
                               (n.info.domain.empty() ? std::string() : " (domain " + n.info.domain + ")") +

@@ -57,6 +57,8 @@ struct PrepareOptions {
   // guaranteed to stay.
   bool fuse = false;
   std::set<std::string> keep;
+  // Which device's kernel rows come first (runtime/kernel.h find_kernel); nodes without a GPU row run on the CPU.
+  device::DeviceKind device = device::DeviceKind::Cpu;
 };
 
 class Graph {

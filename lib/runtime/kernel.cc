@@ -1,5 +1,7 @@
 #include "runtime/kernel.h"
 
+#include <spdlog/spdlog.h>
+
 namespace qtool::runtime {
 namespace {
 
@@ -74,8 +76,20 @@ const qtool::Tensor& KernelContext::input(size_t i) const {
   return *inputs[i];
 }
 
-const KernelDef* find_kernel(std::string_view domain, std::string_view op_type, int opset) {
+void log_cpu_fallback(const NodeInfo& node, std::string_view why) {
+  spdlog::debug("{}: {}; runs on the CPU", node.label(), why);
+}
+
+bool is_gpu_row(const KernelDef* def) {
+  const std::span<const KernelDef> gpu = registered_cuda_kernels();
+  return !gpu.empty() && !std::less<>()(def, gpu.data()) && std::less<>()(def, gpu.data() + gpu.size());
+}
+
+const KernelDef* find_kernel(std::string_view domain, std::string_view op_type, int opset, device::DeviceKind device) {
   const std::string_view dom = (domain == "ai.onnx") ? std::string_view{} : domain;
+  if (device == device::DeviceKind::Cuda)
+    for (const KernelDef& k : registered_cuda_kernels())
+      if (k.domain == dom && k.op_type == op_type && opset >= k.since_version && opset <= k.until_version) return &k;
   for (const KernelDef& k : registered_kernels())
     if (k.domain == dom && k.op_type == op_type && opset >= k.since_version && opset <= k.until_version) return &k;
   return nullptr;

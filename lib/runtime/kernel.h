@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "device/device.h"
 
 namespace qtool::runtime {
 
@@ -123,8 +124,16 @@ struct KernelDef {
 
 // The explicit list of every kernel, in one file.
 std::span<const KernelDef> registered_kernels();
-// nullptr when no kernel matches domain/op/opset.
-const KernelDef* find_kernel(std::string_view domain, std::string_view op_type, int opset);
+// The GPU rows (same file; empty in builds without CUDA).
+std::span<const KernelDef> registered_cuda_kernels();
+// nullptr when no kernel matches domain/op/opset. With device Cuda, the GPU row when there is one, else the CPU row.
+const KernelDef* find_kernel(std::string_view domain, std::string_view op_type, int opset,
+                             device::DeviceKind device = device::DeviceKind::Cpu);
+// True for a row of registered_cuda_kernels().
+bool is_gpu_row(const KernelDef* def);
+// "<node label>: <why>; runs on the CPU" at -v: a node under --device cuda without a GPU row, or a GPU kernel
+// handing inputs it has no GPU path for to its CPU kernel.
+void log_cpu_fallback(const NodeInfo& node, std::string_view why);
 
 // Helper for kernels that need no per-node state: wraps a plain function.
 template <void (*Fn)(KernelContext&)>

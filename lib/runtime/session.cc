@@ -205,6 +205,7 @@ PrepareOptions prepare_options(const SessionOptions& o) {
   PrepareOptions p;
   p.fuse = o.observed.has_value();
   if (o.observed) p.keep = *o.observed;
+  p.device = o.device;
   return p;
 }
 }  // namespace

@@ -37,6 +37,8 @@ struct SessionOptions {
   // Set: activations are folded into the Conv/Gemm/MatMul before them (runtime/fuse.h) except where that
   // would hide a tensor in the set; an empty set (plain inference, `qtool run`) fuses freely.
   std::optional<std::set<std::string>> observed;
+  // --device: GPU kernel rows first where there are some (runtime/kernel.h find_kernel).
+  device::DeviceKind device = device::DeviceKind::Cpu;
 };
 
 // Most threads qtool starts for one job: more only oversubscribes, and tens of thousands make thread

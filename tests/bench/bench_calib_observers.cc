@@ -55,6 +55,8 @@ int main(int argc, char** argv) {
 
   const CpuIsa widest = set_cpu_isa_limit(CpuIsa::Avx512);
   for (const ObserverBackend& backend : observer_backends()) {
+    // The emulated CUDA kernels check logic, not speed; the CUDA backend has its own benchmark (scripts/bench_cuda.sh).
+    if (backend.kind == BackendKind::CudaEmulated || backend.kind == BackendKind::Cuda) continue;
     for (int isa = 0; isa <= static_cast<int>(widest); ++isa) {
       if (backend.kind == BackendKind::Reference && isa > 0) break;
       set_cpu_isa_limit(static_cast<CpuIsa>(isa));

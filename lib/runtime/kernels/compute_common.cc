@@ -123,4 +123,15 @@ std::vector<int64_t> Window::output_dims(const NodeInfo& node, const std::vector
   return out;
 }
 
+bool gemm_fill_c(const Tensor& C, float beta, int64_t M, int64_t N, float* y) {
+  int64_t cm = 1, cn = 1;
+  if (C.rank() == 1) cn = C.dim(0);
+  if (C.rank() == 2) cm = C.dim(0), cn = C.dim(1);
+  if (C.rank() > 2 || (cm != 1 && cm != M) || (cn != 1 && cn != N)) return false;
+  const float* c = C.data<float>();
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) y[i * N + j] = beta * c[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)];
+  return true;
+}
+
 }  // namespace qtool::runtime::kernels::compute

@@ -39,6 +39,10 @@ void apply_activation(const FusedActivation& act, Tensor& Y, int threads);
 // same thread asks again; kernels use one buffer at a time.
 float* scratch_floats(size_t n);
 
+// Gemm's C term: y[M,N] = beta * C broadcast to [M,N] (C scalar, [N], [1,N], [M,1] or [M,N]). False, y untouched,
+// when C does not broadcast.
+bool gemm_fill_c(const Tensor& C, float beta, int64_t M, int64_t N, float* y);
+
 // Input i as float32; UnsupportedError naming the node, input and dtype otherwise.
 const Tensor& float_input(const KernelContext& ctx, size_t i);
 

@@ -41,15 +41,9 @@ class GemmKernel final : public Kernel {
     const bool has_c = ctx.has_input(2) && beta_ != 0.f;
     if (has_c) {
       const Tensor& C = float_input(ctx, 2);
-      int64_t cm = 1, cn = 1;
-      if (C.rank() == 1) cn = C.dim(0);
-      if (C.rank() == 2) cm = C.dim(0), cn = C.dim(1);
-      if (C.rank() > 2 || (cm != 1 && cm != M) || (cn != 1 && cn != N))
+      if (!gemm_fill_c(C, beta_, M, N, y))
         throw BadInputError(node_.label() + ": C " + shape_str(C.shape()) + " does not broadcast to [" +
                             std::to_string(M) + "," + std::to_string(N) + "]");
-      const float* c = C.data<float>();
-      for (int64_t i = 0; i < M; ++i)
-        for (int64_t j = 0; j < N; ++j) y[i * N + j] = beta_ * c[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)];
     }
     sgemm(trans_a_, trans_b_, M, N, K, alpha_, A.data<float>(), A.dim(1), B.data<float>(), B.dim(1), has_c ? 1.f : 0.f,
           y, N, ctx.threads);

@@ -81,6 +81,12 @@ std::unique_ptr<Kernel> make_conv(const NodeInfo& node);            // conv.cc
 std::unique_ptr<Kernel> make_conv_transpose(const NodeInfo& node);  // conv_transpose.cc
 std::unique_ptr<Kernel> make_gemm(const NodeInfo& node);            // gemm.cc
 std::unique_ptr<Kernel> make_matmul(const NodeInfo& node);          // gemm.cc
+
+// --- GPU rows (cuda_kernels.cu, CUDA builds only; listed in registry.cc) ---
+std::unique_ptr<Kernel> make_cuda_unary(const NodeInfo& node);   // Relu LeakyRelu HardSigmoid HardSwish Sigmoid Clip
+std::unique_ptr<Kernel> make_cuda_binary(const NodeInfo& node);  // Add Sub Mul Div Max Min
+std::unique_ptr<Kernel> make_cuda_matmul(const NodeInfo& node);
+std::unique_ptr<Kernel> make_cuda_gemm(const NodeInfo& node);
 std::unique_ptr<Kernel> make_max_pool(const NodeInfo& node);            // pool.cc
 std::unique_ptr<Kernel> make_average_pool(const NodeInfo& node);        // pool.cc
 std::unique_ptr<Kernel> make_lp_pool(const NodeInfo& node);             // pool.cc

@@ -161,4 +161,32 @@ const KernelDef kKernels[] = {
 
 std::span<const KernelDef> registered_kernels() { return kKernels; }
 
+// The GPU rows, searched first under --device cuda (find_kernel); a node without one runs on its CPU row above.
+// Each GPU kernel hands what it has no GPU path for (dtype, shape) to the CPU kernel of its node.
+#if defined(QTOOL_HAVE_CUDA)
+namespace {
+// clang-format off
+const KernelDef kCudaKernels[] = {
+  {"", "Relu", 1, kMaxOpset, make_cuda_unary},
+  {"", "LeakyRelu", 1, kMaxOpset, make_cuda_unary},
+  {"", "HardSigmoid", 1, kMaxOpset, make_cuda_unary},
+  {"", "HardSwish", 1, kMaxOpset, make_cuda_unary},
+  {"", "Sigmoid", 1, kMaxOpset, make_cuda_unary},
+  {"", "Clip", 1, kMaxOpset, make_cuda_unary},
+  {"", "Add", 1, kMaxOpset, make_cuda_binary},
+  {"", "Sub", 1, kMaxOpset, make_cuda_binary},
+  {"", "Mul", 1, kMaxOpset, make_cuda_binary},
+  {"", "Div", 1, kMaxOpset, make_cuda_binary},
+  {"", "Max", 1, kMaxOpset, make_cuda_binary},
+  {"", "Min", 1, kMaxOpset, make_cuda_binary},
+  {"", "MatMul", 1, kMaxOpset, make_cuda_matmul},
+  {"", "Gemm", 11, kMaxOpset, make_cuda_gemm},
+};
+// clang-format on
+}  // namespace
+std::span<const KernelDef> registered_cuda_kernels() { return kCudaKernels; }
+#else
+std::span<const KernelDef> registered_cuda_kernels() { return {}; }
+#endif
+
 }  // namespace qtool::runtime
