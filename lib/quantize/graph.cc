@@ -155,11 +155,7 @@ void Graph::set_input(int i, int k, const std::string& tensor) {
 }
 
 void Graph::set_inputs(int i, const std::vector<std::string>& tensors) {
-  unindex_node(i);
-  auto* in = node(i).mutable_input();
-  in->Clear();
-  for (const auto& t : tensors) *in->Add() = t;
-  index_node(i);
+  replace_names(i, *node(i).mutable_input(), tensors);
 }
 
 void Graph::set_output(int i, int k, const std::string& tensor) {
@@ -174,10 +170,14 @@ void Graph::set_output(int i, int k, const std::string& tensor) {
 }
 
 void Graph::set_outputs(int i, const std::vector<std::string>& tensors) {
+  replace_names(i, *node(i).mutable_output(), tensors);
+}
+
+void Graph::replace_names(int i, google::protobuf::RepeatedPtrField<std::string>& field,
+                          const std::vector<std::string>& tensors) {
   unindex_node(i);
-  auto* out = node(i).mutable_output();
-  out->Clear();
-  for (const auto& t : tensors) *out->Add() = t;
+  field.Clear();
+  for (const auto& t : tensors) *field.Add() = t;
   index_node(i);
 }
 

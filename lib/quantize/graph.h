@@ -98,6 +98,9 @@ class Graph {
   void unindex_node(int i);
   void unlink_input(int i, const std::string& tensor);  // when node i no longer reads it anywhere
   void unlink_output(int i, const std::string& tensor);
+  // Node i's inputs or outputs (`field`) become `tensors`.
+  void replace_names(int i, google::protobuf::RepeatedPtrField<std::string>& field,
+                     const std::vector<std::string>& tensors);
 
   onnx::ModelProto& model_;
   onnx::GraphProto& graph_;
