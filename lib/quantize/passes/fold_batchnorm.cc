@@ -101,7 +101,8 @@ class FoldBatchNorm final : public NodePass {
     g.set_initializer(wname, w);
     g.set_initializer(bname, Tensor::from_vector<float>({channels}, b));
     g.set_input(p, 1, wname);
-    g.set_input(p, 2, bname);  // appends when there was no bias
+    // Input 2 is appended when there was no bias.
+    g.set_input(p, 2, bname);
     if (op == "Gemm") remove_attr(prod, "beta");  // beta is folded into the new bias
     g.remove_node(i);
     g.set_output(p, 0, bn.output(0));
