@@ -1,5 +1,7 @@
 #include "quantize/graph.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "onnx/spill.h"
 #include "onnx/tensor_proto.h"
@@ -71,6 +73,7 @@ void Graph::reindex() {
   graph_inputs_.clear();
   subgraph_reads_.clear();
   used_names_.clear();
+  next_suffix_.clear();  // names handed out but no longer in the graph are free again
   const auto& g = proto();
   for (int i = 0; i < g.initializer_size(); ++i) {
     initializers_[g.initializer(i).name()] = i;
@@ -99,6 +102,88 @@ void Graph::reindex() {
   // Names are unique across the model: those of every other scope are taken too (a model without subgraphs
   // adds nothing here).
   collect_nested_names(model_.graph(), &g != &model_.graph(), used_names_);
+}
+
+void Graph::index_node(int i) {
+  const auto& n = node(i);
+  used_names_.insert(n.name());
+  for (const auto& o : n.output())
+    if (!o.empty()) producer_[o] = i, used_names_.insert(o);
+  for (const auto& in : n.input()) {
+    if (in.empty()) continue;
+    auto& c = consumers_[in];
+    if (auto it = std::lower_bound(c.begin(), c.end(), i); it == c.end() || *it != i) c.insert(it, i);
+  }
+}
+
+void Graph::unlink_input(int i, const std::string& tensor) {
+  for (const auto& in : node(i).input())
+    if (in == tensor) return;  // still read at another position
+  auto it = consumers_.find(tensor);
+  if (it == consumers_.end()) return;
+  auto& c = it->second;
+  if (auto at = std::lower_bound(c.begin(), c.end(), i); at != c.end() && *at == i) c.erase(at);
+  if (c.empty()) consumers_.erase(it);
+}
+
+void Graph::unlink_output(int i, const std::string& tensor) {
+  if (auto it = producer_.find(tensor); it != producer_.end() && it->second == i) producer_.erase(it);
+}
+
+void Graph::unindex_node(int i) {
+  const auto& n = node(i);
+  for (const auto& o : n.output()) unlink_output(i, o);
+  for (const auto& in : n.input()) {
+    auto it = consumers_.find(in);
+    if (it == consumers_.end()) continue;
+    auto& c = it->second;
+    if (auto at = std::lower_bound(c.begin(), c.end(), i); at != c.end() && *at == i) c.erase(at);
+    if (c.empty()) consumers_.erase(it);
+  }
+}
+
+void Graph::set_input(int i, int k, const std::string& tensor) {
+  auto& n = node(i);
+  if (k == n.input_size()) {
+    n.add_input(tensor);
+  } else {
+    const std::string old = n.input(k);
+    n.set_input(k, tensor);
+    if (!old.empty()) unlink_input(i, old);
+  }
+  index_node(i);
+}
+
+void Graph::set_inputs(int i, const std::vector<std::string>& tensors) {
+  replace_names(i, *node(i).mutable_input(), tensors);
+}
+
+void Graph::set_output(int i, int k, const std::string& tensor) {
+  auto& n = node(i);
+  if (k == n.output_size()) {
+    n.add_output(tensor);
+  } else {
+    unlink_output(i, n.output(k));
+    n.set_output(k, tensor);
+  }
+  index_node(i);
+}
+
+void Graph::set_outputs(int i, const std::vector<std::string>& tensors) {
+  replace_names(i, *node(i).mutable_output(), tensors);
+}
+
+void Graph::replace_names(int i, google::protobuf::RepeatedPtrField<std::string>& field,
+                          const std::vector<std::string>& tensors) {
+  unindex_node(i);
+  field.Clear();
+  for (const auto& t : tensors) *field.Add() = t;
+  index_node(i);
+}
+
+void Graph::remove_node(int i) {
+  unindex_node(i);
+  removed_.insert(i);
 }
 
 int Graph::producer(const std::string& tensor) const {
@@ -149,20 +234,39 @@ void Graph::set_initializer(const std::string& name, const Tensor& t) {
   used_names_.insert(name);
 }
 
-void Graph::remove_initializer(const std::string& name) {
+void Graph::set_initializer(const std::string& name, onnx::TensorProto t) {
+  t.set_name(name);
+  if (auto it = initializers_.find(name); it != initializers_.end()) {
+    proto().mutable_initializer(it->second)->Swap(&t);
+  } else {
+    proto().add_initializer()->Swap(&t);
+    initializers_[name] = proto().initializer_size() - 1;
+  }
+  used_names_.insert(name);
+}
+
+void Graph::remove_initializers(const std::set<std::string>& names) {
+  if (names.empty()) return;
   auto* inits = proto().mutable_initializer();
-  for (int i = 0; i < inits->size(); ++i)
-    if (inits->Get(i).name() == name) {
-      inits->DeleteSubrange(i, 1);
-      break;
-    }
+  int kept = 0;
+  for (int i = 0; i < inits->size(); ++i) {
+    if (names.count(inits->Get(i).name())) continue;
+    if (kept != i) inits->SwapElements(kept, i);
+    ++kept;
+  }
+  inits->DeleteSubrange(kept, inits->size() - kept);
   initializers_.clear();
   for (int i = 0; i < inits->size(); ++i) initializers_[inits->Get(i).name()] = i;
 }
 
 std::string Graph::unique_name(const std::string& base) {
-  std::string name = base;
-  for (int k = 1; used_names_.count(name); ++k) name = base + "_" + std::to_string(k);
+  // Probing resumes after the last suffix handed out for this base (used_names_ only grows until the next
+  // reindex(), which forgets these): asking 20,000 times for "c_reciprocal" probed c_reciprocal, c_reciprocal_1,
+  // ... from the start each time (quadratic). Same names as probing from the start.
+  int& k = next_suffix_[base];
+  std::string name = k == 0 ? base : base + "_" + std::to_string(k);
+  while (used_names_.count(name)) name = base + "_" + std::to_string(++k);
+  ++k;
   used_names_.insert(name);
   return name;
 }

@@ -259,6 +259,47 @@ TEST_CASE("passes: Relu -> Min(C >= 0) -> Relu loses the redundant Relu") {
   CHECK(max_diff(before, run1(m, x)) == 0.0);
 }
 
+// Graph's edit methods update the producer/consumer indices of the edited node only; after any sequence of them the
+// indices must equal those a full reindex() builds (what run_pass relied on before it stopped reindexing).
+TEST_CASE("passes: Graph edits keep the indices a full reindex builds, unique_name the names probing gives") {
+  Builder b(13);
+  b.input("x", {1, 4});
+  b.init("c", Tensor::scalar<float>(2.0f));
+  b.node("Add", {"x", "c"}, {"a"});
+  b.node("Mul", {"a", "a"}, {"m"});
+  b.node("Relu", {"m"}, {"r"});
+  b.node("Sub", {"r", "c"}, {"y"});
+  b.output("y");
+  Graph g(b.m);
+  g.set_input(1, 1, "x");       // Mul(a, x): still reads a at input 0
+  g.set_input(1, 0, "c");       // Mul(c, x): no longer reads a
+  g.set_input(3, 2, "a");       // appends
+  g.remove_node(2);             // Relu goes; Sub reads its output r
+  g.set_output(1, 0, "r");      // Mul now writes r
+  g.set_inputs(0, {"x", "x"});  // Add(x, x)
+  auto snapshot = [](const Graph& h, const std::vector<std::string>& names) {
+    std::vector<std::pair<int, std::vector<int>>> v;
+    for (const auto& n : names) v.emplace_back(h.producer(n), h.consumers(n));
+    return v;
+  };
+  const std::vector<std::string> names = {"x", "c", "a", "m", "r", "y"};
+  const auto incremental = snapshot(g, names);
+  CHECK(g.consumers("a") == std::vector<int>{3});
+  CHECK(g.consumers("c") == std::vector<int>{1, 3});
+  CHECK(g.producer("r") == 1);
+  CHECK(g.producer("m") == -1);
+  g.reindex();  // removed_ still marks the Relu: a full rebuild of the same state
+  CHECK(snapshot(g, names) == incremental);
+
+  // Names handed out between two reindexes: resuming after the last suffix equals probing from the start.
+  CHECK(g.unique_name("c") == "c_1");
+  CHECK(g.unique_name("c") == "c_2");
+  g.set_initializer("c_3", Tensor::scalar<float>(1.0f));
+  CHECK(g.unique_name("c") == "c_4");
+  CHECK(g.unique_name("n") == "n");
+  CHECK(g.unique_name("n") == "n_1");
+}
+
 TEST_CASE("qdq: Conv -> Relu -> Reshape gets Q/DQ after the Relu, int32 bias, shared pass-through params") {
   Builder b(13);
   b.input("x", {1, 2, 6, 6});

@@ -27,6 +27,13 @@ foreach(model ${_qz_accept_models})
     set_tests_properties("quantize: acceptance ${model}" PROPERTIES LABELS accuracy)
   endif()
 endforeach()
+# Issue 16 (runaway work): every stage at N and 4N nodes of four graph shapes grows far from quadratically, and
+# a 20,000-node chain goes through all of them (9 minutes on a loaded 2-core machine; the 20,000-node chain alone
+# took hours before).
+add_test(NAME "quantize: long graphs scale near-linearly in every stage (prepare, calibrate, quantize, inspect, run)"
+         COMMAND /usr/bin/python3 ${_qz_dir}/scaling.py)
+set_tests_properties("quantize: long graphs scale near-linearly in every stage (prepare, calibrate, quantize, inspect, run)"
+                     PROPERTIES ENVIRONMENT "${_qz_env}" TIMEOUT 1500)
 get_property(_qz_tests DIRECTORY PROPERTY TESTS)
 foreach(t ${_qz_tests})
   if(t MATCHES "^quantize: (cli|preparation|patterns|subgraphs|acceptance|weight-only|same bytes)")

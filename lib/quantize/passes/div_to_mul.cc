@@ -38,7 +38,7 @@ class DivToMul final : public NodePass {
     const std::string name = g.unique_name(n.input(1) + "_reciprocal");
     g.set_initializer(name, r);
     n.set_op_type("Mul");
-    n.set_input(1, name);
+    g.set_input(i, 1, name);
   }
 };
 

@@ -24,9 +24,7 @@ class DropInfiniteBound final : public NodePass {
   }
   void rewrite(Graph& g, int i) const override {
     auto& n = g.node(i);
-    const std::string x = n.input(kept_index(g, n));
-    n.clear_input();
-    n.add_input(x);
+    g.set_inputs(i, {n.input(kept_index(g, n))});
     n.clear_attribute();
     n.set_op_type("Identity");
   }

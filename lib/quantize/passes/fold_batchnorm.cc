@@ -44,7 +44,8 @@ class FoldBatchNorm final : public NodePass {
 
   void rewrite(Graph& g, int i) const override {
     onnx::NodeProto bn = g.node(i);
-    auto& prod = g.node(g.producer(bn.input(0)));
+    const int p = g.producer(bn.input(0));
+    auto& prod = g.node(p);
     const std::string op = prod.op_type();
     const float eps = attr_float(bn, "epsilon", 1e-5f);
     const Tensor gamma = g.initializer_tensor(bn.input(1)), beta = g.initializer_tensor(bn.input(2));
@@ -99,14 +100,12 @@ class FoldBatchNorm final : public NodePass {
     const std::string bname = g.unique_name(base + "_bias");
     g.set_initializer(wname, w);
     g.set_initializer(bname, Tensor::from_vector<float>({channels}, b));
-    prod.set_input(1, wname);
-    if (prod.input_size() < 3)
-      prod.add_input(bname);
-    else
-      prod.set_input(2, bname);
+    g.set_input(p, 1, wname);
+    // Input 2 is appended when there was no bias.
+    g.set_input(p, 2, bname);
     if (op == "Gemm") remove_attr(prod, "beta");  // beta is folded into the new bias
-    prod.set_output(0, bn.output(0));
     g.remove_node(i);
+    g.set_output(p, 0, bn.output(0));
   }
 };
 

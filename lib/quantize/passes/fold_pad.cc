@@ -54,7 +54,8 @@ class FoldPadIntoConv final : public NodePass {
 
   void rewrite(Graph& g, int i) const override {
     const auto pad = g.node(i);
-    auto& conv = g.node(g.consumers(pad.output(0))[0]);
+    const int c = g.consumers(pad.output(0))[0];
+    auto& conv = g.node(c);
     const std::vector<int64_t> p = *pad_amounts(g, pad);
     const size_t rank = p.size() / 2, spatial = rank - 2;
     std::vector<int64_t> cp = attr_ints(conv, "pads");
@@ -68,8 +69,8 @@ class FoldPadIntoConv final : public NodePass {
     a->set_name("pads");
     a->set_type(onnx::AttributeProto::INTS);
     for (int64_t v : cp) a->add_ints(v);
-    conv.set_input(0, pad.input(0));
     g.remove_node(i);
+    g.set_input(c, 0, pad.input(0));
   }
 };
 

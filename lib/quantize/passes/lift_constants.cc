@@ -24,9 +24,7 @@ class LiftConstants final : public NodePass {
     const auto& a = n.attribute(0);
     const std::string out = n.output(0);
     if (a.name() == "value") {
-      onnx::TensorProto t = a.t();
-      t.set_name(out);
-      *g.proto().add_initializer() = std::move(t);
+      g.set_initializer(out, a.t());
     } else if (a.name() == "value_float") {
       g.set_initializer(out, Tensor::scalar<float>(a.f()));
     } else if (a.name() == "value_floats") {

@@ -18,7 +18,9 @@ class NodePass {
   // Pure: decides from the graph whether node i can be rewritten.
   virtual bool match(const Graph& g, int i) const = 0;
   // Edits the graph: may change node i and its neighbours, mark nodes removed (Graph::remove_node),
-  // queue insertions (Graph::insert_before) and add initializers. Must not touch node order directly.
+  // queue insertions (Graph::insert_before) and add initializers. Node inputs and outputs change only through
+  // Graph::set_input / set_inputs / set_output / set_outputs (they keep the indices current for the next match
+  // without a reindex); must not touch node order directly.
   virtual void rewrite(Graph& g, int i) const = 0;
 };
 

@@ -10,29 +10,31 @@
 namespace qtool::quantize {
 
 int remove_dead_nodes(Graph& g) {
-  int removed = 0;
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (int i = g.node_count() - 1; i >= 0; --i) {
-      const auto& n = g.node(i);
-      bool live = false;
-      for (const auto& o : n.output())
-        live = live || (!o.empty() && (!g.consumers(o).empty() || g.is_graph_output(o) || g.used_by_subgraph(o)));
-      if (!live) {
-        g.remove_node(i);
-        ++removed;
-        changed = true;
-      }
-    }
-    g.compact();
+  // Live: a node with an output that is a graph output or read inside a subgraph, and every producer of an input
+  // of a live node: one walk back from those (sweeping until nothing changed took one sweep per node of a dead
+  // chain, each with a reindex: quadratic).
+  std::vector<char> live(static_cast<size_t>(g.node_count()), 0);
+  std::vector<int> work;
+  for (int i = 0; i < g.node_count(); ++i)
+    for (const auto& o : g.node(i).output())
+      if (!live[i] && !o.empty() && (g.is_graph_output(o) || g.used_by_subgraph(o))) live[i] = 1, work.push_back(i);
+  while (!work.empty()) {
+    const int i = work.back();
+    work.pop_back();
+    for (const auto& in : g.node(i).input())
+      if (const int p = in.empty() ? -1 : g.producer(in); p >= 0 && !live[p]) live[p] = 1, work.push_back(p);
   }
+  int removed = 0;
+  for (int i = 0; i < g.node_count(); ++i)
+    if (!live[i]) g.remove_node(i), ++removed;
+  g.compact();
   // Initializers nobody reads (those also listed as graph inputs are part of the interface: kept).
-  std::vector<std::string> unused;
+  std::set<std::string> unused;
   for (const auto& t : g.proto().initializer())
     if (g.consumers(t.name()).empty() && !g.is_graph_output(t.name()) && !g.is_graph_input(t.name()) &&
         !g.used_by_subgraph(t.name()))
-      unused.push_back(t.name());
-  for (const auto& name : unused) g.remove_initializer(name);
+      unused.insert(t.name());
+  g.remove_initializers(unused);
   g.reindex();
   return removed;
 }
@@ -119,13 +121,17 @@ int fold_constants(Graph& g) {
 }
 
 int drop_initializer_inputs(Graph& g) {
+  // One stable sweep (deleting each from the middle of the list was quadratic in models listing every weight
+  // as an input, as IR < 4 exporters do).
   auto* inputs = g.proto().mutable_input();
-  int dropped = 0;
-  for (int i = inputs->size() - 1; i >= 0; --i)
-    if (g.is_initializer(inputs->Get(i).name())) {
-      inputs->DeleteSubrange(i, 1);
-      ++dropped;
-    }
+  int kept = 0;
+  for (int i = 0; i < inputs->size(); ++i) {
+    if (g.is_initializer(inputs->Get(i).name())) continue;
+    if (kept != i) inputs->SwapElements(kept, i);
+    ++kept;
+  }
+  const int dropped = inputs->size() - kept;
+  inputs->DeleteSubrange(kept, dropped);
   g.reindex();
   return dropped;
 }

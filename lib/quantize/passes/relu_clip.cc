@@ -34,11 +34,8 @@ class ReluMinToClip final : public NodePass {
     const std::string zero = g.unique_name(n.output(0) + "_min");
     g.set_initializer(zero, Tensor::scalar<float>(0.0f));
     n.set_op_type("Clip");
-    n.clear_input();
-    n.add_input(x);
-    n.add_input(zero);
-    n.add_input(c);
     g.remove_node(relu);
+    g.set_inputs(i, {x, zero, c});
   }
 };
 
@@ -77,9 +74,9 @@ class DropRedundantRelu final : public NodePass {
     return false;
   }
   void rewrite(Graph& g, int i) const override {
-    const auto& n = g.node(i);
-    g.node(g.producer(n.input(0))).set_output(0, n.output(0));
+    const int p = g.producer(g.node(i).input(0));
     g.remove_node(i);
+    g.set_output(p, 0, g.node(i).output(0));
   }
 };
 

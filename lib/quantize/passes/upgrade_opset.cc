@@ -15,17 +15,15 @@ namespace {
 std::string name_base(const onnx::NodeProto& n) { return n.name().empty() ? n.output(0) : n.name(); }
 
 // Moves an ints attribute into a new int64 initializer input at position `pos` (filling gaps with "").
-void attr_to_input(Graph& g, onnx::NodeProto& n, const std::string& attr, int pos, const std::string& suffix) {
+void attr_to_input(Graph& g, int i, const std::string& attr, int pos, const std::string& suffix) {
+  auto& n = g.node(i);
   const auto* a = find_attr(n, attr);
   if (!a) return;
   std::vector<int64_t> v(a->ints().begin(), a->ints().end());
   const std::string name = g.unique_name(name_base(n) + "_" + suffix);
   g.set_initializer(name, Tensor::from_vector<int64_t>({static_cast<int64_t>(v.size())}, v));
-  while (n.input_size() < pos) n.add_input("");
-  if (n.input_size() == pos)
-    n.add_input(name);
-  else
-    n.set_input(pos, name);
+  while (n.input_size() < pos) g.set_input(i, n.input_size(), "");
+  g.set_input(i, pos, name);
   remove_attr(n, attr);
 }
 
@@ -48,11 +46,10 @@ class AxesToInput final : public Converter {
   std::string_view name() const override { return "opset13_axes_to_input"; }
   std::vector<std::string_view> op_types() const override { return {"Squeeze", "Unsqueeze", "ReduceSum", "Split"}; }
   void rewrite(Graph& g, int i) const override {
-    auto& n = g.node(i);
-    if (n.op_type() == "Split")
-      attr_to_input(g, n, "split", 1, "split");
+    if (g.node(i).op_type() == "Split")
+      attr_to_input(g, i, "split", 1, "split");
     else
-      attr_to_input(g, n, "axes", 1, "axes");
+      attr_to_input(g, i, "axes", 1, "axes");
   }
 };
 
@@ -65,7 +62,7 @@ class ReduceAxesToInput final : public Converter {
     return {"ReduceMean", "ReduceMax",    "ReduceMin",       "ReduceProd",     "ReduceL1",
             "ReduceL2",   "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"};
   }
-  void rewrite(Graph& g, int i) const override { attr_to_input(g, g.node(i), "axes", 1, "axes"); }
+  void rewrite(Graph& g, int i) const override { attr_to_input(g, i, "axes", 1, "axes"); }
 };
 
 // Clip (11): min/max attributes -> inputs 1, 2 (float scalars; attribute Clip only took float types).
@@ -85,10 +82,10 @@ class ClipToInputs final : public Converter {
     remove_attr(n, "min");
     remove_attr(n, "max");
     if (hi) {
-      n.add_input(lo_name);  // "" (no lower bound) when only max was given
-      n.add_input(hi_name);
+      g.set_input(i, n.input_size(), lo_name);  // "" (no lower bound) when only max was given
+      g.set_input(i, n.input_size(), hi_name);
     } else if (lo) {
-      n.add_input(lo_name);
+      g.set_input(i, n.input_size(), lo_name);
     }
   }
 };
@@ -100,10 +97,9 @@ class SliceToInputs final : public Converter {
   std::string_view name() const override { return "opset10_slice_inputs"; }
   std::vector<std::string_view> op_types() const override { return {"Slice"}; }
   void rewrite(Graph& g, int i) const override {
-    auto& n = g.node(i);
-    attr_to_input(g, n, "starts", 1, "starts");
-    attr_to_input(g, n, "ends", 2, "ends");
-    attr_to_input(g, n, "axes", 3, "axes");
+    attr_to_input(g, i, "starts", 1, "starts");
+    attr_to_input(g, i, "ends", 2, "ends");
+    attr_to_input(g, i, "axes", 3, "axes");
   }
 };
 
@@ -117,10 +113,10 @@ class PadToInputs final : public Converter {
     auto& n = g.node(i);
     const float value = attr_float(n, "value", 0.0f);
     remove_attr(n, "value");
-    attr_to_input(g, n, "pads", 1, "pads");
+    attr_to_input(g, i, "pads", 1, "pads");
     const std::string vname = g.unique_name(name_base(n) + "_value");
     g.set_initializer(vname, Tensor::scalar<float>(value));
-    n.add_input(vname);
+    g.set_input(i, n.input_size(), vname);
   }
 };
 
@@ -136,8 +132,8 @@ class ResizeV11 final : public Converter {
     const std::string scales = n.input(1);
     const std::string roi = g.unique_name(name_base(n) + "_roi");
     g.set_initializer(roi, Tensor(DType::Float32, {0}));
-    n.set_input(1, roi);
-    n.add_input(scales);
+    g.set_input(i, 1, roi);
+    g.set_input(i, 2, scales);
     set_attr_string(n, "coordinate_transformation_mode", "asymmetric");
     if (attr_string(n, "mode", "nearest") == "nearest") set_attr_string(n, "nearest_mode", "floor");
   }
@@ -166,8 +162,8 @@ class DropoutToIdentity final : public Converter {
     auto& n = g.node(i);
     n.set_op_type("Identity");
     n.clear_attribute();
-    while (n.input_size() > 1) n.mutable_input()->RemoveLast();
-    while (n.output_size() > 1) n.mutable_output()->RemoveLast();
+    g.set_inputs(i, {n.input(0)});
+    g.set_outputs(i, {n.output(0)});
   }
 };
 
@@ -198,8 +194,8 @@ class SoftmaxAxis13 final : public Converter {
     set_attr_int(fl, "axis", axis);
     rs.set_op_type("Reshape"), rs.set_name(g.unique_name(base + "_Reshape")), rs.add_input(y2), rs.add_input(shape);
     rs.add_output(y);
-    n.set_input(0, flat);
-    n.set_output(0, y2);
+    g.set_input(i, 0, flat);
+    g.set_output(i, 0, y2);
     set_attr_int(n, "axis", 1);
     g.insert_before(i, sh);
     g.insert_before(i, fl);
