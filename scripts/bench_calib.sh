@@ -5,7 +5,10 @@
 #      `qtool run` with the same --threads, on ppocrv4-det (bench_calib_overhead; target <= 25 %), for --methods
 #      minmax, the default set, and all; at THREADS (observers beside the interpreter when >= 2) and at 1 thread
 #      (observers inline);
-#   3. peak RSS of `qtool calibrate` on ppocrv4-det with 10 and with 100 samples (target ratio <= 1.1).
+#   3. peak RSS of `qtool calibrate` on ppocrv4-det with 10 and with 100 samples (target ratio <= 1.1);
+#   4. calibration throughput: samples/s of `qtool calibrate --json` (the observed runs only, model loading and
+#      range computation excluded) with the default methods at THREADS threads, on ppocrv4-det [SHAPE] and
+#      mobilenetv2, median of 3 runs of CALIB_SAMPLES (8) random samples. Only this part: ONLY=throughput.
 # Usage: bash scripts/bench_calib.sh [BUILD_DIR] (default build); THREADS=N, SHAPE=1,3,H,W to override.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -19,6 +22,24 @@ PY=/usr/bin/python3
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 
 cmake --build "$BUILD" -j2 --target qtool bench_calib_observers bench_calib_overhead >/dev/null
+TMP="$(mktemp -d)"
+trap 'rm -rf "$TMP"' EXIT
+
+throughput() {
+  local samples="${CALIB_SAMPLES:-8}"
+  echo "== calibration throughput, default methods, threads $THREADS, $samples random samples, median of 3"
+  for spec in "ppocrv4-det.onnx --shape x=$SHAPE" "mobilenetv2-1.0-224-fp32.onnx"; do
+    read -r file shape_args <<< "$spec"
+    rates=()
+    for _ in 1 2 3; do
+      # shellcheck disable=SC2086
+      rates+=("$("$BUILD/bin/qtool" -q calibrate "$ROOT/../shared/models/$file" --random "$samples" $shape_args \
+        --threads "$THREADS" -o "$TMP/throughput.json" --json | "$PY" -c 'import json, sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])["samples_per_second"])')")
+    done
+    "$PY" -c 'import statistics, sys; r = [float(x) for x in sys.argv[2:]]; print("%s: %.2f samples/s (runs: %s)" % (sys.argv[1], statistics.median(r), ", ".join("%.2f" % x for x in r)))' "$file" "${rates[@]}"
+  done
+}
+if [[ "${ONLY:-}" == throughput ]]; then throughput; exit 0; fi
 
 echo "== histogram update throughput (16M normal values)"
 "$BUILD/tests/bench/bench_calib_observers" --threads "$THREADS" --repeat 5
@@ -32,8 +53,6 @@ for threads in $(printf '%s\n' "$THREADS" 1 | uniq); do
 done
 
 echo "== peak RSS of qtool calibrate on ppocrv4-det, 10 vs 100 random samples"
-TMP="$(mktemp -d)"
-trap 'rm -rf "$TMP"' EXIT
 rss() {  # peak RSS in KiB of one qtool calibrate run
   "$PY" - "$@" <<'PY'
 import resource, subprocess, sys
@@ -44,3 +63,5 @@ PY
 R10=$(rss "$BUILD/bin/qtool" -q calibrate "$MODEL" --random 10 --shape "x=$SHAPE" --threads "$THREADS" -o "$TMP/c10.json")
 R100=$(rss "$BUILD/bin/qtool" -q calibrate "$MODEL" --random 100 --shape "x=$SHAPE" --threads "$THREADS" -o "$TMP/c100.json")
 "$PY" -c "r10, r100 = $R10, $R100; print('{\"rss_kib_10\": %d, \"rss_kib_100\": %d, \"ratio\": %.3f, \"ok\": %s}' % (r10, r100, r100 / r10, str(r100 / r10 <= 1.1).lower()))"
+
+throughput

@@ -4,21 +4,49 @@
 #include <optional>
 #include <vector>
 
+#include "runtime/fuse_match.h"
 #include "runtime/graph.h"
 
 namespace qtool::runtime {
+namespace fusion {
+
+std::optional<std::pair<float, float>> clip_bounds(const GraphNode& n) {
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  if (n.info.opset < 11) return std::pair{n.info.attrs.get_float("min", -inf), n.info.attrs.get_float("max", inf)};
+  const auto lo = const_scalar(n, 1, std::numeric_limits<float>::lowest());
+  const auto hi = const_scalar(n, 2, std::numeric_limits<float>::max());
+  if (lo && hi) return std::pair{*lo, *hi};
+  return std::nullopt;
+}
+
+Uses uses_of(const Graph& g, const std::set<std::string>& keep) {
+  Uses u;
+  u.consumers.resize(g.value_names.size());
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    for (int id : g.nodes[k].inputs)
+      if (id >= 0) u.consumers[id].push_back(k);
+    for (int id : g.nodes[k].implicit_inputs) u.consumers[id].push_back(k);
+  }
+  u.is_output.assign(g.value_names.size(), false);
+  for (const auto& o : g.outputs) u.is_output[o.id] = true;
+  u.keep = &keep;
+  u.graph = &g;
+  return u;
+}
+
+void erase_nodes(Graph& g, const std::vector<bool>& removed) {
+  std::vector<GraphNode> kept;
+  kept.reserve(g.nodes.size());
+  for (size_t k = 0; k < g.nodes.size(); ++k)
+    if (!removed[k]) kept.push_back(std::move(g.nodes[k]));
+  g.nodes = std::move(kept);
+}
+
+}  // namespace fusion
+
 namespace {
 
-bool onnx_op(const GraphNode& n, const char* op) { return n.info.domain.empty() && n.info.op_type == op; }
-
-// A constant float scalar input i of a node (Clip's bounds), or `dflt` when the input is omitted;
-// nullopt when the input is present but not a constant float scalar.
-std::optional<float> const_scalar(const GraphNode& n, size_t i, float dflt) {
-  if (i >= n.inputs.size() || n.inputs[i] < 0) return dflt;
-  const Tensor* t = i < n.info.const_inputs.size() ? n.info.const_inputs[i] : nullptr;
-  if (!t || t->dtype() != DType::Float32 || t->numel() != 1) return std::nullopt;
-  return t->data<float>()[0];
-}
+using fusion::onnx_op;
 
 // The activation a single-input node computes, when it is one the kernels can apply.
 std::optional<FusedActivation> activation_of(const GraphNode& n) {
@@ -27,14 +55,8 @@ std::optional<FusedActivation> activation_of(const GraphNode& n) {
   if (onnx_op(n, "HardSwish")) return FusedActivation{K::HardSwish};
   if (onnx_op(n, "HardSigmoid"))
     return FusedActivation{K::HardSigmoid, n.info.attrs.get_float("alpha", 0.2f), n.info.attrs.get_float("beta", 0.5f)};
-  if (onnx_op(n, "Clip")) {
-    constexpr float inf = std::numeric_limits<float>::infinity();
-    if (n.info.opset < 11)
-      return FusedActivation{K::Clip, n.info.attrs.get_float("min", -inf), n.info.attrs.get_float("max", inf)};
-    const auto lo = const_scalar(n, 1, std::numeric_limits<float>::lowest());
-    const auto hi = const_scalar(n, 2, std::numeric_limits<float>::max());
-    if (lo && hi) return FusedActivation{K::Clip, *lo, *hi};
-  }
+  if (onnx_op(n, "Clip"))
+    if (const auto bounds = fusion::clip_bounds(n)) return FusedActivation{K::Clip, bounds->first, bounds->second};
   return std::nullopt;
 }
 
@@ -42,16 +64,9 @@ std::optional<FusedActivation> activation_of(const GraphNode& n) {
 
 int fuse_activations(Graph& g, const std::set<std::string>& keep) {
   const size_t count = g.nodes.size();
-  // consumers[id]: indices of the nodes reading value id (once per reading input).
-  std::vector<std::vector<size_t>> consumers(g.value_names.size());
-  for (size_t k = 0; k < count; ++k) {
-    for (int id : g.nodes[k].inputs)
-      if (id >= 0) consumers[id].push_back(k);
-    for (int id : g.nodes[k].implicit_inputs) consumers[id].push_back(k);
-  }
-  std::vector<bool> is_output(g.value_names.size(), false);
-  for (const auto& o : g.outputs) is_output[o.id] = true;
-  auto hidden_ok = [&](int id) { return !is_output[id] && !keep.count(g.value_names[id]); };
+  const fusion::Uses u = fusion::uses_of(g, keep);
+  const auto& consumers = u.consumers;
+  auto hidden_ok = [&](int id) { return u.hidden_ok(id); };
 
   std::vector<bool> removed(count, false);
   int fused = 0;
@@ -90,11 +105,7 @@ int fuse_activations(Graph& g, const std::set<std::string>& keep) {
     }
   }
   if (fused == 0) return 0;
-  std::vector<GraphNode> kept;
-  kept.reserve(count - static_cast<size_t>(fused));
-  for (size_t k = 0; k < count; ++k)
-    if (!removed[k]) kept.push_back(std::move(g.nodes[k]));
-  g.nodes = std::move(kept);
+  fusion::erase_nodes(g, removed);
   return fused;
 }
 

@@ -8,6 +8,7 @@
 
 #include "onnx/tensor_proto.h"
 #include "runtime/fuse.h"
+#include "runtime/fuse_hardswish.h"
 
 namespace qtool::runtime {
 namespace {
@@ -324,7 +325,10 @@ std::shared_ptr<Graph> Builder::build(const onnx::GraphProto& gp, const Scope* p
     g->outputs.push_back(std::move(d));
   }
 
-  if (is_main && options_.fuse) fuse_activations(*g, options_.keep);
+  if (is_main && options_.fuse) {
+    fuse_hard_swish(*g, options_.keep);  // first: a HardSwish it forms can then fold into the Conv before it
+    fuse_activations(*g, options_.keep);
+  }
 
   g->use_counts.assign(g->value_names.size(), 0);
   g->is_output.assign(g->value_names.size(), false);

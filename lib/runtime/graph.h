@@ -52,7 +52,8 @@ struct GraphNode {
 
 // How much preparation may rewrite the main graph.
 struct PrepareOptions {
-  // Fold activations into the Conv/Gemm/MatMul before them (runtime/fuse.h). The folded-away tensors
+  // Run written-out HardSwish as one op (runtime/fuse_hardswish.h), then fold activations into the
+  // Conv/Gemm/MatMul before them (runtime/fuse.h). The folded-away tensors
   // then never exist, so a tap cannot see them: only tensors named in `keep` (and graph outputs) are
   // guaranteed to stay.
   bool fuse = false;

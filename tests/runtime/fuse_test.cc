@@ -97,3 +97,71 @@ TEST_CASE("sessions without an observed set fuse nothing") {
   Session(b.model).run({{"x", ramp({1, 4, 6, 6}, 0.5f)}}, ro);
   for (const char* name : {"t1", "a1", "t2", "s2", "a2", "t3", "y"}) CHECK(seen.count(name) == 1);
 }
+
+namespace {
+
+// x [1,3,4,5] -> Conv 1x1 -> t -> HardSwish written out (form "a": Div(Mul(t, Clip(t + 3, 0, 6)), 6), or "b":
+// Mul(t, Clip(3 + t, 0, 6) * (1/6))) -> y. Clip takes its bounds as inputs (opset 13).
+ModelBuilder written_out_hard_swish(char form) {
+  ModelBuilder b(13);
+  b.input("x", DType::Float32, {1, 3, 4, 5});
+  b.initializer("w", ramp({6, 3, 1, 1}, 0.4f));
+  b.initializer("three", Tensor::from_vector<float>({}, {3.f}));
+  b.initializer("zero", Tensor::from_vector<float>({}, {0.f}));
+  b.initializer("six", Tensor::from_vector<float>({}, {6.f}));
+  b.initializer("sixth", Tensor::from_vector<float>({}, {1.f / 6.f}));
+  b.node("Conv", {"x", "w"}, {"t"}, "conv");
+  if (form == 'a') {
+    b.node("Add", {"t", "three"}, {"a"}, "add");
+    b.node("Clip", {"a", "zero", "six"}, {"c"}, "clip");
+    b.node("Mul", {"t", "c"}, {"m"}, "mul");
+    b.node("Div", {"m", "six"}, {"y"}, "div");
+  } else {
+    b.node("Add", {"three", "t"}, {"a"}, "add");
+    b.node("Clip", {"a", "zero", "six"}, {"c"}, "clip");
+    b.node("Mul", {"c", "sixth"}, {"m"}, "scale");
+    b.node("Mul", {"m", "t"}, {"y"}, "mul");
+  }
+  b.output("y");
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("written-out HardSwish runs as one op and folds into the Conv before it") {
+  for (const char form : {'a', 'b'}) {
+    INFO(form);
+    const ModelBuilder b = written_out_hard_swish(form);
+    const Session plain(b.model);
+    const Session fused(b.model, {.observed = std::set<std::string>{}});
+    CHECK(plain.graph().nodes.size() == 5);
+    REQUIRE(fused.graph().nodes.size() == 1);  // Conv with a HardSwish activation
+    CHECK(fused.graph().nodes[0].info.activation.kind == qtool::runtime::FusedActivation::Kind::HardSwish);
+    const Tensor x = ramp({1, 3, 4, 5}, 0.25f);
+    const Tensor want = plain.run({{"x", x}}).at("y");
+    const Tensor got = fused.run({{"x", x}}).at("y");
+    REQUIRE(got.shape() == want.shape());
+    for (int64_t i = 0; i < want.numel(); ++i)
+      CHECK(got.data<float>()[i] == Approx(want.data<float>()[i]).margin(1e-6));
+  }
+}
+
+TEST_CASE("written-out HardSwish stays apart where a tensor inside it must be seen or the constants differ") {
+  {  // the Clip's output is observed: nothing changes (the Conv has two readers, so no activation folds either)
+    const Session s(written_out_hard_swish('a').model, {.observed = std::set<std::string>{"c"}});
+    CHECK(s.graph().nodes.size() == 5);
+  }
+  {  // the Conv's output is observed: HardSwish forms but stays its own node
+    const Session s(written_out_hard_swish('a').model, {.observed = std::set<std::string>{"t"}});
+    REQUIRE(s.graph().nodes.size() == 2);
+    CHECK(s.graph().nodes[1].info.op_type == "HardSwish");
+  }
+  {  // Clip(0, 5) is not HardSwish's
+    ModelBuilder b = written_out_hard_swish('a');
+    b.initializer("five", Tensor::from_vector<float>({}, {5.f}));
+    for (auto& n : *b.model.mutable_graph()->mutable_node())
+      if (n.op_type() == "Clip") n.set_input(2, "five");
+    const Session s(b.model, {.observed = std::set<std::string>{}});
+    CHECK(s.graph().nodes.size() == 5);
+  }
+}

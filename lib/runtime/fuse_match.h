@@ -1,0 +1,46 @@
+// Matching helpers shared by the graph-preparation fusion passes (runtime/fuse.cc, runtime/fuse_hardswish.cc).
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/graph.h"
+
+namespace qtool::runtime::fusion {
+
+inline bool onnx_op(const GraphNode& n, const char* op) { return n.info.domain.empty() && n.info.op_type == op; }
+
+// A constant float scalar input i of a node (Clip's bounds, an Add's constant), or `dflt` when the input is
+// omitted; nullopt when the input is present but not a constant float scalar.
+inline std::optional<float> const_scalar(const GraphNode& n, size_t i, std::optional<float> dflt = std::nullopt) {
+  if (i >= n.inputs.size() || n.inputs[i] < 0) return dflt;
+  const Tensor* t = i < n.info.const_inputs.size() ? n.info.const_inputs[i] : nullptr;
+  if (!t || t->dtype() != DType::Float32 || t->numel() != 1) return std::nullopt;
+  return t->data<float>()[0];
+}
+
+// Clip's [min, max] when both are constants (attributes before opset 11, initializer inputs after); an
+// omitted bound is the float range's end.
+std::optional<std::pair<float, float>> clip_bounds(const GraphNode& n);
+
+// Who reads each value, and whether a rewrite may make a value disappear: not a graph output, not in `keep`
+// (the tensors a tap must see).
+struct Uses {
+  std::vector<std::vector<size_t>> consumers;  // per value id: indices of the nodes reading it, once per input
+  std::vector<bool> is_output;
+  const std::set<std::string>* keep = nullptr;
+  const Graph* graph = nullptr;
+  bool hidden_ok(int id) const { return id >= 0 && !is_output[id] && !keep->count(graph->value_names[id]); }
+  // The value is hideable and read by exactly one node.
+  bool single_hidden_use(int id) const { return hidden_ok(id) && consumers[id].size() == 1; }
+};
+Uses uses_of(const Graph& g, const std::set<std::string>& keep);
+
+// Drops the nodes marked in `removed` (indexed like g.nodes), keeping the order of the rest.
+void erase_nodes(Graph& g, const std::vector<bool>& removed);
+
+}  // namespace qtool::runtime::fusion
