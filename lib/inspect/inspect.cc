@@ -209,8 +209,11 @@ ConstMap collect_consts(const onnx::ModelProto& model) {
 Quantization analyze_quantization(const onnx::ModelProto& model, const ConstMap& consts) {
   Quantization q;
   std::unordered_map<std::string, const onnx::NodeProto*> producer;
+  std::set<std::string> qdq_params;  // values read as a Q/DQ scale or zero point
   onnxio::for_each_node(model, [&](const onnx::NodeProto& n, int) {
     for (const auto& o : n.output()) producer[o] = &n;
+    if (is_op(n, "QuantizeLinear") || is_op(n, "DequantizeLinear"))
+      for (int i = 1; i < n.input_size(); ++i) qdq_params.insert(n.input(i));
   });
   auto find_const = [&](const onnx::NodeProto& n, int i) -> const ConstInfo* {
     if (n.input_size() <= i || n.input(i).empty()) return nullptr;
@@ -228,6 +231,7 @@ Quantization analyze_quantization(const onnx::ModelProto& model, const ConstMap&
     }
     if (!is_op(n, "DequantizeLinear")) return;
     ++q.dequantize_linear;
+    if (n.output_size() > 0 && qdq_params.count(n.output(0))) return;  // expands double-quantized scales
     WeightGroup g{};
     const ConstInfo* x = find_const(n, 0);
     if (x) {  // a quantized weight stored as such

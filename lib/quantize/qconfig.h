@@ -59,6 +59,8 @@ struct TensorSettingsPatch {
   std::optional<RangeMethod> method;
   std::optional<Rounding> rounding;
   std::optional<WeightAlgorithm> algorithm;  // weights only
+  std::optional<int64_t> scale_bits;        // per_block weights: block scales as 8- or 4-bit codes (weights/double_quant.h)
+  std::optional<int64_t> scale_block_size;  // with scale_bits: block scales per float
   std::optional<double> percentile;                // parameter of method percentile (used when qtool calibrates itself)
   std::optional<std::pair<double, double>> range;  // fixed [lo, hi], ignores calibration
   std::optional<double> scale;                     // fixed scale (with zero_point), e.g. Sigmoid 1/256
@@ -93,6 +95,8 @@ struct TensorSettings {
   double percentile = 99.999;
   Rounding rounding = Rounding::Nearest;
   WeightAlgorithm algorithm = WeightAlgorithm::Rtn;
+  int64_t scale_bits = 0;  // 0: float block scales
+  int64_t scale_block_size = 256;
   std::optional<std::pair<double, double>> range;
   std::optional<double> scale;
   std::optional<int64_t> zero_point;

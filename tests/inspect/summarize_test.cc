@@ -187,7 +187,12 @@ TEST_CASE("weight bytes follow constants through Q/DQ to the nodes that read the
   b.node("Mul", {"y1", "gamma"}, {"y3"});
   b.init("unused", T::FLOAT, {100});
 
-  const WeightBytes wb = summarize(b.m).weight_bytes;
+  const ModelSummary s = summarize(b.m);
+  // the DQ expanding the scale codes is not a quantized weight
+  REQUIRE(s.quantization.weights.size() == 2);
+  CHECK(s.quantization.weights[0].dtype == DType::Int8);
+  CHECK(s.quantization.weights[1].dtype == DType::Int4);
+  const WeightBytes& wb = s.weight_bytes;
   REQUIRE(wb.weights.size() == 2);
   const ConstantUse& i4 = wb.weights.at(DType::Int4);
   CHECK(i4.bytes == 64 * 8 / 2);

@@ -13,6 +13,8 @@
 #include "onnx/model_io.h"
 #include "onnx/tensor_proto.h"
 #include "quantize/op_roles.h"
+#include "numerics/qdq.h"
+#include "quantize/weights/double_quant.h"
 #include "quantize/weights/layer_inputs.h"
 #include "quantize/weights/weight_quantizer.h"
 #include "tensorio/tensorio.h"
@@ -182,4 +184,43 @@ TEST_CASE("clip search and GPTQ have lower error than round to nearest on every 
     }
   }
   if (std::filesystem::exists(test::shared_models())) CHECK(layers >= 50);  // 58 when written: a model that stops loading is noticed
+}
+
+TEST_CASE("double quantization stores block scales as codes that DequantizeLinear expands to the scale used") {
+  const int64_t K = 128, N = 6;  // int4 blocks of 32 along K: scales [4, 6], code groups of 4 along N
+  std::mt19937 rng(3);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> wv(static_cast<size_t>(K * N));
+  for (size_t i = 0; i < wv.size(); ++i) wv[i] = g(rng) * (1.0f + static_cast<float>(i % 7));  // scales vary
+  const Tensor w = Tensor::from_vector<float>({K, N}, wv);
+  for (int64_t bits : {8, 4}) {
+    INFO(bits << "-bit scale codes");
+    WeightResult r = quantize_weight_values(WeightInput{w, int4_blocks(WeightAlgorithm::Rtn), 0});
+    const std::vector<float> before = r.params.scales();
+    const double rtn_error = r.error;
+    QParams p = r.params;
+    const ScaleCodes sc = double_quantize_scales(p, r.codes, bits, 4);
+    REQUIRE(sc.codes.shape() == Shape{4, 6});
+    CHECK(sc.codes.dtype() == (bits == 8 ? DType::UInt8 : DType::UInt4));
+    CHECK(sc.scale.shape() == Shape{4, 2});  // ceil(6 / 4) floats per row of scales
+    CHECK(sc.axis == 1);
+    // the scale the weight DQ uses is exactly what DequantizeLinear makes of the codes
+    numerics::QdqAttrs a;
+    a.axis = sc.axis;
+    a.block_size = sc.block_size;
+    const Tensor expanded = numerics::dequantize_linear(sc.codes, sc.scale, nullptr, a);
+    CHECK(std::memcmp(expanded.raw(), p.scale.raw(), 4 * 24) == 0);
+    // each scale moved by at most half its group's step, and no code is 0
+    const std::vector<float> after = p.scales();
+    const float* c = sc.scale.data<float>();
+    for (int64_t i = 0; i < 24; ++i) {
+      const float step = c[(i / 6) * 2 + (i % 6) / 4];
+      CHECK(std::fabs(after[static_cast<size_t>(i)] - before[static_cast<size_t>(i)]) <= 0.5f * step * 1.0001f);
+      CHECK(after[static_cast<size_t>(i)] > 0.0f);
+    }
+    // the weight codes were re-rounded to the new scales: the error grows, by little at 8 bits
+    const double e = weight_sse(w, r.codes, p);
+    CHECK(e >= rtn_error * 0.98);
+    if (bits == 8) CHECK(e <= rtn_error * 1.05);
+  }
 }
