@@ -28,7 +28,7 @@ struct Names {
 constexpr std::array kGranularityNames = {Names{"per_tensor", 0}, Names{"per_channel", 1}, Names{"per_block", 2}};
 constexpr std::array kRoundingNames = {Names{"nearest", 0}, Names{"kernel_sum", 1}};
 constexpr std::array kTargetNames = {Names{"ort-cpu", 0}, Names{"tensorrt", 1}};
-constexpr std::array kWeightAlgorithmNames = {Names{"rtn", 0}, Names{"clip_search", 1}, Names{"gptq", 2}};
+constexpr std::array kWeightAlgorithmNames = {Names{"rtn", 0}, Names{"clip_search", 1}, Names{"gptq", 2}, Names{"awq", 3}};
 
 // Parsing context: the source file and JSON path, for error messages.
 class Ctx {

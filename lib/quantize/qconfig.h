@@ -38,8 +38,10 @@ enum class Rounding { Nearest, KernelSum };
 enum class Target { OrtCpu, TensorRT };
 
 // How weight codes are chosen (lib/quantize/weights/): round to nearest, a per-group clipping search that minimises
-// the weight's reconstruction error, or GPTQ, which minimises the layer-output error on calibration inputs.
-enum class WeightAlgorithm { Rtn, ClipSearch, Gptq };
+// the weight's reconstruction error, or GPTQ / AWQ, which minimise the layer-output error on calibration inputs.
+enum class WeightAlgorithm { Rtn, ClipSearch, Gptq, Awq };
+// Algorithms that need the layer's calibration inputs (a Hessian per MatMul/Gemm input): GPTQ and AWQ.
+inline bool needs_layer_inputs(WeightAlgorithm a) { return a == WeightAlgorithm::Gptq || a == WeightAlgorithm::Awq; }
 
 std::string_view granularity_name(Granularity g);
 std::string_view rounding_name(Rounding r);

@@ -235,8 +235,11 @@ TEST_CASE("qconfig: weight \"algorithm\" is rtn by default, set per rule, weight
   CHECK(c.resolve("m", "MatMul").weight->algorithm == WeightAlgorithm::Gptq);
   CHECK(c.resolve("g", "Gather").weight->algorithm == WeightAlgorithm::ClipSearch);
   CHECK(QConfig::builtin_default().resolve("c", "Conv").weight->algorithm == WeightAlgorithm::Rtn);
-  CHECK(error_of(wrap(R"("global": {"weight": {"algorithm": "awq"}})")) ==
-        "config.json: $.global.weight.algorithm: expected one of rtn, clip_search, gptq, got \"awq\"");
+  CHECK(c.resolve("m", "MatMul").weight->algorithm != WeightAlgorithm::Awq);
+  CHECK(QConfig::parse(wrap(R"("global": {"weight": {"algorithm": "awq"}})"), "c").resolve("m", "MatMul").weight->algorithm ==
+        WeightAlgorithm::Awq);
+  CHECK(error_of(wrap(R"("global": {"weight": {"algorithm": "omniquant"}})")) ==
+        "config.json: $.global.weight.algorithm: expected one of rtn, clip_search, gptq, awq, got \"omniquant\"");
   CHECK(error_of(wrap(R"("global": {"activation": {"algorithm": "rtn"}})")) ==
         "config.json: $.global.activation.algorithm: algorithm applies to weights only");
 }

@@ -1,4 +1,4 @@
-// Weight algorithms (lib/quantize/weights): clip search lowers the weight's reconstruction error and GPTQ the
+// Weight algorithms (lib/quantize/weights): clip search lowers the weight's reconstruction error and GPTQ and AWQ the
 // layer-output error below round to nearest's, on tiny inline weights and on every 2-D MatMul/Gemm weight of the
 // shared models (int4, blocks of 32 along the reduction axis, and int8 per output channel), with the Hessians of
 // the layers' inputs on one real input per model.
@@ -45,7 +45,7 @@ TensorSettings int8_channels(WeightAlgorithm a) {
 }
 
 struct Errors {
-  double rtn_w, clip_w, rtn_out, gptq_out;
+  double rtn_w, clip_w, rtn_out, gptq_out, awq_out;
 };
 
 // W: [K, N] (k_axis 0) or [N, K] (k_axis 1).
@@ -58,12 +58,36 @@ Errors errors_of(const Tensor& w, int64_t k_axis, bool blocked, const LayerHessi
     return quantize_weight_values(in);
   };
   const WeightResult rtn = run(WeightAlgorithm::Rtn), clip = run(WeightAlgorithm::ClipSearch),
-                     gptq = run(WeightAlgorithm::Gptq);
+                     gptq = run(WeightAlgorithm::Gptq), awq = run(WeightAlgorithm::Awq);
   e.rtn_w = rtn.error;
   e.clip_w = clip.error;
   e.rtn_out = output_sse(w, rtn.codes, rtn.params, k_axis, h);
   e.gptq_out = gptq.error;
+  e.awq_out = awq.error;
   CHECK(std::string(gptq.metric) == "output_sse");
+  CHECK(std::string(awq.metric) == "output_sse");
+  REQUIRE(awq.input_scale);
+  // AWQ's error is that of the float layer x W against (x * input_scale) DQ(codes), recomputed here from scratch
+  const Tensor dq = numerics::dequantize_linear(awq.codes, awq.params.scale, &awq.params.zero_point, [&] {
+    numerics::QdqAttrs a;
+    a.axis = awq.params.axis >= 0 ? awq.params.axis : 1;
+    a.block_size = awq.params.block_size;
+    return a;
+  }());
+  const int64_t K = h.k, N = w.dim(1 - k_axis);
+  double direct = 0;
+  std::vector<double> d(static_cast<size_t>(K));
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t i = k_axis == 0 ? k * N + n : n * K + k;
+      d[static_cast<size_t>(k)] = static_cast<double>(w.data<float>()[i]) -
+                                  static_cast<double>(awq.input_scale->data<float>()[k]) * dq.data<float>()[i];
+    }
+    for (int64_t r = 0; r < K; ++r)
+      for (int64_t c = 0; c < K; ++c)
+        direct += d[static_cast<size_t>(r)] * h.h[static_cast<size_t>(r * K + c)] * d[static_cast<size_t>(c)];
+  }
+  CHECK(direct == Approx(awq.error).epsilon(1e-3).margin(1e-9 * (e.rtn_out + 1e-30)));
   CHECK(weight_sse(w, clip.codes, clip.params) == Approx(clip.error));
   return e;
 }
@@ -105,6 +129,16 @@ TEST_CASE("clip search and GPTQ beat round to nearest on a weight with outliers 
     else
       CHECK(e.clip_w <= e.rtn_w);
     CHECK(e.gptq_out < e.rtn_out);
+    CHECK(e.awq_out <= e.rtn_out);
+  }
+  SECTION("AWQ: input channels with large activations keep more precision") {
+    // a few input channels 10x larger (LLM activation outliers): their weights' rounding dominates the output error
+    LayerHessian ho = h;
+    for (int64_t i = 0; i < K; ++i)
+      for (int64_t j = 0; j < K; ++j)
+        ho.h[static_cast<size_t>(i * K + j)] *= (i % 16 == 3 ? 10.0 : 1.0) * (j % 16 == 3 ? 10.0 : 1.0);
+    const Errors e = errors_of(w, 0, true, ho);
+    CHECK(e.awq_out < 0.9 * e.rtn_out);
   }
   SECTION("a Gemm transB weight [N, K] is read along its second axis") {
     std::vector<float> t(wv.size());
@@ -165,6 +199,7 @@ TEST_CASE("clip search and GPTQ have lower error than round to nearest on every 
         if (e.rtn_w == 0) {  // already on an int8 grid (mobilenetv2's classifier was exported from int8): exact
           CHECK(e.clip_w == 0);
           CHECK(e.gptq_out == 0);
+          CHECK(e.awq_out <= e.rtn_out);
           continue;
         }
         // int4 blocks: strictly lower. int8 per channel: never higher (a = 1 is RTN); a channel of 64 weights with
@@ -175,10 +210,18 @@ TEST_CASE("clip search and GPTQ have lower error than round to nearest on every 
           CHECK(e.clip_w <= e.rtn_w);
         // A layer whose input was all zeros on this sample (silero's state path with a zero state) has no output
         // error to lower.
-        if (e.rtn_out > 0)
+        if (e.rtn_out > 0) {
           CHECK(e.gptq_out < e.rtn_out);
-        else
+          // AWQ: int4 blocks strictly lower; int8 per channel never higher (alpha = 0 and no clipping is RTN: two of
+          // digits-vit's 64-wide MLP weights gain nothing from either at 255 levels)
+          if (blocked)
+            CHECK(e.awq_out < e.rtn_out);
+          else
+            CHECK(e.awq_out <= e.rtn_out);
+        } else {
           CHECK(e.gptq_out == 0);
+          CHECK(e.awq_out == 0);
+        }
       }
       ++layers;
     }

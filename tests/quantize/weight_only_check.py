@@ -8,6 +8,8 @@
 - Double-quantized block scales ("scale_bits": 8 and 4): each weight DQ's scale is the output of a DQ of uint8/uint4
   codes; ORT loads and runs it with optimisations all and disabled, equal to the interpreter (ORT then does not fuse
   MatMulNBits: the scale is no initializer), and the stored scale bytes shrink.
+- AWQ ("algorithm": "awq", with --data): one Mul by 1/s before each quantized MatMul, ORT (basic optimisations)
+  equals the interpreter.
 - GPTQ without --data: exit 2, the message names --data.
 """
 import json
@@ -186,6 +188,22 @@ def main():
                 d = float(np.abs(ort['logits'] - mine['logits']).max())
                 check(close(ort['logits'], mine['logits']),
                       f'{name}: ORT (optimisations {level}) logits = interpreter logits (max |d| {d:.1e})')
+
+        # AWQ: the layer input scaled by a Mul, the weight's codes those of S W.
+        out = os.path.join(work, 'awq.onnx')
+        cfg = config(work, 'awq', {'dtype': 'int4', 'symmetric': True, 'granularity': 'per_block', 'block_size': 32,
+                                   'algorithm': 'awq'}, ['MatMul', 'Gemm'])
+        r = quantize(work, cfg, out, data=True)
+        check(r.returncode == 0, f'awq: quantize exits 0 ({r.stderr.strip()[-200:]})')
+        if r.returncode == 0:
+            g = onnx.load(out).graph
+            muls = [n for n in g.node if n.op_type == 'Mul' and n.name.endswith('_awq_Mul')]
+            check(len(muls) == 29, f'awq: one Mul before each of the 29 quantized MatMuls ({len(muls)})')
+            basic = ort_basic(out, {'input_ids': ids}, os.path.join(work, 'awq_ort_basic'))
+            mine = qtool_run(out, {'input_ids': ids}, os.path.join(work, 'awq_qtool'))
+            check(close(basic['logits'], mine['logits']), 'awq: ORT (basic optimisations) logits = interpreter logits')
+        r = quantize(work, cfg, os.path.join(work, 'awq_nodata.onnx'))
+        check(r.returncode == 2 and '--data' in r.stderr, f'awq without --data: exit {r.returncode}')
 
         # GPTQ needs calibration inputs.
         gptq = os.path.join(ROOT, 'configs', 'int4-weight-only.json')

@@ -27,6 +27,8 @@ WeightResult quantize_weight_values(const WeightInput& in) {
       return quantize_clip_search(in);
     case WeightAlgorithm::Gptq:
       return quantize_gptq(in);
+    case WeightAlgorithm::Awq:
+      return quantize_awq(in);
   }
   throw InternalError("unknown weight algorithm");
 }
