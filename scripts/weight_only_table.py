@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Perplexity of llama2c-aidreams-260k per weight algorithm (docs/weight-only.md).
 
-usage: scripts/weight_only_table.py [--config configs/int4-weight-only.json] [--methods rtn,clip_search,gptq]
+usage: scripts/weight_only_table.py [--config configs/int4-weight-only.json] [--methods rtn,clip_search,gptq,awq]
 
 For each method, the config's MatMul/Gemm weight "algorithm" is set to it (the Gather embedding keeps the
 config's own), and tests/quantize/acceptance.py llama2c scores the result in ONNX Runtime 1.30: quantize with
@@ -22,7 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--config', default=os.path.join(ROOT, 'configs', 'int4-weight-only.json'))
-    ap.add_argument('--methods', default='rtn,clip_search,gptq')
+    ap.add_argument('--methods', default='rtn,clip_search,gptq,awq')
     a = ap.parse_args()
     base = json.load(open(a.config))
     rows = []

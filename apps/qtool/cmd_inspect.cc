@@ -95,6 +95,17 @@ ordered_json to_json(const ModelSummary& s) {
   p["by_dtype"] = ordered_json::object();
   for (const auto& [dt, t] : s.parameters.by_dtype)
     p["by_dtype"][std::string(dtype_name(dt))] = {{"count", t.count}, {"bytes", t.bytes}, {"tensors", t.tensors}};
+  auto uses_json = [](const std::map<DType, inspect::ConstantUse>& uses) {
+    ordered_json o = ordered_json::object();
+    for (const auto& [dt, u] : uses) {
+      ordered_json ops = ordered_json::object();
+      for (const auto& [op, n] : u.ops) ops[op] = n;
+      o[std::string(dtype_name(dt))] = {{"bytes", u.bytes}, {"tensors", u.tensors}, {"nodes", u.nodes}, {"ops", ops}};
+    }
+    return o;
+  };
+  j["weight_bytes"] = {{"weights", uses_json(s.weight_bytes.weights)},
+                       {"quantization_parameters", uses_json(s.weight_bytes.quant_params)}};
   auto& q = j["quantization"];
   q["quantized"] = s.quantization.quantized();
   q["quantize_linear"] = s.quantization.quantize_linear;
@@ -149,6 +160,25 @@ std::string to_text(const ModelSummary& s) {
   for (const auto& [dt, t] : p.by_dtype)
     prow.push_back({std::string(dtype_name(dt)), grouped(t.count), format_bytes(t.bytes), plural(t.tensors, "tensor")});
   os << table(prow, "  ", {false, true, true, false});
+
+  // "12 nodes: MatMul 10, Gather 2", op types by count
+  auto readers = [](const inspect::ConstantUse& u) {
+    std::vector<std::pair<std::string, int64_t>> by_count(u.ops.begin(), u.ops.end());
+    std::stable_sort(by_count.begin(), by_count.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    std::string out = plural(u.nodes, "node") + ":";
+    for (size_t i = 0; i < by_count.size(); ++i) out += (i ? ", " : " ") + by_count[i].first + " " + grouped(by_count[i].second);
+    return out;
+  };
+  std::vector<std::vector<std::string>> wrows;
+  for (const auto& [dt, u] : s.weight_bytes.weights)
+    wrows.push_back({"weights", std::string(dtype_name(dt)), format_bytes(u.bytes), plural(u.tensors, "tensor"),
+                     readers(u)});
+  for (const auto& [dt, u] : s.weight_bytes.quant_params)
+    wrows.push_back({"scales, zero points", std::string(dtype_name(dt)), format_bytes(u.bytes),
+                     plural(u.tensors, "tensor"), readers(u)});
+  if (!wrows.empty())
+    os << "\nweight bytes by stored dtype (through Q/DQ to the nodes that read them)\n"
+       << table(wrows, "  ", {false, false, true, false, false});
 
   const auto& q = s.quantization;
   os << "\nquantization  ";

@@ -239,8 +239,8 @@ Action add_quantize_command(CLI::App& app) {
       throw UsageError(
           "quantize: give activation ranges with --calib CALIB.json, or --data / --random to calibrate first");
     if (gptq && !samples)
-      throw BadInputError("quantize: the config's \"algorithm\": \"gptq\" needs calibration inputs: give --data (or "
-                       "--random)");
+      throw BadInputError("quantize: the config's \"algorithm\": \"gptq\" / \"awq\" needs calibration inputs: give "
+                          "--data (or --random)");
     // Cross-layer equalization changes the float weights and the ranges of the tensors between equalized pairs:
     // calibration runs on the equalized model, in memory.
     bool equalized = false;

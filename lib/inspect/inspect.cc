@@ -3,6 +3,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <set>
 #include <system_error>
 #include <unordered_map>
 
@@ -22,6 +23,7 @@ using onnxio::TensorSiteKind;
 struct ConstInfo {
   int32_t elem_type = 0;
   std::vector<int64_t> dims;
+  int64_t bytes = 0;  // storage bytes
 };
 
 bool is_default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
@@ -97,14 +99,17 @@ void add_param(Parameters& p, int32_t elem_type, int64_t count, int64_t bytes, b
   if (external) p.external_bytes += bytes;
 }
 
-void add_tensor_param(Parameters& p, const onnx::TensorProto& t) {
-  const int64_t count = onnxio::proto_numel(t);
+int64_t stored_bytes(const onnx::TensorProto& t) {
   int64_t bytes = onnxio::tensor_proto_bytes(t);
   if (t.data_type() == onnx::TensorProto::STRING) {
     bytes = 0;
     for (const auto& s : t.string_data()) bytes += static_cast<int64_t>(s.size());
   }
-  add_param(p, t.data_type(), count, std::max<int64_t>(bytes, 0), t.data_location() == onnx::TensorProto::EXTERNAL);
+  return std::max<int64_t>(bytes, 0);
+}
+
+void add_tensor_param(Parameters& p, const onnx::TensorProto& t) {
+  add_param(p, t.data_type(), onnxio::proto_numel(t), stored_bytes(t), t.data_location() == onnx::TensorProto::EXTERNAL);
 }
 
 // A Constant's value given as a scalar or list attribute (value_float(s), value_int(s), value_string(s)).
@@ -179,23 +184,36 @@ void set_granularity(WeightGroup& g, const onnx::NodeProto& node, const std::vec
   }
 }
 
-Quantization analyze_quantization(const onnx::ModelProto& model) {
-  Quantization q;
-  std::unordered_map<std::string, ConstInfo> consts;
-  std::unordered_map<std::string, const onnx::NodeProto*> producer;
+using ConstMap = std::unordered_map<std::string, ConstInfo>;
+
+// Initializers and Constant outputs of every graph, by name.
+ConstMap collect_consts(const onnx::ModelProto& model) {
+  ConstMap consts;
   onnxio::for_each_graph(model, [&](const onnx::GraphProto& g, int) {
     for (const auto& t : g.initializer())
-      consts[t.name()] = {t.data_type(), std::vector<int64_t>(t.dims().begin(), t.dims().end())};
+      consts[t.name()] = {t.data_type(), std::vector<int64_t>(t.dims().begin(), t.dims().end()), stored_bytes(t)};
     for (const auto& n : g.node()) {
-      for (const auto& o : n.output()) producer[o] = &n;
       if (n.op_type() != "Constant" || n.output_size() != 1) continue;
       for (const auto& a : n.attribute()) {
         if (a.name() == "value" && a.has_t())
-          consts[n.output(0)] = {a.t().data_type(), std::vector<int64_t>(a.t().dims().begin(), a.t().dims().end())};
+          consts[n.output(0)] = {a.t().data_type(), std::vector<int64_t>(a.t().dims().begin(), a.t().dims().end()),
+                                 stored_bytes(a.t())};
         else if (auto lc = list_constant(a))
-          consts[n.output(0)] = {lc->elem_type, lc->dims};
+          consts[n.output(0)] = {lc->elem_type, lc->dims, lc->bytes};
       }
     }
+  });
+  return consts;
+}
+
+Quantization analyze_quantization(const onnx::ModelProto& model, const ConstMap& consts) {
+  Quantization q;
+  std::unordered_map<std::string, const onnx::NodeProto*> producer;
+  std::set<std::string> qdq_params;  // values read as a Q/DQ scale or zero point
+  onnxio::for_each_node(model, [&](const onnx::NodeProto& n, int) {
+    for (const auto& o : n.output()) producer[o] = &n;
+    if (is_op(n, "QuantizeLinear") || is_op(n, "DequantizeLinear"))
+      for (int i = 1; i < n.input_size(); ++i) qdq_params.insert(n.input(i));
   });
   auto find_const = [&](const onnx::NodeProto& n, int i) -> const ConstInfo* {
     if (n.input_size() <= i || n.input(i).empty()) return nullptr;
@@ -213,6 +231,7 @@ Quantization analyze_quantization(const onnx::ModelProto& model) {
     }
     if (!is_op(n, "DequantizeLinear")) return;
     ++q.dequantize_linear;
+    if (n.output_size() > 0 && qdq_params.count(n.output(0))) return;  // expands double-quantized scales
     WeightGroup g{};
     const ConstInfo* x = find_const(n, 0);
     if (x) {  // a quantized weight stored as such
@@ -237,6 +256,50 @@ Quantization analyze_quantization(const onnx::ModelProto& model) {
   });
   for (auto& [key, g] : groups) q.weights.push_back(g);
   return q;
+}
+
+// Follows each constant through the Q/DQ nodes that take it as their input 0 to the nodes that finally read it:
+// a compute node makes it a weight, a Q/DQ scale or zero point input makes it a quantization parameter.
+WeightBytes analyze_weight_bytes(const onnx::ModelProto& model, const ConstMap& consts) {
+  std::unordered_map<std::string, std::vector<std::pair<const onnx::NodeProto*, int>>> readers;
+  onnxio::for_each_node(model, [&](const onnx::NodeProto& n, int) {
+    for (int i = 0; i < n.input_size(); ++i)
+      if (!n.input(i).empty()) readers[n.input(i)].emplace_back(&n, i);
+  });
+  auto is_qdq = [](const onnx::NodeProto& n) { return is_op(n, "QuantizeLinear") || is_op(n, "DequantizeLinear"); };
+  WeightBytes out;
+  std::map<std::pair<bool, DType>, std::set<const onnx::NodeProto*>> nodes;  // (is weight, dtype) -> readers
+  for (const auto& [name, c] : consts) {
+    std::set<const onnx::NodeProto*> compute, params;
+    std::vector<std::pair<std::string, int>> todo = {{name, 0}};
+    while (!todo.empty()) {
+      auto [value, depth] = todo.back();
+      todo.pop_back();
+      auto it = readers.find(value);
+      if (it == readers.end()) continue;
+      for (const auto& [n, i] : it->second) {
+        if (!is_qdq(*n))
+          compute.insert(n);
+        else if (i > 0)
+          params.insert(n);
+        else if (depth < 8 && n->output_size() > 0)  // a chain of Q/DQ on one constant is short; 8 bounds a cycle
+          todo.emplace_back(n->output(0), depth + 1);
+      }
+    }
+    if (compute.empty() && params.empty()) continue;
+    const bool weight = !compute.empty();
+    const DType dt = dtype_or_undefined(c.elem_type);
+    ConstantUse& u = (weight ? out.weights : out.quant_params)[dt];
+    u.bytes += c.bytes;
+    ++u.tensors;
+    nodes[{weight, dt}].merge(weight ? compute : params);
+  }
+  for (const auto& [key, set] : nodes) {
+    ConstantUse& u = (key.first ? out.weights : out.quant_params)[key.second];
+    u.nodes = static_cast<int64_t>(set.size());
+    for (const onnx::NodeProto* n : set) ++u.ops[op_key(*n)];
+  }
+  return out;
 }
 
 }  // namespace
@@ -289,7 +352,9 @@ ModelSummary summarize(const onnx::ModelProto& model) {
                          (site.kind == TensorSiteKind::SparseValues && (in_constant || !site.node));
     if (counted) add_tensor_param(s.parameters, t);
   });
-  s.quantization = analyze_quantization(model);
+  const ConstMap consts = collect_consts(model);
+  s.quantization = analyze_quantization(model, consts);
+  s.weight_bytes = analyze_weight_bytes(model, consts);
   return s;
 }
 

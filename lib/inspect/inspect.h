@@ -70,6 +70,23 @@ struct Quantization {
   bool quantized() const { return quantize_linear > 0 || dequantize_linear > 0; }
 };
 
+// Constants by the stored dtype of what they hold. A weight is a constant a compute node reads, directly or
+// through QuantizeLinear/DequantizeLinear (an int4 MatMul weight counts as int4, used by the MatMul). A
+// quantization parameter is a constant that ends as a Q/DQ scale or zero point, also when a DequantizeLinear
+// first expands it from smaller codes (double-quantized block scales count as their codes' dtype). Constants
+// nothing reads are in neither.
+struct ConstantUse {
+  int64_t bytes = 0;
+  int64_t tensors = 0;
+  int64_t nodes = 0;                     // distinct nodes that read them (compute nodes, or Q/DQ for parameters)
+  std::map<std::string, int64_t> ops;  // those nodes by op key
+};
+
+struct WeightBytes {
+  std::map<DType, ConstantUse> weights;
+  std::map<DType, ConstantUse> quant_params;
+};
+
 struct ModelSummary {
   std::filesystem::path path;
   int64_t file_bytes = 0;
@@ -84,6 +101,7 @@ struct ModelSummary {
   int64_t subgraph_count = 0;
   Parameters parameters;
   Quantization quantization;
+  WeightBytes weight_bytes;
 };
 
 // Summarizes a model already in memory (external tensors are counted from their dims, not read).

@@ -28,7 +28,7 @@ struct Names {
 constexpr std::array kGranularityNames = {Names{"per_tensor", 0}, Names{"per_channel", 1}, Names{"per_block", 2}};
 constexpr std::array kRoundingNames = {Names{"nearest", 0}, Names{"kernel_sum", 1}};
 constexpr std::array kTargetNames = {Names{"ort-cpu", 0}, Names{"tensorrt", 1}};
-constexpr std::array kWeightAlgorithmNames = {Names{"rtn", 0}, Names{"clip_search", 1}, Names{"gptq", 2}};
+constexpr std::array kWeightAlgorithmNames = {Names{"rtn", 0}, Names{"clip_search", 1}, Names{"gptq", 2}, Names{"awq", 3}};
 
 // Parsing context: the source file and JSON path, for error messages.
 class Ctx {
@@ -126,7 +126,8 @@ void check_zero_point(const Ctx& ctx, int64_t zp, DType d, const std::string& pa
 TensorSettingsPatch parse_patch(const Ctx& ctx, const json& j, const std::string& path, SlotKind kind) {
   ctx.object(j, path,
              {"dtype", "symmetric", "granularity", "axis", "block_size", "narrow_range", "reduce_range", "saturation_safe", "method",
-              "rounding", "algorithm", "percentile", "range", "scale", "zero_point", "shared_with_inputs"});
+              "rounding", "algorithm", "scale_bits", "scale_block_size", "percentile", "range", "scale", "zero_point",
+              "shared_with_inputs"});
   TensorSettingsPatch p;
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();
@@ -165,6 +166,14 @@ TensorSettingsPatch parse_patch(const Ctx& ctx, const json& j, const std::string
     } else if (k == "algorithm") {
       p.algorithm = static_cast<WeightAlgorithm>(ctx.choice(v, kp, kWeightAlgorithmNames));
       if (kind != SlotKind::Weight) ctx.fail(kp, "algorithm applies to weights only");
+    } else if (k == "scale_bits") {
+      p.scale_bits = ctx.integer(v, kp);
+      if (*p.scale_bits != 8 && *p.scale_bits != 4) ctx.fail(kp, "scale_bits must be 8 or 4, got " + v.dump());
+      if (kind != SlotKind::Weight) ctx.fail(kp, "scale_bits applies to weights only");
+    } else if (k == "scale_block_size") {
+      p.scale_block_size = ctx.integer(v, kp);
+      if (*p.scale_block_size < 1) ctx.fail(kp, "scale_block_size must be at least 1, got " + v.dump());
+      if (kind != SlotKind::Weight) ctx.fail(kp, "scale_block_size applies to weights only");
     } else if (k == "percentile") {
       const double pc = ctx.number(v, kp);
       if (!(pc > 50.0 && pc <= 100.0)) ctx.fail(kp, "percentile must be in (50, 100], got " + v.dump());
@@ -292,6 +301,8 @@ void apply_patch(TensorSettings& s, const TensorSettingsPatch& p) {
   if (p.percentile) s.percentile = *p.percentile;
   if (p.rounding) s.rounding = *p.rounding;
   if (p.algorithm) s.algorithm = *p.algorithm;
+  if (p.scale_bits) s.scale_bits = *p.scale_bits;
+  if (p.scale_block_size) s.scale_block_size = *p.scale_block_size;
   if (p.range) s.range = p.range;
   if (p.scale) s.scale = p.scale;
   if (p.zero_point) s.zero_point = p.zero_point;

@@ -38,8 +38,10 @@ enum class Rounding { Nearest, KernelSum };
 enum class Target { OrtCpu, TensorRT };
 
 // How weight codes are chosen (lib/quantize/weights/): round to nearest, a per-group clipping search that minimises
-// the weight's reconstruction error, or GPTQ, which minimises the layer-output error on calibration inputs.
-enum class WeightAlgorithm { Rtn, ClipSearch, Gptq };
+// the weight's reconstruction error, or GPTQ / AWQ, which minimise the layer-output error on calibration inputs.
+enum class WeightAlgorithm { Rtn, ClipSearch, Gptq, Awq };
+// Algorithms that need the layer's calibration inputs (a Hessian per MatMul/Gemm input): GPTQ and AWQ.
+inline bool needs_layer_inputs(WeightAlgorithm a) { return a == WeightAlgorithm::Gptq || a == WeightAlgorithm::Awq; }
 
 std::string_view granularity_name(Granularity g);
 std::string_view rounding_name(Rounding r);
@@ -59,6 +61,8 @@ struct TensorSettingsPatch {
   std::optional<RangeMethod> method;
   std::optional<Rounding> rounding;
   std::optional<WeightAlgorithm> algorithm;  // weights only
+  std::optional<int64_t> scale_bits;        // per_block weights: block scales as 8- or 4-bit codes (weights/double_quant.h)
+  std::optional<int64_t> scale_block_size;  // with scale_bits: block scales per float
   std::optional<double> percentile;                // parameter of method percentile (used when qtool calibrates itself)
   std::optional<std::pair<double, double>> range;  // fixed [lo, hi], ignores calibration
   std::optional<double> scale;                     // fixed scale (with zero_point), e.g. Sigmoid 1/256
@@ -93,6 +97,8 @@ struct TensorSettings {
   double percentile = 99.999;
   Rounding rounding = Rounding::Nearest;
   WeightAlgorithm algorithm = WeightAlgorithm::Rtn;
+  int64_t scale_bits = 0;  // 0: float block scales
+  int64_t scale_block_size = 256;
   std::optional<std::pair<double, double>> range;
   std::optional<double> scale;
   std::optional<int64_t> zero_point;

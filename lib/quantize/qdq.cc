@@ -15,6 +15,7 @@
 #include "quantize/op_roles.h"
 #include "quantize/qparams.h"
 #include "quantize/saturation.h"
+#include "quantize/weights/double_quant.h"
 #include "quantize/weights/weight_quantizer.h"
 
 namespace qtool::quantize {
@@ -288,14 +289,19 @@ class QdqBuilder {
     WeightInput in{w, ws, axis};
     if (ws.saturation_safe)
       in.pair_sums = u8s8_pair_sums(node, w, ws.granularity == Granularity::PerChannel ? axis : -1);
-    if (ws.algorithm == WeightAlgorithm::Gptq) {
+    if (needs_layer_inputs(ws.algorithm)) {
+      const std::string algo = "\"algorithm\": \"" + std::string(weight_algorithm_name(ws.algorithm)) + "\"";
       const bool layer = (node.op_type() == "MatMul" || node.op_type() == "Gemm") && k == 1 && w.rank() == 2;
       if (!layer)
-        throw BadInputError("node '" + node.name() + "' (" + node.op_type() + "): \"algorithm\": \"gptq\" applies to " +
+        throw BadInputError("node '" + node.name() + "' (" + node.op_type() + "): " + algo + " applies to " +
                             "2-D MatMul/Gemm weights; use \"clip_search\" or \"rtn\" for this node's weight");
+      if (ws.algorithm == WeightAlgorithm::Awq && (q.activation || attr_int(node, "transA", 0) != 0))
+        throw BadInputError("node '" + node.name() + "' (" + node.op_type() + "): " + algo + " scales the layer's " +
+                            "input by a Mul, so it applies to weight-only rules (\"activation\": null) and Gemm " +
+                            "without transA; use \"gptq\" here");
       auto h = hessians_ ? hessians_->find(node.input(0)) : LayerHessians::const_iterator();
       if (!hessians_ || h == hessians_->end())
-        throw BadInputError("node '" + node.name() + "': \"algorithm\": \"gptq\" needs the layer's calibration inputs: " +
+        throw BadInputError("node '" + node.name() + "': " + algo + " needs the layer's calibration inputs: " +
                          "run qtool quantize with --data (or --random)");
       in.k_axis = weight_block_axis(node, w.rank());
       in.hessian = &h->second;
@@ -307,7 +313,29 @@ class QdqBuilder {
       widen_for_bias(p, *bias, *input_scale);
       if (p.scales() != before) r.codes = quantize_tensor(w, p, ws.rounding);
     }
-    const std::string dq = add_const_dq(name, std::move(r.codes), p, i);
+    std::optional<ScaleCodes> scale_codes;
+    if (ws.scale_bits > 0) {
+      if (p.block_size == 0 || w.rank() != 2)
+        throw BadInputError("node '" + node.name() + "' (" + node.op_type() + "): \"scale_bits\" double-quantizes the " +
+                            "scales of per_block 2-D weights; give this weight \"granularity\": \"per_block\" or " +
+                            "drop scale_bits");
+      scale_codes = double_quantize_scales(p, r.codes, ws.scale_bits, ws.scale_block_size);
+    }
+    if (r.input_scale) {  // AWQ: x W = (x * input_scale) (W / input_scale)
+      const std::string x = g_.node(i).input(0);
+      const std::string sn = g_.unique_name(name + "_awq_input_scale");
+      const std::string out = g_.unique_name(x + "_awq_scaled");
+      g_.set_initializer(sn, *r.input_scale);
+      onnx::NodeProto mul;
+      mul.set_op_type("Mul");
+      mul.set_name(g_.unique_name(name + "_awq_Mul"));
+      mul.add_input(x);
+      mul.add_input(sn);
+      mul.add_output(out);
+      g_.insert_before(i, std::move(mul));
+      g_.node(i).set_input(0, out);
+    }
+    const std::string dq = add_const_dq(name, std::move(r.codes), p, i, scale_codes ? &*scale_codes : nullptr);
     g_.node(i).set_input(k, dq);
     ++report_.weights_quantized;
     report_.weight_tensors.push_back(name);
@@ -568,13 +596,31 @@ class QdqBuilder {
   }
 
   // Integer initializer + scale + zero point + DequantizeLinear before node `before`; returns the DQ output.
-  std::string add_const_dq(const std::string& name, const Tensor& q, const QParams& p, int before) {
+  // `scale_codes`: the scale is not stored but expanded from its codes by a DequantizeLinear (double_quant.h).
+  std::string add_const_dq(const std::string& name, const Tensor& q, const QParams& p, int before,
+                           const ScaleCodes* scale_codes = nullptr) {
     const std::string qn = g_.unique_name(name + "_quantized");
     const std::string sn = g_.unique_name(name + "_scale");
     const std::string zn = g_.unique_name(name + "_zero_point");
     const std::string out = g_.unique_name(name + "_dq");
     g_.set_initializer(qn, q);
-    g_.set_initializer(sn, p.scale);
+    if (scale_codes) {
+      const std::string cn = g_.unique_name(name + "_scale_codes");
+      const std::string csn = g_.unique_name(name + "_scale_codes_scale");
+      g_.set_initializer(cn, scale_codes->codes);
+      g_.set_initializer(csn, scale_codes->scale);
+      onnx::NodeProto sdq;
+      sdq.set_op_type("DequantizeLinear");
+      sdq.set_name(g_.unique_name(name + "_scale_DequantizeLinear"));
+      sdq.add_input(cn);
+      sdq.add_input(csn);
+      sdq.add_output(sn);
+      set_attr_int(sdq, "axis", scale_codes->axis);
+      set_attr_int(sdq, "block_size", scale_codes->block_size);
+      g_.insert_before(before, std::move(sdq));  // queued ahead of the weight's DQ
+    } else {
+      g_.set_initializer(sn, p.scale);
+    }
     g_.set_initializer(zn, p.zero_point);
     onnx::NodeProto dq;
     dq.set_op_type("DequantizeLinear");

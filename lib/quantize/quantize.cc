@@ -165,11 +165,12 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
   s.prepare = prepare_model(model, std::max<int64_t>(13, config.required_opset()));
   const AccuracyGuardSettings& gs = config.accuracy_guard();
   const bool guard = gs.enabled && !options.samples.empty();
-  // GPTQ layers: the Hessians of their inputs, from the float model on the calibration samples.
+  // GPTQ and AWQ layers: the Hessians of their inputs, from the float model on the calibration samples.
   LayerHessians hessians;
   if (const auto inputs = gptq_layer_inputs(model, config); !inputs.empty()) {
     if (options.samples.empty())
-      throw BadInputError("\"algorithm\": \"gptq\" needs calibration inputs: give qtool quantize --data (or --random)");
+      throw BadInputError("\"algorithm\": \"gptq\" / \"awq\" needs calibration inputs: give qtool quantize --data (or "
+                          "--random)");
     hessians = collect_hessians(model, inputs, options.samples, options.threads);
   }
   std::vector<BiasCorrection> corrections;

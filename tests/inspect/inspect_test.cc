@@ -375,6 +375,13 @@ TEST_CASE("inspect on the bundled tiny models: subgraphs, QDQ granularity, exter
   CHECK(qdq["weights"] ==
         json::array({{{"dtype", "int8"}, {"granularity", "per-channel"}, {"axis", 0}, {"count", 2}}}));
   CHECK(qdq["activations"] == json{{"uint8", 2}});
+  // weight bytes by stored dtype (ONNX 1.12 numpy_helper nbytes): conv.weight.q 216 + fc.weight.q 80 as int8,
+  // the two float biases 32 + 40; scales/zero points apart
+  const json wb = inspect_json(models / "tiny_qdq.onnx")["weight_bytes"];
+  CHECK(wb["weights"]["int8"] == json{{"bytes", 296}, {"tensors", 2}, {"nodes", 2}, {"ops", {{"Conv", 1}, {"Gemm", 1}}}});
+  CHECK(wb["weights"]["float"]["bytes"] == 72);
+  CHECK(wb["quantization_parameters"]["float"]["bytes"] == 4 + 32 + 40 + 4);
+  CHECK(wb["quantization_parameters"]["int8"]["bytes"] == 8 + 10);
 
   const json ext = inspect_json(models / "tiny_external.onnx");
   CHECK(ext["parameters"]["count"] == 64 * 128 + 128 + 128 * 10 + 10);
@@ -390,4 +397,5 @@ TEST_CASE("inspect prints an aligned text report") {
   CHECK_THAT(r.out, Catch::Contains("  DequantizeLinear   4\n"));
   CHECK_THAT(r.out, Catch::Contains("quantization  QuantizeLinear 2, DequantizeLinear 4\n"));
   CHECK_THAT(r.out, Catch::Contains("weights      int8   per-channel (axis 0)  2 tensors"));
+  CHECK_THAT(r.out, Catch::Contains("  weights              int8   296 B  2 tensors  2 nodes: Conv 1, Gemm 1\n"));
 }

@@ -162,3 +162,52 @@ TEST_CASE("parameters include Constant values (tensor and list forms) in subgrap
   CHECK(s.parameters.tensors == 2);
   CHECK(!s.quantization.quantized());
 }
+
+TEST_CASE("weight bytes follow constants through Q/DQ to the nodes that read them") {
+  Builder b;
+  using T = onnx::TensorProto;
+  // an int4 block-quantized weight read by two MatMuls, its float scales stored as uint8 codes expanded by a
+  // DequantizeLinear (double quantization) whose own scale is one float per row
+  b.init("w", kInt4, {64, 8});
+  b.init("codes", T::UINT8, {2, 8});
+  b.init("code_scale", T::FLOAT, {1, 8});
+  b.node("DequantizeLinear", {"codes", "code_scale"}, {"w.scale"});
+  b.node("DequantizeLinear", {"w", "w.scale"}, {"w.dq"});
+  b.node("MatMul", {"x", "w.dq"}, {"y1"});
+  b.node("MatMul", {"z", "w.dq"}, {"y2"});
+  // an int8 embedding quantized from float by Q -> DQ, read by a Gather
+  b.init("emb", T::FLOAT, {10, 4});
+  b.init("es", T::FLOAT, {});
+  b.init("ez", T::INT8, {});
+  b.node("QuantizeLinear", {"emb", "es", "ez"}, {"emb.q"});
+  b.node("DequantizeLinear", {"emb.q", "es", "ez"}, {"emb.dq"});
+  b.node("Gather", {"emb.dq", "ids"}, {"e"});
+  // a float constant read directly, and one nothing reads
+  b.init("gamma", T::FLOAT, {8});
+  b.node("Mul", {"y1", "gamma"}, {"y3"});
+  b.init("unused", T::FLOAT, {100});
+
+  const ModelSummary s = summarize(b.m);
+  // the DQ expanding the scale codes is not a quantized weight
+  REQUIRE(s.quantization.weights.size() == 2);
+  CHECK(s.quantization.weights[0].dtype == DType::Int8);
+  CHECK(s.quantization.weights[1].dtype == DType::Int4);
+  const WeightBytes& wb = s.weight_bytes;
+  REQUIRE(wb.weights.size() == 2);
+  const ConstantUse& i4 = wb.weights.at(DType::Int4);
+  CHECK(i4.bytes == 64 * 8 / 2);
+  CHECK(i4.tensors == 1);
+  CHECK(i4.nodes == 2);
+  CHECK(i4.ops == std::map<std::string, int64_t>{{"MatMul", 2}});
+  const ConstantUse& f = wb.weights.at(DType::Float32);  // emb (through Q/DQ) and gamma
+  CHECK(f.bytes == 4 * (10 * 4 + 8));
+  CHECK(f.tensors == 2);
+  CHECK(f.ops == std::map<std::string, int64_t>{{"Gather", 1}, {"Mul", 1}});
+  // scales and zero points: the uint8 codes count as uint8, not as the float scale they expand to
+  REQUIRE(wb.quant_params.size() == 3);
+  CHECK(wb.quant_params.at(DType::UInt8).bytes == 16);
+  CHECK(wb.quant_params.at(DType::UInt8).nodes == 1);
+  CHECK(wb.quant_params.at(DType::Float32).bytes == 4 * (8 + 1));  // code_scale, es
+  CHECK(wb.quant_params.at(DType::Float32).nodes == 3);            // the codes' DQ, the embedding's Q and DQ
+  CHECK(wb.quant_params.at(DType::Int8).bytes == 1);
+}

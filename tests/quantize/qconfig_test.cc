@@ -235,10 +235,31 @@ TEST_CASE("qconfig: weight \"algorithm\" is rtn by default, set per rule, weight
   CHECK(c.resolve("m", "MatMul").weight->algorithm == WeightAlgorithm::Gptq);
   CHECK(c.resolve("g", "Gather").weight->algorithm == WeightAlgorithm::ClipSearch);
   CHECK(QConfig::builtin_default().resolve("c", "Conv").weight->algorithm == WeightAlgorithm::Rtn);
-  CHECK(error_of(wrap(R"("global": {"weight": {"algorithm": "awq"}})")) ==
-        "config.json: $.global.weight.algorithm: expected one of rtn, clip_search, gptq, got \"awq\"");
+  CHECK(c.resolve("m", "MatMul").weight->algorithm != WeightAlgorithm::Awq);
+  CHECK(QConfig::parse(wrap(R"("global": {"weight": {"algorithm": "awq"}})"), "c").resolve("m", "MatMul").weight->algorithm ==
+        WeightAlgorithm::Awq);
+  CHECK(error_of(wrap(R"("global": {"weight": {"algorithm": "omniquant"}})")) ==
+        "config.json: $.global.weight.algorithm: expected one of rtn, clip_search, gptq, awq, got \"omniquant\"");
   CHECK(error_of(wrap(R"("global": {"activation": {"algorithm": "rtn"}})")) ==
         "config.json: $.global.activation.algorithm: algorithm applies to weights only");
+}
+
+TEST_CASE("qconfig: scale_bits double-quantizes block scales, 8 or 4 bits, weights only") {
+  const QConfig c = QConfig::parse(
+      wrap(R"("global": {"activation": null, "weight": {"dtype": "int4", "granularity": "per_block", "block_size": 32,
+           "scale_bits": 8}}, "op_types": {"Gather": {"weight": {"scale_bits": 4, "scale_block_size": 16}}})"),
+      "c");
+  CHECK(c.resolve("m", "MatMul").weight->scale_bits == 8);
+  CHECK(c.resolve("m", "MatMul").weight->scale_block_size == 256);
+  CHECK(c.resolve("g", "Gather").weight->scale_bits == 4);
+  CHECK(c.resolve("g", "Gather").weight->scale_block_size == 16);
+  CHECK(QConfig::builtin_default().resolve("c", "Conv").weight->scale_bits == 0);
+  CHECK(error_of(wrap(R"("global": {"weight": {"scale_bits": 6}})")) ==
+        "config.json: $.global.weight.scale_bits: scale_bits must be 8 or 4, got 6");
+  CHECK(error_of(wrap(R"("global": {"weight": {"scale_block_size": 0}})")) ==
+        "config.json: $.global.weight.scale_block_size: scale_block_size must be at least 1, got 0");
+  CHECK(error_of(wrap(R"("global": {"activation": {"scale_bits": 8}})")) ==
+        "config.json: $.global.activation.scale_bits: scale_bits applies to weights only");
 }
 
 TEST_CASE("qconfig: weight_algorithms are booleans with known names, off when absent") {

@@ -1,4 +1,4 @@
-// Weight algorithms (lib/quantize/weights): clip search lowers the weight's reconstruction error and GPTQ the
+// Weight algorithms (lib/quantize/weights): clip search lowers the weight's reconstruction error and GPTQ and AWQ the
 // layer-output error below round to nearest's, on tiny inline weights and on every 2-D MatMul/Gemm weight of the
 // shared models (int4, blocks of 32 along the reduction axis, and int8 per output channel), with the Hessians of
 // the layers' inputs on one real input per model.
@@ -13,6 +13,8 @@
 #include "onnx/model_io.h"
 #include "onnx/tensor_proto.h"
 #include "quantize/op_roles.h"
+#include "numerics/qdq.h"
+#include "quantize/weights/double_quant.h"
 #include "quantize/weights/layer_inputs.h"
 #include "quantize/weights/weight_quantizer.h"
 #include "tensorio/tensorio.h"
@@ -43,7 +45,7 @@ TensorSettings int8_channels(WeightAlgorithm a) {
 }
 
 struct Errors {
-  double rtn_w, clip_w, rtn_out, gptq_out;
+  double rtn_w, clip_w, rtn_out, gptq_out, awq_out;
 };
 
 // W: [K, N] (k_axis 0) or [N, K] (k_axis 1).
@@ -56,12 +58,36 @@ Errors errors_of(const Tensor& w, int64_t k_axis, bool blocked, const LayerHessi
     return quantize_weight_values(in);
   };
   const WeightResult rtn = run(WeightAlgorithm::Rtn), clip = run(WeightAlgorithm::ClipSearch),
-                     gptq = run(WeightAlgorithm::Gptq);
+                     gptq = run(WeightAlgorithm::Gptq), awq = run(WeightAlgorithm::Awq);
   e.rtn_w = rtn.error;
   e.clip_w = clip.error;
   e.rtn_out = output_sse(w, rtn.codes, rtn.params, k_axis, h);
   e.gptq_out = gptq.error;
+  e.awq_out = awq.error;
   CHECK(std::string(gptq.metric) == "output_sse");
+  CHECK(std::string(awq.metric) == "output_sse");
+  REQUIRE(awq.input_scale);
+  // AWQ's error is that of the float layer x W against (x * input_scale) DQ(codes), recomputed here from scratch
+  const Tensor dq = numerics::dequantize_linear(awq.codes, awq.params.scale, &awq.params.zero_point, [&] {
+    numerics::QdqAttrs a;
+    a.axis = awq.params.axis >= 0 ? awq.params.axis : 1;
+    a.block_size = awq.params.block_size;
+    return a;
+  }());
+  const int64_t K = h.k, N = w.dim(1 - k_axis);
+  double direct = 0;
+  std::vector<double> d(static_cast<size_t>(K));
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t i = k_axis == 0 ? k * N + n : n * K + k;
+      d[static_cast<size_t>(k)] = static_cast<double>(w.data<float>()[i]) -
+                                  static_cast<double>(awq.input_scale->data<float>()[k]) * dq.data<float>()[i];
+    }
+    for (int64_t r = 0; r < K; ++r)
+      for (int64_t c = 0; c < K; ++c)
+        direct += d[static_cast<size_t>(r)] * h.h[static_cast<size_t>(r * K + c)] * d[static_cast<size_t>(c)];
+  }
+  CHECK(direct == Approx(awq.error).epsilon(1e-3).margin(1e-9 * (e.rtn_out + 1e-30)));
   CHECK(weight_sse(w, clip.codes, clip.params) == Approx(clip.error));
   return e;
 }
@@ -103,6 +129,16 @@ TEST_CASE("clip search and GPTQ beat round to nearest on a weight with outliers 
     else
       CHECK(e.clip_w <= e.rtn_w);
     CHECK(e.gptq_out < e.rtn_out);
+    CHECK(e.awq_out <= e.rtn_out);
+  }
+  SECTION("AWQ: input channels with large activations keep more precision") {
+    // a few input channels 10x larger (LLM activation outliers): their weights' rounding dominates the output error
+    LayerHessian ho = h;
+    for (int64_t i = 0; i < K; ++i)
+      for (int64_t j = 0; j < K; ++j)
+        ho.h[static_cast<size_t>(i * K + j)] *= (i % 16 == 3 ? 10.0 : 1.0) * (j % 16 == 3 ? 10.0 : 1.0);
+    const Errors e = errors_of(w, 0, true, ho);
+    CHECK(e.awq_out < 0.9 * e.rtn_out);
   }
   SECTION("FP8 per-channel weights: GPTQ rounds to the format's values and beats round to nearest") {
     for (DType dt : {DType::Float8E4M3FN, DType::Float8E5M2}) {
@@ -179,6 +215,7 @@ TEST_CASE("clip search and GPTQ have lower error than round to nearest on every 
         if (e.rtn_w == 0) {  // already on an int8 grid (mobilenetv2's classifier was exported from int8): exact
           CHECK(e.clip_w == 0);
           CHECK(e.gptq_out == 0);
+          CHECK(e.awq_out <= e.rtn_out);
           continue;
         }
         // int4 blocks: strictly lower. int8 per channel: never higher (a = 1 is RTN); a channel of 64 weights with
@@ -189,13 +226,60 @@ TEST_CASE("clip search and GPTQ have lower error than round to nearest on every 
           CHECK(e.clip_w <= e.rtn_w);
         // A layer whose input was all zeros on this sample (silero's state path with a zero state) has no output
         // error to lower.
-        if (e.rtn_out > 0)
+        if (e.rtn_out > 0) {
           CHECK(e.gptq_out < e.rtn_out);
-        else
+          // AWQ: int4 blocks strictly lower; int8 per channel never higher (alpha = 0 and no clipping is RTN: two of
+          // digits-vit's 64-wide MLP weights gain nothing from either at 255 levels)
+          if (blocked)
+            CHECK(e.awq_out < e.rtn_out);
+          else
+            CHECK(e.awq_out <= e.rtn_out);
+        } else {
           CHECK(e.gptq_out == 0);
+          CHECK(e.awq_out == 0);
+        }
       }
       ++layers;
     }
   }
   if (std::filesystem::exists(test::shared_models())) CHECK(layers >= 50);  // 58 when written: a model that stops loading is noticed
+}
+
+TEST_CASE("double quantization stores block scales as codes that DequantizeLinear expands to the scale used") {
+  const int64_t K = 128, N = 6;  // int4 blocks of 32 along K: scales [4, 6], code groups of 4 along N
+  std::mt19937 rng(3);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> wv(static_cast<size_t>(K * N));
+  for (size_t i = 0; i < wv.size(); ++i) wv[i] = g(rng) * (1.0f + static_cast<float>(i % 7));  // scales vary
+  const Tensor w = Tensor::from_vector<float>({K, N}, wv);
+  for (int64_t bits : {8, 4}) {
+    INFO(bits << "-bit scale codes");
+    WeightResult r = quantize_weight_values(WeightInput{w, int4_blocks(WeightAlgorithm::Rtn), 0});
+    const std::vector<float> before = r.params.scales();
+    const double rtn_error = r.error;
+    QParams p = r.params;
+    const ScaleCodes sc = double_quantize_scales(p, r.codes, bits, 4);
+    REQUIRE(sc.codes.shape() == Shape{4, 6});
+    CHECK(sc.codes.dtype() == (bits == 8 ? DType::UInt8 : DType::UInt4));
+    CHECK(sc.scale.shape() == Shape{4, 2});  // ceil(6 / 4) floats per row of scales
+    CHECK(sc.axis == 1);
+    // the scale the weight DQ uses is exactly what DequantizeLinear makes of the codes
+    numerics::QdqAttrs a;
+    a.axis = sc.axis;
+    a.block_size = sc.block_size;
+    const Tensor expanded = numerics::dequantize_linear(sc.codes, sc.scale, nullptr, a);
+    CHECK(std::memcmp(expanded.raw(), p.scale.raw(), 4 * 24) == 0);
+    // each scale moved by at most half its group's step, and no code is 0
+    const std::vector<float> after = p.scales();
+    const float* c = sc.scale.data<float>();
+    for (int64_t i = 0; i < 24; ++i) {
+      const float step = c[(i / 6) * 2 + (i % 6) / 4];
+      CHECK(std::fabs(after[static_cast<size_t>(i)] - before[static_cast<size_t>(i)]) <= 0.5f * step * 1.0001f);
+      CHECK(after[static_cast<size_t>(i)] > 0.0f);
+    }
+    // the weight codes were re-rounded to the new scales: the error grows, by little at 8 bits
+    const double e = weight_sse(w, r.codes, p);
+    CHECK(e >= rtn_error * 0.98);
+    if (bits == 8) CHECK(e <= rtn_error * 1.05);
+  }
 }

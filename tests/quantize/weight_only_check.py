@@ -5,6 +5,11 @@
   ORT on the float model whose table is replaced by the dequantized codes (decoded here from the int4/int8 bytes).
 - int4 MatMul weights (blocked DequantizeLinear, opset 21) run in ORT with every optimisation and match the
   interpreter; the script prints which ops ORT's optimised graph holds (MatMulNBits when it fuses).
+- Double-quantized block scales ("scale_bits": 8 and 4): each weight DQ's scale is the output of a DQ of uint8/uint4
+  codes; ORT loads and runs it with optimisations all and disabled, equal to the interpreter (ORT then does not fuse
+  MatMulNBits: the scale is no initializer), and the stored scale bytes shrink.
+- AWQ ("algorithm": "awq", with --data): one Mul by 1/s before each quantized MatMul, ORT (basic optimisations)
+  equals the interpreter.
 - GPTQ without --data: exit 2, the message names --data.
 """
 import json
@@ -156,6 +161,49 @@ def main():
               f'DequantizeLinear {ops.get("DequantizeLinear", 0)}, MatMul {ops.get("MatMul", 0)}; '
               f'max |logit d| vs interpreter {d:.3f} (max |logit| {float(np.abs(mine["logits"]).max()):.1f})')
         check(d <= 0.05 * float(np.abs(mine['logits']).max()), 'int4 MatMul: ORT (all optimisations) logits within 5 %')
+
+        # Double-quantized block scales: uint8 / uint4 codes -> DQ -> the weight DQ's scale.
+        for bits, code_type in ((8, 2), (4, 21)):
+            name = f'scale_bits{bits}'
+            out = os.path.join(work, name + '.onnx')
+            cfg = config(work, name, {'dtype': 'int4', 'symmetric': True, 'granularity': 'per_block', 'block_size': 32,
+                                      'scale_bits': bits, 'scale_block_size': 64}, ['MatMul', 'Gemm', 'Gather'])
+            r = quantize(work, cfg, out)
+            check(r.returncode == 0, f'{name}: quantize exits 0 ({r.stderr.strip()[-200:]})')
+            if r.returncode:
+                continue
+            g = onnx.load(out).graph
+            inits = {i.name: i for i in g.initializer}
+            dqs = [n for n in g.node if n.op_type == 'DequantizeLinear']
+            weight_dqs = [n for n in dqs if inits[n.input[0]].data_type == 22]
+            scale_dqs = {n.output[0]: n for n in dqs if n not in weight_dqs}
+            check(len(weight_dqs) == 30 and all(n.input[1] in scale_dqs and n.input[1] not in inits
+                                                for n in weight_dqs) and
+                  all(inits[n.input[0]].data_type == code_type for n in scale_dqs.values()),
+                  f'{name}: 30 int4 weight DQs, each scale expanded from {bits}-bit codes by a DQ')
+            mine = qtool_run(out, {'input_ids': ids}, os.path.join(work, name + '_qtool'))
+            for level in ('all', 'disabled'):
+                ort, _ = qtest.ort_run(out, {'input_ids': ids}, os.path.join(work, f'{name}_ort_{level}'),
+                                       opt_level=level)
+                d = float(np.abs(ort['logits'] - mine['logits']).max())
+                check(close(ort['logits'], mine['logits']),
+                      f'{name}: ORT (optimisations {level}) logits = interpreter logits (max |d| {d:.1e})')
+
+        # AWQ: the layer input scaled by a Mul, the weight's codes those of S W.
+        out = os.path.join(work, 'awq.onnx')
+        cfg = config(work, 'awq', {'dtype': 'int4', 'symmetric': True, 'granularity': 'per_block', 'block_size': 32,
+                                   'algorithm': 'awq'}, ['MatMul', 'Gemm'])
+        r = quantize(work, cfg, out, data=True)
+        check(r.returncode == 0, f'awq: quantize exits 0 ({r.stderr.strip()[-200:]})')
+        if r.returncode == 0:
+            g = onnx.load(out).graph
+            muls = [n for n in g.node if n.op_type == 'Mul' and n.name.endswith('_awq_Mul')]
+            check(len(muls) == 29, f'awq: one Mul before each of the 29 quantized MatMuls ({len(muls)})')
+            basic = ort_basic(out, {'input_ids': ids}, os.path.join(work, 'awq_ort_basic'))
+            mine = qtool_run(out, {'input_ids': ids}, os.path.join(work, 'awq_qtool'))
+            check(close(basic['logits'], mine['logits']), 'awq: ORT (basic optimisations) logits = interpreter logits')
+        r = quantize(work, cfg, os.path.join(work, 'awq_nodata.onnx'))
+        check(r.returncode == 2 and '--data' in r.stderr, f'awq without --data: exit {r.returncode}')
 
         # GPTQ needs calibration inputs.
         gptq = os.path.join(ROOT, 'configs', 'int4-weight-only.json')

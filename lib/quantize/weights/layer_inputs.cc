@@ -24,7 +24,7 @@ std::vector<std::string> gptq_layer_inputs(const onnx::ModelProto& model, const 
       if (o->is_null) continue;
       apply_patch(w, o->patch);
     }
-    if (w.algorithm == WeightAlgorithm::Gptq && std::find(out.begin(), out.end(), node.input(0)) == out.end())
+    if (needs_layer_inputs(w.algorithm) && std::find(out.begin(), out.end(), node.input(0)) == out.end())
       out.push_back(node.input(0));
   }
   return out;

@@ -43,11 +43,14 @@ struct WeightResult {
   Tensor codes;         // the weight's integer initializer
   double error = 0;     // the algorithm's own error (see `metric`) of the result
   const char* metric = "weight_sse";  // "weight_sse": sum (w - dq)^2; "output_sse": sum over rows of X (W - DQ)^2
+  // AWQ: codes are those of diag(1/input_scale) W; the layer's input must be multiplied by input_scale ([K] float).
+  std::optional<Tensor> input_scale;
 };
 
 WeightResult quantize_rtn(const WeightInput& in);
 WeightResult quantize_clip_search(const WeightInput& in);
 WeightResult quantize_gptq(const WeightInput& in);
+WeightResult quantize_awq(const WeightInput& in);
 // Dispatch on settings.algorithm.
 WeightResult quantize_weight_values(const WeightInput& in);
 
