@@ -521,6 +521,19 @@ calib::CalibrationTable observed_ranges(const onnx::ModelProto& model, const std
   return t;
 }
 
+// sum((f - q)^2) / sum(f^2) of output y over the samples: the guard's figure, computed by hand.
+double noise_ratio(const onnx::ModelProto& float_model, const onnx::ModelProto& quant, const std::vector<Sample>& samples) {
+  double sig = 0, noise = 0;
+  for (const auto& smp : samples) {
+    const Tensor f = run1(float_model, smp.at("x")), q = run1(quant, smp.at("x"));
+    for (int64_t i = 0; i < f.numel(); ++i) {
+      sig += double(f.data<float>()[i]) * f.data<float>()[i];
+      noise += std::pow(double(f.data<float>()[i]) - q.data<float>()[i], 2);
+    }
+  }
+  return noise / sig;
+}
+
 QConfig guarded(double min_sqnr_db, int64_t max_float_tensors) {
   QConfig cfg = QConfig::builtin_default();
   cfg.set_accuracy_guard({.enabled = true,
@@ -557,15 +570,7 @@ TEST_CASE("guard: an input whose range one outlier blew up goes back to float, i
   CHECK(g.initializer("w1_quantized") != nullptr);  // weight only on mm1
   CHECK(g.initializer("w2_quantized") != nullptr);
   // The figure it reports is the model it wrote: recompute the SQNR of y.
-  double sig = 0, noise = 0;
-  for (const auto& smp : opt.samples) {
-    const Tensor f = run1(b.m, smp.at("x")), q = run1(m, smp.at("x"));
-    for (int64_t i = 0; i < f.numel(); ++i) {
-      sig += double(f.data<float>()[i]) * f.data<float>()[i];
-      noise += std::pow(double(f.data<float>()[i]) - q.data<float>()[i], 2);
-    }
-  }
-  CHECK(s.guard.outputs[0].final_sqnr_db == Approx(sqnr_db(noise / sig)).epsilon(1e-6));
+  CHECK(s.guard.outputs[0].final_sqnr_db == Approx(sqnr_db(noise_ratio(b.m, m, opt.samples))).epsilon(1e-6));
 
   // Guard off: the same model as without samples, x quantized.
   cfg.set_accuracy_guard({});
@@ -615,16 +620,9 @@ TEST_CASE("guard: a stretched range that passes the absolute floor misses the we
   QConfig off = cfg.with_float_tensors({"x", "h", "r", "y"});
   off.set_accuracy_guard({});
   quantize_model(wo, off, ranges, opt);
-  double sig = 0, noise = 0;
-  for (const auto& smp : opt.samples) {
-    const Tensor f = run1(b.m, smp.at("x")), q = run1(wo, smp.at("x"));
-    for (int64_t i = 0; i < f.numel(); ++i) {
-      sig += double(f.data<float>()[i]) * f.data<float>()[i];
-      noise += std::pow(double(f.data<float>()[i]) - q.data<float>()[i], 2);
-    }
-  }
-  CHECK(noise > 0);
-  CHECK(o.weights_only_sqnr_db == Approx(sqnr_db(noise / sig)).epsilon(1e-6));
+  const double ratio = noise_ratio(b.m, wo, opt.samples);
+  CHECK(ratio > 0);
+  CHECK(o.weights_only_sqnr_db == Approx(sqnr_db(ratio)).epsilon(1e-6));
 }
 
 // The time budget: a search cut short keeps the best state measured and says so; a model that still misses is
