@@ -333,7 +333,11 @@ GuardReport guard_accuracy(AccuracyEvaluator& eval, const Candidate& initial, co
   const bool timed = budget.seconds > 0;
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   auto out_of_time = [&] { return timed && elapsed() >= budget.seconds; };
-  auto secs = [](double s) { return std::to_string(static_cast<long long>(std::llround(s))) + " s"; };
+  auto secs = [](double s) {  // "600 s", "0.5 s"
+    char buf[32];
+    std::snprintf(buf, sizeof buf, s >= 10 ? "%.0f s" : "%.2g s", s);
+    return std::string(buf);
+  };
 
   // 1. Ranking, best first (guard_ranking.h), on the scan evaluator's samples when there is one: it only ranks.
   AccuracyEvaluator& ranker = scan ? *scan : eval;
