@@ -44,6 +44,7 @@ struct QuantizeArgs {
   bool json = false, explain = false, prepare_only = false, allow_calib_mismatch = false, allow_below_target = false;
   std::string guard;  // --accuracy-guard on|off
   std::optional<double> min_sqnr, state_min_sqnr;
+  GuardBudgetArgs guard_budget;
 };
 
 // At most this many calibration samples are kept in memory for the accuracy guard (the first ones).
@@ -57,13 +58,17 @@ nlohmann::json guard_json(const quantize::GuardReport& g) {
   j["samples"] = g.samples;
   j["evaluations"] = g.evaluations;
   j["seconds"] = g.seconds;
+  j["timed_out"] = g.timed_out;
   j["outputs"] = nlohmann::json::array();
   for (const auto& o : g.outputs)
     j["outputs"].push_back({{"output", o.output},
                             {"state", o.state},
                             {"threshold_db", o.threshold_db},
+                            {"floor_db", o.floor_db},
                             {"sqnr_db", o.sqnr_db},
                             {"final_sqnr_db", o.final_sqnr_db}});
+  for (size_t k = 0; k < g.outputs.size(); ++k)
+    if (g.outputs[k].weights_only) j["outputs"][k]["weights_only_sqnr_db"] = g.outputs[k].weights_only_sqnr_db;
   for (size_t k = 0; k < g.outputs.size(); ++k)
     if (g.outputs[k].distribution) {
       j["outputs"][k]["kl"] = g.outputs[k].kl;
@@ -130,13 +135,23 @@ std::string fmt_kl(double v) {
 void print_guard(const quantize::GuardReport& g) {
   std::printf("accuracy guard: %s\n", g.note.c_str());
   if (!g.ran) return;
-  for (const auto& o : g.outputs)
-    std::printf("  output %s%s: SQNR %.1f dB -> %.1f dB (threshold %.1f dB)%s\n", o.output.c_str(),
-                o.state ? " (state)" : "", o.sqnr_db, o.final_sqnr_db, o.threshold_db,
+  for (const auto& o : g.outputs) {
+    // The relative target, when measured: "; weights only 31.2 dB" (the threshold is that minus the margin) or
+    // "; floor; weights only 12.0 dB" (the absolute floor was higher).
+    std::string wo;
+    if (o.weights_only) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "; %sweights only %.1f dB", o.threshold_db > o.floor_db ? "" : "floor; ",
+                    o.weights_only_sqnr_db);
+      wo = buf;
+    }
+    std::printf("  output %s%s: SQNR %.1f dB -> %.1f dB (threshold %.1f dB%s)%s\n", o.output.c_str(),
+                o.state ? " (state)" : "", o.sqnr_db, o.final_sqnr_db, o.threshold_db, wo.c_str(),
                 o.distribution ? (", KL " + fmt_kl(o.kl) + " -> " + fmt_kl(o.final_kl) + " nats (limit " +
                                   fmt_kl(o.max_kl) + ")")
                                      .c_str()
                                : "");
+  }
   for (const auto& o : g.outputs)
     if (o.top1)
       std::printf("  output %s: clear top-1 rows flipped %lld -> %lld of %lld\n", o.output.c_str(),
@@ -178,6 +193,7 @@ Action add_quantize_command(CLI::App& app) {
   sub->add_option("--min-sqnr", a->min_sqnr, "Accuracy guard: SQNR threshold in dB for every graph output");
   sub->add_option("--state-min-sqnr", a->state_min_sqnr,
                   "Accuracy guard: SQNR threshold in dB for outputs declared like an input (recurrent state)");
+  add_guard_budget_options(*sub, a->guard_budget);
   sub->add_flag("--allow-below-target", a->allow_below_target,
                 "Write the model even when the accuracy guard cannot bring every output to its threshold (otherwise "
                 "nothing is written and the exit code is 4)");
@@ -275,6 +291,8 @@ Action add_quantize_command(CLI::App& app) {
     quantize::QuantizeOptions qo;
     qo.threads = runtime::resolve_threads(a->calibration.threads);
     qo.log = [](const std::string& line) { spdlog::info("{}", line); };
+    qo.guard_samples = a->guard_budget.samples;
+    qo.guard_budget.seconds = a->guard_budget.seconds;
     if (samples && (cfg.accuracy_guard().enabled || gptq || cfg.weight_algorithms().bias_correction)) {
       const runtime::Session session(m, {.threads = 1});
       auto source = calib::open_samples(o, calib::input_specs(session));
@@ -290,9 +308,11 @@ Action add_quantize_command(CLI::App& app) {
           j["written"] = false;
           std::printf("%s\n", j.dump().c_str());
         }
-        std::fprintf(stderr, "qtool quantize: accuracy guard: %s; nothing written to %s (raise max_float_tensors, "
-                     "add calibration data, or pass --allow-below-target to write it anyway)\n",
-                     s.guard.note.c_str(), a->output.c_str());
+        std::fprintf(stderr, "qtool quantize: accuracy guard: %s; nothing written to %s (%s, or pass "
+                     "--allow-below-target to write it anyway)\n",
+                     s.guard.note.c_str(), a->output.c_str(),
+                     s.guard.timed_out ? "raise --guard-time, or lower --guard-samples"
+                                       : "raise max_float_tensors, add calibration data");
         return kExitBelowTarget;
       }
       spdlog::warn("accuracy guard: {}", s.guard.note);

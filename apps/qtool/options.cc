@@ -32,6 +32,20 @@ void add_threads_option(CLI::App& sub, int& threads, const std::string& what, co
   sub.add_option("-t,--threads", threads, what + " (default 0 = all cores)" + detail)->check(CLI::NonNegativeNumber);
 }
 
+void add_guard_budget_options(CLI::App& sub, GuardBudgetArgs& a) {
+  a = {};
+  sub.add_option("--guard-samples", a.samples,
+                 "Accuracy guard: decide on the first N calibration samples (default " + std::to_string(a.samples) +
+                     "; 0 = all; recurrent models keep the whole stream; the per-tensor ranking uses 16)")
+      ->check(CLI::NonNegativeNumber);
+  sub.add_option("--guard-time", a.seconds,
+                 "Accuracy guard: stop the search after SECONDS (default " +
+                     std::to_string(static_cast<int>(a.seconds)) +
+                     "; 0 = no limit) and keep the best state found; if that misses a threshold, exit 4 unless "
+                     "--allow-below-target")
+      ->check(CLI::NonNegativeNumber);
+}
+
 SampleOptions add_sample_options(CLI::App& sub, SampleArgs& a, const std::string& data_help,
                                  const std::string& random_help) {
   SampleOptions o;

@@ -59,4 +59,13 @@ SampleOptions add_calibration_options(CLI::App& sub, CalibrationArgs& a, const C
 calib::CalibrateOptions calibrate_options(const CalibrationArgs& a, const calib::RangeMethods& defaults,
                                           const calib::RangeMethods& required);
 
+// The accuracy guard's budget (qtool quantize): --guard-samples N (its decisions use the first N samples; a model
+// with recurrent state keeps the whole stream) and --guard-time SECONDS (its search stops there and keeps the best
+// state measured; a state that misses a threshold is then exit 4 unless --allow-below-target). 0: no limit.
+struct GuardBudgetArgs {
+  int64_t samples = 64;
+  double seconds = 600;
+};
+void add_guard_budget_options(CLI::App& sub, GuardBudgetArgs& a);
+
 }  // namespace qtool::cli

@@ -9,9 +9,11 @@
 #include <cstdio>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <set>
 
 #include "analysis/metrics.h"
+#include "quantize/guard_ranking.h"
 #include "core/error.h"
 #include "runtime/graph.h"
 #include "runtime/session.h"
@@ -115,7 +117,7 @@ AccuracyEvaluator::AccuracyEvaluator(const onnx::ModelProto& float_model, std::v
       paired.insert(input);
       feedback_.emplace_back(input, out.name);
     }
-    o.threshold_db = o.state ? settings.state_min_sqnr_db : settings.min_sqnr_db;
+    o.threshold_db = o.floor_db = o.state ? settings.state_min_sqnr_db : settings.min_sqnr_db;
     outputs_.push_back(o);
     allowed_.push_back(std::pow(10.0, -o.threshold_db / 10.0));
   }
@@ -143,6 +145,17 @@ AccuracyEvaluator::AccuracyEvaluator(const onnx::ModelProto& float_model, std::v
       clear_[o].push_back(analysis::clear_rows(per_sample[o], d, allowed_[o]));
       outputs_[o].clear_rows += static_cast<int64_t>(clear_[o].back().row.size());
     }
+  }
+}
+
+void AccuracyEvaluator::set_weights_only(const std::vector<double>& noise, double margin_db) {
+  for (size_t o = 0; o < outputs_.size() && o < noise.size(); ++o) {
+    OutputAccuracy& out = outputs_[o];
+    out.weights_only = noise[o] > 0;
+    out.weights_only_sqnr_db = sqnr_db(noise[o]);
+    const double target = out.weights_only_sqnr_db - margin_db;
+    out.threshold_db = out.weights_only && target > out.floor_db ? target : out.floor_db;
+    allowed_[o] = std::pow(10.0, -out.threshold_db / 10.0);
   }
 }
 
@@ -238,9 +251,10 @@ double AccuracyEvaluator::score(const std::vector<double>& ratios) const {
   return worst;
 }
 
-GuardReport guard_accuracy(const AccuracyEvaluator& eval, const Candidate& initial, const Requantize& requantize,
+GuardReport guard_accuracy(AccuracyEvaluator& eval, const Candidate& initial, const Requantize& requantize,
                            const AccuracyGuardSettings& settings, std::vector<std::string>& float_tensors,
-                           const std::function<void(const std::string&)>& log, const AccuracyEvaluator* scan) {
+                           const std::function<void(const std::string&)>& log, AccuracyEvaluator* scan,
+                           const GuardBudget& budget) {
   const auto t0 = std::chrono::steady_clock::now();
   auto say = [&](const std::string& s) {
     if (log) log(s);
@@ -248,12 +262,18 @@ GuardReport guard_accuracy(const AccuracyEvaluator& eval, const Candidate& initi
   GuardReport r;
   r.ran = true;
   r.samples = eval.samples();
-  r.outputs = eval.outputs();
   float_tensors.clear();
   auto measure = [&](const onnx::ModelProto& m) {
     ++r.evaluations;
     return eval.measure(m);
   };
+  // The relative target: what the weights alone cost sets how much the activations may add.
+  if (settings.weights_only_margin_db > 0 && !initial.weight_tensors.empty()) {
+    const AccuracyEvaluator::Measurement w = measure(*requantize(initial.activation_tensors).model);
+    eval.set_weights_only(w.noise, settings.weights_only_margin_db);
+    if (scan) scan->set_weights_only(w.noise, settings.weights_only_margin_db);
+  }
+  r.outputs = eval.outputs();
   auto finish = [&](const AccuracyEvaluator::Measurement& ratios) {
     for (size_t o = 0; o < r.outputs.size(); ++o) {
       r.outputs[o].final_sqnr_db = sqnr_db(ratios.noise[o]);
@@ -309,46 +329,76 @@ GuardReport guard_accuracy(const AccuracyEvaluator& eval, const Candidate& initi
     return names;
   };
 
-  // 1. Each unit alone (on the scan evaluator's samples when there is one: this step only ranks).
-  const AccuracyEvaluator& ranker = scan ? *scan : eval;
-  say("accuracy guard: an output misses its threshold; measuring " + std::to_string(units.size()) +
-      " quantized tensors one at a time on " + std::to_string(ranker.samples()) + " samples");
-  const auto scan_t0 = std::chrono::steady_clock::now();
-  for (size_t i = 0; i < units.size(); ++i) {
+  // The time budget: checked between evaluations; past it the search stops and keeps the best state measured.
+  const bool timed = budget.seconds > 0;
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  auto out_of_time = [&] { return timed && elapsed() >= budget.seconds; };
+  auto secs = [](double s) {  // "600 s", "0.5 s"
+    char buf[32];
+    std::snprintf(buf, sizeof buf, s >= 10 ? "%.0f s" : "%.2g s", s);
+    return std::string(buf);
+  };
+
+  // 1. Ranking, best first (guard_ranking.h), on the scan evaluator's samples when there is one: it only ranks.
+  AccuracyEvaluator& ranker = scan ? *scan : eval;
+  say("accuracy guard: an output misses its threshold; ranking " + std::to_string(units.size()) +
+      " quantized tensors by their cost alone on " + std::to_string(ranker.samples()) + " samples" +
+      (timed ? " (time budget " + secs(budget.seconds) + ")" : ""));
+  auto cost = [&](size_t begin, size_t end) {  // the model with only units [begin, end) quantized
     std::vector<std::string> others;
     for (size_t j = 0; j < units.size(); ++j)
-      if (j != i) others.push_back(units[j].tensor);
+      if (j < begin || j >= end) others.push_back(units[j].tensor);
     ++r.evaluations;
     const auto m = ranker.measure(*requantize(others).model);
-    if (units.size() >= 20 && (i + 1) % (units.size() / 10) == 0)
-      say("accuracy guard: measured " + std::to_string(i + 1) + " of " + std::to_string(units.size()) + " (" +
-          std::to_string(static_cast<int>(
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - scan_t0).count())) +
-          " s)");
     const AccuracyEvaluator::Worst w = ranker.worst(m);
-    units[i].score = w.score;
-    units[i].worst = r.outputs[w.output].output;
-    units[i].criterion = w.criterion;
-    units[i].isolated_db = sqnr_db(m.noise[w.output]);
-  }
-  std::vector<size_t> order(units.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return units[a].score > units[b].score; });
+    if (end == begin + 1) {  // the unit alone: what the report says about it
+      Unit& u = units[begin];
+      u.score = w.score;
+      u.worst = r.outputs[w.output].output;
+      u.criterion = w.criterion;
+      u.isolated_db = sqnr_db(m.noise[w.output]);
+    }
+    return w.score;
+  };
+  BestFirstRanking ranking(units.size(), cost);
+  auto next_unit = [&] { return ranking.next(out_of_time); };
 
-  // 2. Most sensitive first, until every output meets its threshold.
-  std::vector<size_t> chosen;
-  AccuracyEvaluator::Measurement ratios = start;
+  // 2. Most sensitive first, until every output meets its threshold. The best state measured is kept for a
+  // search cut short by the time budget.
+  std::vector<size_t> chosen, best_chosen;
+  AccuracyEvaluator::Measurement ratios = start, best = start;
   const size_t cap = static_cast<size_t>(settings.max_float_tensors);
-  for (size_t k = 0; k < order.size() && chosen.size() < cap && eval.score(ratios) > 1.0; ++k) {
+  std::string stopped;  // the step the time budget cut short
+  while (chosen.size() < cap && eval.score(ratios) > 1.0) {
+    if (out_of_time()) {
+      stopped = "while sending tensors back to float";
+      break;
+    }
+    const std::optional<size_t> k = next_unit();
+    if (!k) {
+      if (out_of_time()) stopped = "while ranking tensors";
+      break;
+    }
     const AccuracyEvaluator::Worst missed = eval.worst(ratios);
-    units[order[k]].missed_output = r.outputs[missed.output].output;
-    units[order[k]].missed = missed.criterion;
-    chosen.push_back(order[k]);
+    units[*k].missed_output = r.outputs[missed.output].output;
+    units[*k].missed = missed.criterion;
+    chosen.push_back(*k);
     ratios = measure(*requantize(float_names(chosen)).model);
+    const AccuracyEvaluator::Worst now = eval.worst(ratios);
+    say("accuracy guard: " + std::to_string(chosen.size()) + " kept float (" + units[*k].tensor + "); worst " +
+        r.outputs[now.output].output + " " + std::string(criterion_name(now.criterion)) + " at " +
+        std::to_string(now.score).substr(0, 5) + "x its limit; " + std::to_string(r.evaluations) +
+        " evaluations, " + secs(elapsed()));
+    if (eval.score(ratios) < eval.score(best)) best = ratios, best_chosen = chosen;
   }
+  if (!stopped.empty()) ratios = best, chosen = best_chosen;
   // 3. Back to quantized where the thresholds still hold, least sensitive first.
   if (eval.score(ratios) <= 1.0)
     for (size_t k = chosen.size(); k-- > 0;) {
+      if (out_of_time()) {
+        stopped = "while trying tensors back in quantized (the model meets its thresholds)";
+        break;
+      }
       std::vector<size_t> rest = chosen;
       rest.erase(rest.begin() + static_cast<std::ptrdiff_t>(k));
       const auto trial = measure(*requantize(float_names(rest)).model);
@@ -362,8 +412,11 @@ GuardReport guard_accuracy(const AccuracyEvaluator& eval, const Candidate& initi
     r.kept_float.push_back({units[c].tensor, units[c].weight, units[c].isolated_db, units[c].worst, units[c].criterion,
                             units[c].missed_output, units[c].missed});
   finish(ratios);
+  r.timed_out = !stopped.empty();
   r.note = std::to_string(chosen.size()) + " of " + std::to_string(units.size()) + " quantized tensors kept float" +
-           (r.met ? "; every output meets its threshold"
+           (r.timed_out ? "; time budget of " + secs(budget.seconds) + " reached " + stopped +
+                              (r.met ? "" : ": an output still misses its threshold")
+            : r.met     ? "; every output meets its threshold"
             : chosen.size() >= cap
                 ? "; an output still misses its threshold (max_float_tensors " + std::to_string(cap) + " reached)"
                 : "; an output still misses its threshold with every quantized tensor tried");

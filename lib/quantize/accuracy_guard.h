@@ -17,14 +17,22 @@
 // may be held to two more criteria: mean KL per row <= max_kl, and with keep_clear_top1 every clear winner keeps its
 // top-1 (analysis/clear_top1.h: a row whose float margin no noise within min_sqnr_db could overturn in that row).
 //
+// Relative target (weights_only_margin_db > 0): the model with only its weights quantized (activations float) is
+// measured first; its SQNR per output is what weight rounding alone allows, the ceiling activation quantization can
+// approach. Independent noise powers add, so the full model's noise is the weights' plus the activations'; each
+// output's threshold becomes max(floor, SQNR_weights_only - margin): activations may add up to
+// (10^(margin/10) - 1) times the weights' noise (3 dB: as much again; 7 dB: four times, one bit's worth).
+//
 // Search (deterministic: fixed orders, ties broken by rewrite order, per-sample sums added in sample order):
-//   1. every unit (an activation with its own Q/DQ, a quantized weight or constant) is measured alone: the model
-//      quantized with only that unit, everything else float; its score is the worst output's noise relative to
-//      that output's allowed noise;
-//   2. units go back to float in decreasing score order, the whole model re-measured after each, until every output
+//   1. units (an activation with its own Q/DQ, a quantized weight or constant) are ranked by their cost alone (the
+//      worst output's noise relative to its allowed noise, with only that unit quantized, everything else float),
+//      best first and lazily (quantize/guard_ranking.h: groups of units measured together, split only where the
+//      costliest unit may be), so only the units step 2 takes are measured alone;
+//   2. units go back to float in decreasing cost order, the whole model re-measured after each, until every output
 //      meets its threshold or max_float_tensors is reached;
 //   3. units are then tried back in quantized, least sensitive first, and stay quantized when the model still
 //      meets every threshold.
+// A time budget (GuardBudget) stops the search between evaluations and keeps the best state measured.
 // A node whose inputs went float keeps its weights quantized (weight only) unless its weight is a unit sent back;
 // a weight sent back takes its node's activation inputs with it (see accuracy_guard.cc: ONNX Runtime would
 // otherwise quantize the float weight itself).
@@ -55,7 +63,12 @@ std::string_view criterion_name(Criterion c);  // "sqnr", "kl", "top1"
 struct OutputAccuracy {
   std::string output;
   bool state = false;  // declared like an input: recurrent state
-  double threshold_db = 0;
+  double threshold_db = 0;   // in effect: floor_db, or the weights-only target when that is higher
+  double floor_db = 0;       // min_sqnr_db (state_min_sqnr_db for state)
+  // The same output with only the weights quantized (activations float): the ceiling activation quantization can
+  // approach. Measured when weights_only_margin_db > 0 and the model has quantized weights.
+  bool weights_only = false;
+  double weights_only_sqnr_db = 0;
   double sqnr_db = 0;        // fully quantized, before the guard acted
   double final_sqnr_db = 0;  // the model written
   // Outputs read as class scores or token logits (analysis::Distribution: probability rows, or rank <= 3 and not
@@ -81,6 +94,7 @@ struct FloatTensor {
 struct GuardReport {
   bool ran = false;
   bool met = true;                       // every output meets its threshold in the model written
+  bool timed_out = false;                // the time budget cut the search short (GuardBudget)
   std::string note;                      // why it did not run, or what it did, in one line
   int64_t samples = 0, evaluations = 0;  // evaluations: quantized candidates run over the samples
   double seconds = 0;                    // wall time, the float reference run included (set by quantize_model)
@@ -116,6 +130,10 @@ class AccuracyEvaluator {
   Worst worst(const Measurement& m) const;
   double score(const Measurement& m) const { return worst(m).score; }
   const std::vector<OutputAccuracy>& outputs() const { return outputs_; }
+  // The relative target: per output, `noise` is the weights-only model's noise ratio (measure().noise); the
+  // threshold becomes max(floor, SQNR_weights_only - margin_db) where the weights-only SQNR is below the cap
+  // (noise 0, or no weights: no relative target). Clear top-1 rows keep the floor's definition.
+  void set_weights_only(const std::vector<double>& noise, double margin_db);
   int64_t samples() const { return static_cast<int64_t>(samples_.size()); }
   // The float model's compared outputs: per sample, per output (in outputs() order).
   const std::vector<std::vector<Tensor>>& reference() const { return reference_; }
@@ -138,6 +156,12 @@ class AccuracyEvaluator {
 // SQNR in dB of a noise ratio, capped at 200 dB (identical outputs).
 double sqnr_db(double noise_ratio);
 
+// What the guard may spend. seconds > 0: the search stops at the first evaluation that ends past it and keeps the
+// best state measured (report.timed_out; report.met says whether that state meets every threshold).
+struct GuardBudget {
+  double seconds = 0;  // 0: no limit
+};
+
 // Quantizes the prepared float model with these tensors kept float; returns the model and the units it quantized.
 struct Candidate {
   std::shared_ptr<onnx::ModelProto> model;
@@ -148,10 +172,12 @@ using Requantize = std::function<Candidate(const std::vector<std::string>& float
 
 // Runs the search above from the fully quantized `initial`; returns the report and the tensors to keep float.
 // `scan` (optional): a cheaper evaluator (fewer samples) for step 1, which only ranks the units; every decision of
-// steps 2 and 3 and the reported figures use `eval`. Step 1 logs its progress about every tenth of the units.
-GuardReport guard_accuracy(const AccuracyEvaluator& eval, const Candidate& initial, const Requantize& requantize,
+// steps 2 and 3 and the reported figures use `eval`. Each step-2 evaluation logs a progress line.
+// Before anything else, with settings.weights_only_margin_db > 0, the weights-only model (every activation unit
+// float) is measured on `eval` and both evaluators get the relative target (set_weights_only).
+GuardReport guard_accuracy(AccuracyEvaluator& eval, const Candidate& initial, const Requantize& requantize,
                            const AccuracyGuardSettings& settings, std::vector<std::string>& float_tensors,
                            const std::function<void(const std::string&)>& log = {},
-                           const AccuracyEvaluator* scan = nullptr);
+                           AccuracyEvaluator* scan = nullptr, const GuardBudget& budget = {});
 
 }  // namespace qtool::quantize

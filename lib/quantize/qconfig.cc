@@ -390,7 +390,8 @@ QConfig QConfig::parse(const std::string& json_text, const std::string& source) 
     const std::string p = "$.accuracy_guard";
     const json& g =
         ctx.object(j["accuracy_guard"], p,
-                   {"min_sqnr_db", "state_min_sqnr_db", "max_float_tensors", "max_kl", "keep_clear_top1", "state"});
+                   {"min_sqnr_db", "state_min_sqnr_db", "max_float_tensors", "max_kl", "keep_clear_top1",
+                    "weights_only_margin_db", "state"});
     c.guard_.enabled = true;
     for (const char* key : {"min_sqnr_db", "state_min_sqnr_db", "max_float_tensors"})
       if (!g.contains(key)) ctx.fail(p + "." + key, "missing");
@@ -401,6 +402,11 @@ QConfig QConfig::parse(const std::string& json_text, const std::string& source) 
     if (g.contains("max_kl")) {
       c.guard_.max_kl = ctx.number(g["max_kl"], p + ".max_kl");
       if (!(c.guard_.max_kl >= 0)) ctx.fail(p + ".max_kl", "expected a KL divergence in nats, 0 or more");
+    }
+    if (g.contains("weights_only_margin_db")) {
+      c.guard_.weights_only_margin_db = ctx.number(g["weights_only_margin_db"], p + ".weights_only_margin_db");
+      if (!(c.guard_.weights_only_margin_db >= 0) || !std::isfinite(c.guard_.weights_only_margin_db))
+        ctx.fail(p + ".weights_only_margin_db", "expected a margin in dB, 0 (off) or more");
     }
     if (g.contains("keep_clear_top1"))
       c.guard_.keep_clear_top1 = ctx.boolean(g["keep_clear_top1"], p + ".keep_clear_top1");
@@ -434,6 +440,7 @@ std::string QConfig::canonical_json() const {
               {"max_float_tensors", guard_.max_float_tensors},
               {"max_kl", guard_.max_kl},
               {"keep_clear_top1", guard_.keep_clear_top1}};
+    if (guard_.weights_only_margin_db > 0) g["weights_only_margin_db"] = guard_.weights_only_margin_db;
     if (!guard_.state.empty()) g["state"] = guard_.state;
     j["accuracy_guard"] = g;
   }

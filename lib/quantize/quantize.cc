@@ -197,16 +197,23 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
     s.guard.note = "not run: no calibration samples (activation ranges came from a file)";
   if (guard) {
     const auto t0 = std::chrono::steady_clock::now();
-    const AccuracyEvaluator eval(prepared, options.samples, gs, options.threads);
-    // The per-tensor scan only ranks tensors: on many samples it runs on the first kScanSamples (recurrent models
-    // keep the whole stream: their state's error builds up over it).
-    constexpr size_t kScanSamples = 16;
+    auto first = [&](size_t n) {
+      return std::vector<Sample>(options.samples.begin(), options.samples.begin() + std::min(n, options.samples.size()));
+    };
+    const size_t budget_samples =
+        options.guard_samples > 0 ? static_cast<size_t>(options.guard_samples) : options.samples.size();
+    std::optional<AccuracyEvaluator> eval_slot;
+    eval_slot.emplace(prepared, first(budget_samples), gs, options.threads);
     bool recurrent = false;
-    for (const auto& o : eval.outputs()) recurrent = recurrent || o.state;
+    for (const auto& o : eval_slot->outputs()) recurrent = recurrent || o.state;
+    if (recurrent && budget_samples < options.samples.size())  // the whole stream
+      eval_slot.emplace(prepared, options.samples, gs, options.threads);
+    AccuracyEvaluator& eval = *eval_slot;
+    // The per-tensor ranking runs on the first kScanSamples (recurrent models keep the whole stream).
+    constexpr size_t kScanSamples = 16;
     std::optional<AccuracyEvaluator> scan;
-    if (!recurrent && options.samples.size() > kScanSamples)
-      scan.emplace(prepared, std::vector<Sample>(options.samples.begin(), options.samples.begin() + kScanSamples), gs,
-                   options.threads);
+    if (!recurrent && static_cast<size_t>(eval.samples()) > kScanSamples)
+      scan.emplace(prepared, first(kScanSamples), gs, options.threads);
     auto requantize = [&](const std::vector<std::string>& float_tensors) {
       Candidate c;
       c.model = std::make_shared<onnx::ModelProto>(prepared);
@@ -218,7 +225,8 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
     initial.model = std::shared_ptr<onnx::ModelProto>(&model, [](onnx::ModelProto*) {});  // not owned
     units_of(s.qdq, initial);
     std::vector<std::string> keep;
-    s.guard = guard_accuracy(eval, initial, requantize, gs, keep, options.log, scan ? &*scan : nullptr);
+    s.guard = guard_accuracy(eval, initial, requantize, gs, keep, options.log, scan ? &*scan : nullptr,
+                             options.guard_budget);
     if (!keep.empty()) {
       model = prepared;
       s.bias_corrected = apply_bias_corrections(model, corrections, keep);

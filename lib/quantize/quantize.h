@@ -31,6 +31,10 @@ struct QuantizeOptions {
   std::vector<Sample> samples;
   int threads = 1;
   std::function<void(const std::string&)> log;  // progress lines of the guard
+  // The guard's budget: its decisions use the first guard_samples samples (0: all; a model with recurrent state
+  // keeps the whole stream, whose error builds up over it), and its search stops after guard_budget.seconds.
+  int64_t guard_samples = 0;
+  GuardBudget guard_budget;
 };
 
 // Rewrites `model` in place into its QDQ int8 (or as configured) form; then, when the config's accuracy guard is on

@@ -562,6 +562,19 @@ calib::CalibrationTable observed_ranges(const onnx::ModelProto& model, const std
   return t;
 }
 
+// sum((f - q)^2) / sum(f^2) of output y over the samples: the guard's figure, computed by hand.
+double noise_ratio(const onnx::ModelProto& float_model, const onnx::ModelProto& quant, const std::vector<Sample>& samples) {
+  double sig = 0, noise = 0;
+  for (const auto& smp : samples) {
+    const Tensor f = run1(float_model, smp.at("x")), q = run1(quant, smp.at("x"));
+    for (int64_t i = 0; i < f.numel(); ++i) {
+      sig += double(f.data<float>()[i]) * f.data<float>()[i];
+      noise += std::pow(double(f.data<float>()[i]) - q.data<float>()[i], 2);
+    }
+  }
+  return noise / sig;
+}
+
 QConfig guarded(double min_sqnr_db, int64_t max_float_tensors) {
   QConfig cfg = QConfig::builtin_default();
   cfg.set_accuracy_guard({.enabled = true,
@@ -598,15 +611,7 @@ TEST_CASE("guard: an input whose range one outlier blew up goes back to float, i
   CHECK(g.initializer("w1_quantized") != nullptr);  // weight only on mm1
   CHECK(g.initializer("w2_quantized") != nullptr);
   // The figure it reports is the model it wrote: recompute the SQNR of y.
-  double sig = 0, noise = 0;
-  for (const auto& smp : opt.samples) {
-    const Tensor f = run1(b.m, smp.at("x")), q = run1(m, smp.at("x"));
-    for (int64_t i = 0; i < f.numel(); ++i) {
-      sig += double(f.data<float>()[i]) * f.data<float>()[i];
-      noise += std::pow(double(f.data<float>()[i]) - q.data<float>()[i], 2);
-    }
-  }
-  CHECK(s.guard.outputs[0].final_sqnr_db == Approx(sqnr_db(noise / sig)).epsilon(1e-6));
+  CHECK(s.guard.outputs[0].final_sqnr_db == Approx(sqnr_db(noise_ratio(b.m, m, opt.samples))).epsilon(1e-6));
 
   // Guard off: the same model as without samples, x quantized.
   cfg.set_accuracy_guard({});
@@ -615,6 +620,76 @@ TEST_CASE("guard: an input whose range one outlier blew up goes back to float, i
   CHECK_FALSE(s_off.guard.ran);
   CHECK(s_off.guard.note == "off");
   CHECK(Graph(off).initializer("x_scale") != nullptr);
+}
+
+// The relative target (issue 12): a range stretched 30x costs the output far more than the weights do, yet scores
+// above the absolute 10 dB floor. With weights_only_margin_db the threshold becomes the weights-only SQNR minus the
+// margin, the guard keeps the input float and reports what the weights alone allow.
+TEST_CASE("guard: a stretched range that passes the absolute floor misses the weights-only target and recovers") {
+  const Builder b = two_matmuls(random_tensor({8, 8}, 31), 32);
+  const auto ranges = minmax_ranges({{"x", 0, 30}, {"h", -4, 4}, {"r", 0, 4}, {"y", -4, 4}});
+  QuantizeOptions opt;
+  for (uint32_t s = 0; s < 8; ++s) opt.samples.push_back({{"x", random_tensor({1, 8}, 40 + s, 0, 1)}});
+  // The absolute floor alone is fooled.
+  onnx::ModelProto fooled = b.m;
+  const QuantizeSummary s0 = quantize_model(fooled, guarded(10, 8), ranges, opt);
+  REQUIRE(s0.guard.ran);
+  CHECK(s0.guard.met);
+  CHECK(s0.guard.kept_float.empty());
+  CHECK_FALSE(s0.guard.outputs[0].weights_only);
+  CHECK(s0.guard.outputs[0].sqnr_db >= 10);
+
+  QConfig cfg = guarded(10, 8);
+  AccuracyGuardSettings gs = cfg.accuracy_guard();
+  gs.weights_only_margin_db = 7;
+  cfg.set_accuracy_guard(gs);
+  onnx::ModelProto m = b.m;
+  const QuantizeSummary s = quantize_model(m, cfg, ranges, opt);
+  REQUIRE(s.guard.ran);
+  const OutputAccuracy& o = s.guard.outputs.at(0);
+  REQUIRE(o.weights_only);
+  CHECK(o.floor_db == 10);
+  CHECK(o.threshold_db == Approx(o.weights_only_sqnr_db - 7));
+  CHECK(o.threshold_db > o.sqnr_db);  // the fully quantized model misses the relative target
+  CHECK(s.guard.met);
+  CHECK(o.final_sqnr_db >= o.threshold_db);
+  REQUIRE(s.guard.kept_float.size() == 1);
+  CHECK(s.guard.kept_float[0].tensor == "x");
+
+  // The weights-only figure is the model with only w1 and w2 quantized: every activation kept float by hand.
+  onnx::ModelProto wo = b.m;
+  QConfig off = cfg.with_float_tensors({"x", "h", "r", "y"});
+  off.set_accuracy_guard({});
+  quantize_model(wo, off, ranges, opt);
+  const double ratio = noise_ratio(b.m, wo, opt.samples);
+  CHECK(ratio > 0);
+  CHECK(o.weights_only_sqnr_db == Approx(sqnr_db(ratio)).epsilon(1e-6));
+}
+
+// The time budget: a search cut short keeps the best state measured and says so; a model that still misses is
+// reported as missing (the CLI then exits 4 unless --allow-below-target).
+TEST_CASE("guard: a spent time budget stops the search and reports the best state") {
+  const Builder b = two_matmuls(random_tensor({8, 8}, 31), 32);
+  const auto ranges = minmax_ranges({{"x", 0, 1000}, {"h", -4, 4}, {"r", 0, 4}, {"y", -4, 4}});
+  QuantizeOptions opt;
+  for (uint32_t s = 0; s < 8; ++s) opt.samples.push_back({{"x", random_tensor({1, 8}, 40 + s, 0, 1)}});
+  opt.guard_budget.seconds = 1e-9;
+  onnx::ModelProto m = b.m;
+  const QuantizeSummary s = quantize_model(m, guarded(20, 8), ranges, opt);
+  REQUIRE(s.guard.ran);
+  CHECK(s.guard.timed_out);
+  CHECK_FALSE(s.guard.met);
+  CHECK(s.guard.kept_float.empty());
+  CHECK(s.guard.note.find("time budget") != std::string::npos);
+  CHECK(s.guard.outputs[0].final_sqnr_db == s.guard.outputs[0].sqnr_db);
+  // --guard-samples: decisions on the first 3 samples.
+  opt.guard_budget.seconds = 0;
+  opt.guard_samples = 3;
+  onnx::ModelProto m3 = b.m;
+  const QuantizeSummary s3 = quantize_model(m3, guarded(20, 8), ranges, opt);
+  CHECK(s3.guard.samples == 3);
+  CHECK_FALSE(s3.guard.timed_out);
+  CHECK(s3.guard.met);
 }
 
 TEST_CASE(

@@ -200,8 +200,8 @@ def broken_range(work):
     r = subprocess.run(base, capture_output=True, text=True)
     last = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ''
     refused = r.returncode == 4 and not os.path.exists(q_below) and '--allow-below-target' in last
-    # 64 samples: the per-tensor scan (ranking only) runs on the first 16, the decisions on all 64.
-    scanned_16 = 'one at a time on 16 samples' in r.stderr
+    # 64 samples: the per-tensor ranking runs on the first 16, the decisions on all 64 (--guard-samples 64).
+    scanned_16 = 'on 16 samples' in r.stderr
     r2 = subprocess.run(base + ['--allow-below-target'], capture_output=True, text=True)
     check('below_target', refused and scanned_16 and r2.returncode == 0 and os.path.exists(q_below),
           {'exit': r.returncode, 'stderr': r.stderr.strip()[-160:], 'scan_on_16_samples': scanned_16,
