@@ -28,6 +28,9 @@ os.makedirs(scratch)
 os.chdir(scratch)  # relative paths below (./x, a/../a/x) are relative to the scratch folder
 failures = []
 count = 0
+# A sanitizer build runs qtool several times slower: its tests get QTOOL_TIMEOUT_SCALE (tests/CMakeLists.txt),
+# which multiplies every time limit below; a Release build keeps them as written (no variable: 1).
+SCALE = float(os.environ.get("QTOOL_TIMEOUT_SCALE", "1"))
 
 IN, OUT = "in", "out"
 os.makedirs(IN)
@@ -70,7 +73,8 @@ def check(args, rc=2, names=(), out_dir=OUT, allowed=None, limits=None, timeout=
     count += 1
     before_in, before_out = digests(IN), set(listing(out_dir))
     try:
-        p = subprocess.run([qtool] + args, capture_output=True, text=True, timeout=timeout, preexec_fn=limits)
+        p = subprocess.run([qtool] + args, capture_output=True, text=True, timeout=timeout * SCALE,
+                           preexec_fn=limits)
         code, err = p.returncode, p.stderr
     except subprocess.TimeoutExpired:
         code, err = "timeout (hang)", ""
@@ -186,13 +190,13 @@ def signal_during_write(args, sig, out_files):
     before_in = digests(IN)
     p = subprocess.Popen([qtool] + args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=default_signals)
     hit = False
-    deadline = time.time() + 20
+    deadline = time.time() + 20 * SCALE
     while p.poll() is None and time.time() < deadline:
         if temporaries(OUT):
             p.send_signal(sig)
             hit = True
             break
-    p.wait(timeout=20)
+    p.wait(timeout=20 * SCALE)
     left = listing(OUT)
     problems = []
     if hit and p.returncode != -sig:
@@ -230,7 +234,7 @@ for delay in (0.05, 0.3, 0.8, 1.5):
                          preexec_fn=default_signals)
     time.sleep(delay)
     p.send_signal(signal.SIGTERM)
-    p.wait(timeout=30)
+    p.wait(timeout=30 * SCALE)
     left = listing(OUT)
     if temporaries(OUT) or set(left) - {"det.onnx"}:
         failures.append(f"SIGTERM after {delay} s to quantize left {left}")
