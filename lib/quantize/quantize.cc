@@ -13,6 +13,7 @@
 #include "quantize/provenance.h"
 #include "quantize/weights/layer_inputs.h"
 #include "quantize/weights/bias_correction.h"
+#include "quantize/weights/clamp_equalization.h"
 #include "quantize/weights/cross_layer_equalization.h"
 
 namespace qtool::quantize {
@@ -54,7 +55,7 @@ int equalize_for_calibration(onnx::ModelProto& model, const QConfig& config) {
   if (!config.weight_algorithms().cross_layer_equalization) return 0;
   prepare_model(model, std::max<int64_t>(13, config.required_opset()));  // BatchNormalization folded first
   Graph g(model);
-  return equalize_cross_layer(g).pairs;
+  return equalize_clamps(g) + equalize_cross_layer(g).pairs;
 }
 
 QdqReport explain_model(const onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges) {

@@ -48,7 +48,8 @@ bool needs_activation_ranges(const onnx::ModelProto& model, const QConfig& confi
 // Whether a weight rule asks for GPTQ on some MatMul/Gemm (quantize_model then needs options.samples).
 bool needs_layer_inputs(const onnx::ModelProto& model, const QConfig& config);
 // When the config turns on cross-layer equalization (weight_algorithms): runs the preparation passes, then
-// equalizes `model` in place and returns the pairs equalized (0 when off). The tensors between equalized
+// equalizes per-channel clamps (weights/clamp_equalization.h) and convolution pairs in `model` in place and
+// returns the chains and pairs equalized (0 when off). The tensors between equalized
 // convolutions change range, so the caller calibrates the result, not the original model.
 int equalize_for_calibration(onnx::ModelProto& model, const QConfig& config);
 

@@ -4,12 +4,14 @@
 //
 // usage: node scripts/ort/ort_run.mjs MODEL [--input NAME=FILE.npy ...] [--output-dir DIR]
 //          [--threads N] [--repeat N] [--optimized-model PATH] [--opt-level all|basic|extended|disabled]
-//          [--against MODEL_B]
+//          [--against MODEL_B] [--profile PREFIX]
 // The opt level defaults to $QTOOL_ORT_OPT_LEVEL when set, else all.
 // Prints one JSON line: {"outputs": {name: {shape, dtype, file}}, "latency_ms": {median, min, max, runs}}
 // With --against (and --repeat), MODEL_B runs on the same inputs in the same process, its runs alternating with
 // MODEL's, so both see the same machine load; the line adds "latency_b_ms" and "ratio": the median over the
 // run pairs of B's time / MODEL's time.
+// With --profile, ORT writes its per-node profile (Chrome trace JSON) to PREFIX_<date>.json, covering the
+// warm-up run and the --repeat runs of MODEL (scripts/ort/profile_summary.py sums it per op type).
 // Output files are named after the output with characters outside [A-Za-z0-9_.-] replaced by '_'.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -64,7 +66,7 @@ function writeNpy(file, tensor) {
 
 function parseArgs(argv) {
   const a = { inputs: {}, threads: 1, repeat: 0, outputDir: null, optimized: null, optLevel: process.env.QTOOL_ORT_OPT_LEVEL || 'all', model: null,
-              against: null };
+              against: null, profile: null };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     const next = () => { if (i + 1 >= argv.length) throw new Error(`${k} needs a value`); return argv[++i]; };
@@ -75,6 +77,7 @@ function parseArgs(argv) {
     else if (k === '--optimized-model') a.optimized = next();
     else if (k === '--opt-level') a.optLevel = next();
     else if (k === '--against') a.against = next();
+    else if (k === '--profile') a.profile = next();
     else if (!a.model) a.model = k;
     else throw new Error(`unexpected argument ${k}`);
   }
@@ -87,6 +90,7 @@ async function main() {
   const opts = { logSeverityLevel: 3, intraOpNumThreads: a.threads, interOpNumThreads: 1, graphOptimizationLevel: a.optLevel,
                  executionMode: 'sequential' };
   if (a.optimized) opts.optimizedModelFilePath = a.optimized;
+  if (a.profile) { opts.enableProfiling = true; opts.profileFilePrefix = a.profile; }
   const session = await ort.InferenceSession.create(a.model, opts);
   const feeds = {};
   for (const name of session.inputNames) {
@@ -96,6 +100,8 @@ async function main() {
   let results = await session.run(feeds);
   const optsB = { ...opts };
   delete optsB.optimizedModelFilePath;
+  delete optsB.enableProfiling;
+  delete optsB.profileFilePrefix;
   const other = a.against ? await ort.InferenceSession.create(a.against, optsB) : null;
   if (other) await other.run(feeds);
   const times = [], timesB = [], ratios = [];
@@ -134,6 +140,7 @@ async function main() {
     out.latency_b_ms = stats(timesB);
     out.ratio = stats(ratios).median;
   }
+  if (a.profile) session.endProfiling();
   console.log(JSON.stringify(out));
 }
 

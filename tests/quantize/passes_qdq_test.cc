@@ -15,6 +15,7 @@
 #include "quantize/qparams.h"
 #include "quantize/quantize.h"
 #include "quantize/weights/bias_correction.h"
+#include "quantize/weights/clamp_equalization.h"
 #include "quantize/weights/cross_layer_equalization.h"
 #include "runtime/session.h"
 #include "test_paths.h"
@@ -924,6 +925,66 @@ TEST_CASE("weights: cross-layer equalization leaves a pair alone when a Clip bou
   const Tensor w3 = g.initializer_tensor("w3");
   const Tensor w3_before = Graph(b.m).initializer_tensor("w3");
   CHECK(max_diff(w3, w3_before) == 0);
+}
+
+TEST_CASE("weights: clamp equalization turns a per-channel Relu -> Min bound into one bound, float unchanged") {
+  // depthwise 3x3 -> Relu -> Min(C per channel, one channel clamped at 0) -> pointwise (4 -> 3)
+  Builder b(13);
+  b.input("x", {1, 4, 5, 5});
+  b.init("w1", random_tensor({4, 1, 3, 3}, 31));
+  b.init("b1", random_tensor({4}, 32, -0.1f, 0.1f));
+  b.init("c", Tensor::from_vector<float>({1, 4, 1, 1}, {0.25f, 6.0f, 0.0f, 1.5f}));
+  b.init("w2", random_tensor({3, 4, 1, 1}, 33));
+  auto& dw = b.node("Conv", {"x", "w1", "b1"}, {"c1"});
+  attr_i(dw, "group", 4);
+  attr_ints(dw, "pads", {1, 1, 1, 1});
+  b.node("Relu", {"c1"}, {"r1"});
+  b.node("Min", {"r1", "c"}, {"m1"});
+  b.node("Conv", {"m1", "w2"}, {"y"});
+  b.output("y");
+  const Tensor x = random_tensor({1, 4, 5, 5}, 34, -3, 3);
+  const Tensor before = run1(b.m, x);
+  onnx::ModelProto m = b.m;
+  Graph g(m);
+  CHECK(equalize_clamps(g) == 1);
+  REQUIRE(g.scalar_float_initializer("c").has_value());
+  CHECK(*g.scalar_float_initializer("c") == 6.0f);
+  double peak = 0;
+  for (float v : before.span<float>()) peak = std::max(peak, double(std::fabs(v)));
+  CHECK(max_diff(before, run1(m, x)) <= 1e-5 * peak);
+  // The scalar bound lets the preparation passes make it a Clip (which ONNX Runtime fuses into the conv).
+  prepare_model(m, 13);
+  CHECK(count_op(m, "Min") == 0);
+  CHECK(count_op(m, "Clip") == 1);
+  CHECK(max_diff(before, run1(m, x)) <= 1e-5 * peak);
+  // Every channel of the clamped tensor now reaches the same bound: the per-tensor grid serves them all.
+  onnx::ModelProto tap = m;
+  tap.mutable_graph()->add_output()->set_name("m1");
+  const Tensor mid = run1(tap, x, "m1");
+  std::vector<float> top(4, 0.0f);
+  for (int64_t i = 0; i < mid.numel(); ++i) top[(i / 25) % 4] = std::max(top[(i / 25) % 4], mid.data<float>()[i]);
+  CHECK(top[2] == 0.0f);  // the channel clamped at 0 stays 0
+  CHECK(std::max(top[0], top[3]) > 1.5f);  // both small-bound channels use more than their old bound of the grid
+}
+
+TEST_CASE("weights: clamp equalization leaves a Min whose bound is one value or whose tensor another node reads") {
+  for (const bool shared : {false, true}) {
+    Builder b(13);
+    b.input("x", {1, 2, 3, 3});
+    b.init("w1", random_tensor({2, 2, 1, 1}, 41));
+    b.init("c", shared ? Tensor::from_vector<float>({1, 2, 1, 1}, {1.0f, 2.0f})
+                       : Tensor::from_vector<float>({1, 2, 1, 1}, {3.0f, 3.0f}));
+    b.init("w2", random_tensor({2, 2, 1, 1}, 42));
+    b.node("Conv", {"x", "w1"}, {"c1"});
+    b.node("Relu", {"c1"}, {"r1"});
+    b.node("Min", {"r1", "c"}, {"m1"});
+    b.node("Conv", {"m1", "w2"}, {"y"});
+    b.output("y");
+    if (shared) b.output("r1");
+    onnx::ModelProto m = b.m;
+    Graph g(m);
+    CHECK(equalize_clamps(g) == 0);
+  }
 }
 
 namespace {
