@@ -24,7 +24,8 @@ void emulate_launch(int64_t blocks, int64_t block_threads, size_t shared_elems, 
   static_assert(std::is_trivially_copyable_v<Shared>);
   std::vector<Shared> shared(shared_elems);
   for (int64_t b = 0; b < blocks; ++b) {
-    std::memset(static_cast<void*>(shared.data()), 0xA5, shared.size() * sizeof(Shared));
+    if (!shared.empty())  // a kernel without shared memory: data() may be null, and memset(null, ...) is UB
+      std::memset(static_cast<void*>(shared.data()), 0xA5, shared.size() * sizeof(Shared));
     auto run_phase = [&](auto&& phase) {
       for (int64_t t = 0; t < block_threads; ++t)
         phase(ThreadCoord{b, t, blocks, block_threads}, std::span<Shared>(shared));
