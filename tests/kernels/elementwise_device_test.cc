@@ -1,12 +1,15 @@
 // The CUDA elementwise kernels' per-thread loops (runtime/kernels/elementwise_device.h), run through the emulated
 // launch grid, against the CPU kernels: bit for bit, NaN, ±inf and -0 included.
 #include <catch2/catch.hpp>
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <vector>
 
 #include "device/emulate.h"
 #include "kernel_harness.h"
+#include "runtime/kernels/compute_common.h"
 #include "runtime/kernels/elementwise_device.h"
 
 using namespace qtool;
@@ -44,7 +47,7 @@ TEST_CASE("CUDA unary kernels (emulated launch grid) equal the CPU kernels bit f
     const char* op;
     NodeAttrs attrs;
     std::vector<Tensor> extra;
-    UnaryOp u;
+    UnaryOp u{Unary::Relu};
   };
   NodeAttrs leaky, hsig;
   leaky.values["alpha"] = attr_float(0.1f);
@@ -90,6 +93,38 @@ TEST_CASE("CUDA binary kernels (emulated launch grid, broadcasting) equal the CP
         binary_loop(t, op, bc, a.data<float>(), b.data<float>(), y.data(), plan.numel);
       });
       CHECK(same_bits(cpu, y));
+    }
+  }
+}
+
+// The CPU epilogue (fused_activation.cc) is a multiversioned hot loop: its x86-64-v3/v4 clones may contract
+// a*x + b into one FMA (HardSigmoid) and vectorise exp (Silu), so those two agree within float tolerance, NaN's
+// sign aside; the device code (--fmad=false) computes them as the standalone HardSigmoid and Sigmoid kernels do.
+TEST_CASE("CUDA fused activations (emulated launch grid) equal the CPU epilogue") {
+  using Kind = FusedActivation::Kind;
+  const Tensor x = inputs({3, 41}, 11);
+  const int64_t n = x.numel();
+  UnaryOp none{Unary::Relu};
+  CHECK_FALSE(fused_unary(FusedActivation{Kind::None}, none));
+  for (const FusedActivation& a : {FusedActivation{Kind::Relu}, FusedActivation{Kind::Clip, -1.f, 6.f},
+                                   FusedActivation{Kind::HardSigmoid, 0.2f, 0.5f}, FusedActivation{Kind::HardSwish},
+                                   FusedActivation{Kind::Silu}}) {
+    INFO("kind " << static_cast<int>(a.kind));
+    UnaryOp u{Unary::Relu};
+    REQUIRE(fused_unary(a, u));
+    std::vector<float> cpu(x.data<float>(), x.data<float>() + n), y(static_cast<size_t>(n), -1.f);
+    kernels::compute::apply_activation(a, cpu.data(), n);
+    emulate_launch<char>(kBlocks, kThreads, 0, [&](ThreadCoord t, std::span<char>) {
+      unary_loop(t, u, x.data<float>(), y.data(), n);
+    });
+    if (a.kind == Kind::HardSigmoid || a.kind == Kind::Silu) {
+      for (size_t i = 0; i < cpu.size(); ++i) {
+        INFO("x = " << x.data<float>()[i]);
+        CHECK((cpu[i] == y[i] || (std::isnan(cpu[i]) && std::isnan(y[i])) ||
+               std::fabs(cpu[i] - y[i]) <= 1e-6f * std::max(1.f, std::fabs(cpu[i]))));
+      }
+    } else {
+      CHECK(std::memcmp(cpu.data(), y.data(), cpu.size() * sizeof(float)) == 0);
     }
   }
 }

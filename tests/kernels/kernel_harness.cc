@@ -18,6 +18,7 @@ std::vector<Tensor> run_kernel(const KernelCall& call) {
   node.op_type = call.op;
   node.opset = call.opset;
   node.attrs = call.attrs;
+  node.activation = call.activation;
   for (size_t i = 0; i < call.inputs.size(); ++i) {
     const bool present = !call.inputs[i].empty();
     node.inputs.push_back(present ? "in" + std::to_string(i) : "");
@@ -25,7 +26,7 @@ std::vector<Tensor> run_kernel(const KernelCall& call) {
     node.const_inputs.push_back(is_const ? &call.inputs[i] : nullptr);
   }
   for (size_t i = 0; i < call.num_outputs; ++i) node.outputs.push_back("out" + std::to_string(i));
-  const runtime::KernelDef* def = runtime::find_kernel("", call.op, call.opset);
+  const runtime::KernelDef* def = runtime::find_kernel("", call.op, call.opset, call.device);
   if (!def) throw UnsupportedError("no kernel for " + call.op + " opset " + std::to_string(call.opset));
   auto kernel = def->make(node);
   std::vector<const Tensor*> ins;

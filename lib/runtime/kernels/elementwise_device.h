@@ -5,8 +5,8 @@
 //
 // Each formula is the CPU's, operation for operation (std::min(a, b) is `b < a ? b : a`, std::max(a, b) is
 // `a < b ? b : a`: NaN goes where the CPU sends it). On a GPU, Relu, LeakyRelu, Clip, HardSigmoid, HardSwish and
-// the arithmetic ops are the same IEEE operations (the CUDA sources are built with --fmad=false); Sigmoid calls the
-// device's expf, within 2 ulp of glibc's, so it matches within float tolerance, not bit for bit.
+// the arithmetic ops are the same IEEE operations (the CUDA sources are built with --fmad=false); Sigmoid and Silu
+// call the device's expf, within 2 ulp of glibc's, so they match within float tolerance, not bit for bit.
 #pragma once
 
 #include <cmath>
@@ -19,7 +19,8 @@ namespace qtool::runtime::kernels::device_elementwise {
 
 using qtool::device::ThreadCoord;
 
-enum class Unary : uint8_t { Relu, LeakyRelu, Clip, HardSigmoid, HardSwish, Sigmoid };
+// Silu is not an ONNX op: it is the activation fusion folds from Sigmoid then Mul (runtime/fuse.h).
+enum class Unary : uint8_t { Relu, LeakyRelu, Clip, HardSigmoid, HardSwish, Sigmoid, Silu };
 enum class Binary : uint8_t { Add, Sub, Mul, Div, Max, Min };
 
 struct UnaryOp {
@@ -39,8 +40,23 @@ QTOOL_HD inline float apply(const UnaryOp& u, float v) {
     case Unary::HardSigmoid: return std_max(0.f, std_min(1.f, u.a * v + u.b));
     case Unary::HardSwish: return v * std_max(0.f, std_min(1.f, v / 6.f + 0.5f));
     case Unary::Sigmoid: return 1.f / (1.f + expf(-v));
+    case Unary::Silu: return v * (1.f / (1.f + expf(-v)));
   }
   return v;
+}
+
+// The activation graph preparation fused into a Conv, Gemm or MatMul (runtime/kernel.h FusedActivation) as a
+// device op: the formulas of compute::apply_activation (fused_activation.cc). Kind::None has none: false.
+inline bool fused_unary(const FusedActivation& a, UnaryOp& u) {
+  switch (a.kind) {
+    case FusedActivation::Kind::None: return false;
+    case FusedActivation::Kind::Relu: u = {Unary::Relu}; return true;
+    case FusedActivation::Kind::Clip: u = {Unary::Clip, a.a, a.b}; return true;
+    case FusedActivation::Kind::HardSigmoid: u = {Unary::HardSigmoid, a.a, a.b}; return true;
+    case FusedActivation::Kind::HardSwish: u = {Unary::HardSwish}; return true;
+    case FusedActivation::Kind::Silu: u = {Unary::Silu}; return true;
+  }
+  return false;
 }
 
 // NaN handling of Max/Min as the CPU kernel: a NaN in either operand is the result.
