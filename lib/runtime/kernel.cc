@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "runtime/kernels/kernels.h"
+
 namespace qtool::runtime {
 namespace {
 
@@ -78,6 +80,10 @@ const qtool::Tensor& KernelContext::input(size_t i) const {
 
 void log_cpu_fallback(const NodeInfo& node, std::string_view why) {
   spdlog::debug("{}: {}; runs on the CPU", node.label(), why);
+}
+
+void kernels::log_gpu_node(const NodeInfo& node, std::string_view how) {
+  spdlog::debug("{}: runs on the GPU ({})", node.label(), how);
 }
 
 bool is_gpu_row(const KernelDef* def) {

@@ -87,6 +87,10 @@ std::unique_ptr<Kernel> make_cuda_unary(const NodeInfo& node);   // Relu LeakyRe
 std::unique_ptr<Kernel> make_cuda_binary(const NodeInfo& node);  // Add Sub Mul Div Max Min
 std::unique_ptr<Kernel> make_cuda_matmul(const NodeInfo& node);
 std::unique_ptr<Kernel> make_cuda_gemm(const NodeInfo& node);
+std::unique_ptr<Kernel> make_cuda_conv(const NodeInfo& node);  // cuDNN (conv_cudnn_plan.h)
+// "<node label>: runs on the GPU (<how>)" at -v, on a GPU kernel's first run on the device (runtime/kernel.h
+// log_cpu_fallback names the nodes that run on the CPU instead).
+void log_gpu_node(const NodeInfo& node, std::string_view how);
 std::unique_ptr<Kernel> make_max_pool(const NodeInfo& node);            // pool.cc
 std::unique_ptr<Kernel> make_average_pool(const NodeInfo& node);        // pool.cc
 std::unique_ptr<Kernel> make_lp_pool(const NodeInfo& node);             // pool.cc

@@ -181,6 +181,7 @@ const KernelDef kCudaKernels[] = {
   {"", "Min", 1, kMaxOpset, make_cuda_binary},
   {"", "MatMul", 1, kMaxOpset, make_cuda_matmul},
   {"", "Gemm", 11, kMaxOpset, make_cuda_gemm},
+  {"", "Conv", 1, kMaxOpset, make_cuda_conv},
 };
 // clang-format on
 }  // namespace
