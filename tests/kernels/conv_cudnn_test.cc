@@ -159,6 +159,9 @@ TEST_CASE("cuDNN Conv plan: what runs on the CPU, and why") {
   CHECK(reason({0, 2, 4, 4}, {3, 2, 1, 1}) == "empty tensor");
   CHECK(reason({1, 2, 70000, 70000}, {1, 2, 1, 1}) == "a tensor over 2^31 elements (cuDNN's int)");
   CHECK(reason({1, 1, 1, int64_t{3} << 30}, {1, 1, 1, 1}) == "a dimension over 2^31 (cuDNN's int)");
+  runtime::NodeAttrs huge_pad;
+  huge_pad.values["pads"] = attr_ints({0, int64_t{3} << 30, 0, 0});
+  CHECK(reason({1, 1, 4, 4}, {1, 1, 1, 1}, huge_pad) == "a dimension over 2^31 (cuDNN's int)");
   // Malformed attributes are the CPU kernel's errors.
   runtime::NodeAttrs bad;
   bad.values["strides"] = attr_ints({1});

@@ -68,6 +68,10 @@ Decision plan_conv(const NodeInfo& node, const Shape& x, const Shape& w, const S
     end[o + i] = pads[nd + i];
     out[o + i] = out_nd[i];
   }
+  // Every value below 2^31 first: cuDNN takes int, and the sums below then cannot overflow int64.
+  const std::array<int64_t, 18> given = {N,    C,    M,    group,    in[0],    in[1],  k[0],   k[1],   s[0],
+                                         s[1], d[0], d[1], begin[0], begin[1], end[0], end[1], out[0], out[1]};
+  if (!all_fit_int(given)) return on_cpu("a dimension over 2^31 (cuDNN's int)");
   Plan p;
   p.in = in;
   std::array<int64_t, 2> padded{}, sym{};
@@ -86,9 +90,7 @@ Decision plan_conv(const NodeInfo& node, const Shape& x, const Shape& w, const S
       throw InternalError(node.label() + ": cuDNN plan gives another output size than the CPU Conv on axis " +
                           std::to_string(i));
   }
-  const std::array<int64_t, 16> dims = {N,      C,    M,    padded[0], padded[1], k[0],  k[1],   sym[0],
-                                        sym[1], s[0], s[1], d[0],      d[1],      group, out[0], out[1]};
-  if (!all_fit_int(dims)) return on_cpu("a dimension over 2^31 (cuDNN's int)");
+  if (!all_fit_int(padded)) return on_cpu("a dimension over 2^31 (cuDNN's int)");
   auto i32 = [](int64_t v) { return static_cast<int>(v); };
   p.x = {i32(N), i32(C), i32(padded[0]), i32(padded[1])};
   p.w = {i32(M), i32(C / group), i32(k[0]), i32(k[1])};
