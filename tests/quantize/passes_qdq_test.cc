@@ -151,6 +151,58 @@ TEST_CASE("passes: BatchNormalization folds into a grouped ConvTranspose") {
   CHECK(max_diff(before, run1(m, x)) < 1e-5);
 }
 
+TEST_CASE("passes: constant Mul / Add steps fold into the convolutions next to them; inexact ones stay") {
+  // x -> ConvA(pad 1) -> Add(per channel) -> Relu -> Mul(a) -> Add(b) -> ConvB(1x1) -> Relu
+  //   -> Mul(k1) -> Mul(k2) -> Add(e) -> ConvC(3x3, pad 1, group 2) -> Mul(spatial map) -> ConvTranspose -> Add(bias)
+  //   -> BatchNormalization -> y
+  Builder b(13);
+  b.input("x", {1, 3, 6, 6});
+  b.init("wa", random_tensor({4, 3, 3, 3}, 61));
+  b.init("ba", random_tensor({4}, 62));
+  b.init("da", random_tensor({1, 4, 1, 1}, 64));
+  b.init("a", Tensor::from_vector<float>({1}, {0.7f}));
+  b.init("off", Tensor::scalar<float>(-0.3f));
+  b.init("wb", random_tensor({4, 4, 1, 1}, 65));
+  b.init("k1", Tensor::scalar<float>(1.0f / 6));
+  b.init("k2", Tensor::from_vector<float>({1}, {1.3f}));
+  b.init("e", Tensor::scalar<float>(0.2f));
+  b.init("wc", random_tensor({4, 2, 3, 3}, 66));
+  b.init("map", random_tensor({1, 1, 6, 6}, 67, 0.5f, 1.5f));
+  b.init("wt", random_tensor({4, 2, 2, 2}, 68));
+  b.init("bt", random_tensor({2, 1, 1}, 69));
+  add_bn_params(b, 2, 70);
+  auto pads = [](onnx::NodeProto& n) { attr_ints(n, "pads", {1, 1, 1, 1}); };
+  pads(b.node("Conv", {"x", "wa", "ba"}, {"c1"}));
+  b.node("Add", {"da", "c1"}, {"c3"});  // constant first
+  b.node("Relu", {"c3"}, {"r1"});
+  b.node("Mul", {"r1", "a"}, {"r2"});
+  b.node("Add", {"r2", "off"}, {"r3"});
+  b.node("Conv", {"r3", "wb"}, {"c4"});  // no bias, no padding: the Add folds
+  b.node("Relu", {"c4"}, {"r4"});
+  b.node("Mul", {"r4", "k1"}, {"m1"});
+  b.node("Mul", {"m1", "k2"}, {"m2"});
+  b.node("Add", {"m2", "e"}, {"m3"});
+  onnx::NodeProto& cc = b.node("Conv", {"m3", "wc"}, {"c5"});  // padded: the Add stays
+  pads(cc);
+  attr_i(cc, "group", 2);
+  b.node("Mul", {"c5", "map"}, {"c6"});  // varies along H, W: stays
+  attr_ints(b.node("ConvTranspose", {"c6", "wt"}, {"t1"}), "strides", {2, 2});
+  b.node("Add", {"t1", "bt"}, {"t2"});
+  b.node("BatchNormalization", {"t2", "g", "beta", "mean", "var"}, {"y"});
+  b.output("y");
+  const Tensor x = random_tensor({1, 3, 6, 6}, 71);
+  const Tensor before = run1(b.m, x);
+  onnx::ModelProto m = b.m;
+  const PrepareReport r = prepare_model(m, 13);
+  // ConvA: Add; ConvB: Add(off), Mul(a); Mul(k1)·Mul(k2) merge; ConvTranspose: Add (then the BN folds).
+  CHECK(r.rewrites.at("fold_affine") == 5);
+  CHECK(count_op(m, "Mul") == 2);  // k1·k2, and the spatial map
+  CHECK(count_op(m, "Add") == 1);  // e, before the padded ConvC
+  CHECK(count_op(m, "BatchNormalization") == 0);
+  CHECK(m.graph().node(m.graph().node_size() - 1).output(0) == "y");
+  CHECK(max_diff(before, run1(m, x)) < 1e-4);
+}
+
 TEST_CASE("passes: Div by a constant becomes Mul by its reciprocal; other Divs stay") {
   Builder b(13);
   b.input("x", {1, 4, 3, 3});

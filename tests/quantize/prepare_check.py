@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """`qtool quantize --prepare-only` (lift constants, fold constants, fold BatchNorm, opset upgrade, Relu/Min/Clip
-clean-up, dead nodes) must not change what a model computes: every output of every shared model, run in
+clean-up, Div -> Mul, affine folds into convolutions, dead nodes) must not change what a model computes: every output of every shared model, run in
 ONNX Runtime 1.30 before and after, agrees to float32 rounding. Prints one JSON line; exit 1 on a mismatch."""
 import json
 import os

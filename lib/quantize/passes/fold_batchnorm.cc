@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "onnx/tensor_proto.h"
+#include "quantize/passes/output_channels.h"
 #include "quantize/passes/passes.h"
 
 namespace qtool::quantize {
@@ -58,9 +59,7 @@ class FoldBatchNorm final : public NodePass {
                             std::to_string(channels) + "; every BatchNormalization parameter needs one per channel");
 
     Tensor w = g.initializer_tensor(prod.input(1)).clone();
-    int64_t axis = 0;
-    if (op == "ConvTranspose") axis = 1;
-    if (op == "Gemm") axis = attr_int(prod, "transB", 0) ? 0 : 1;
+    const int64_t axis = output_channel_axis(prod);
     const int64_t group = op == "ConvTranspose" ? attr_int(prod, "group", 1) : 1;
     if (w.rank() <= axis || group < 1 || w.dim(axis) * group != channels || w.dim(0) % group != 0)
       throw BadInputError(describe(bn) + ": " + std::to_string(channels) + " channels but the weight of " +
@@ -69,19 +68,7 @@ class FoldBatchNorm final : public NodePass {
     std::vector<float> s(static_cast<size_t>(channels));
     for (int64_t c = 0; c < channels; ++c) s[c] = gamma.data<float>()[c] / std::sqrt(var.data<float>()[c] + eps);
 
-    // W viewed as [outer, per, inner] with per = W's size on the channel axis; element (o, c, k) feeds channel
-    // c, plus (o / (outer / group))·per for a grouped ConvTranspose (outer = C_in).
-    const int64_t per = w.dim(axis);
-    int64_t outer = 1, inner = 1;
-    for (int64_t d = 0; d < axis; ++d) outer *= w.dim(d);
-    for (int64_t d = axis + 1; d < w.rank(); ++d) inner *= w.dim(d);
-    const int64_t outer_per_group = outer / group;
-    float* wd = w.data<float>();
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t c = 0; c < per; ++c) {
-        const float f = s[static_cast<size_t>((o / outer_per_group) * per + c)];
-        for (int64_t k = 0; k < inner; ++k) wd[(o * per + c) * inner + k] *= f;
-      }
+    scale_output_channels(prod, w, s);
 
     std::vector<float> b(static_cast<size_t>(channels), 0.0f);
     if (prod.input_size() >= 3 && !prod.input(2).empty()) {

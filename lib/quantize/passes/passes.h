@@ -25,6 +25,9 @@ std::unique_ptr<NodePass> make_drop_redundant_relu_pass();
 std::unique_ptr<NodePass> make_fold_pad_into_conv_pass();
 // Div(x, C) with a constant C becomes Mul(x, 1/C): ONNX Runtime has an int8 Mul and no int8 Div (div_to_mul.cc).
 std::unique_ptr<NodePass> make_div_to_mul_pass();
+// A constant bias Add after a Conv / ConvTranspose and a scalar Mul / Add before a Conv fold into its weights and
+// bias where exact, and chained scalar Muls merge, until none is left; returns the number of rewrites (fold_affine.cc).
+int fold_affine(Graph& g);
 // Max(x, -inf) and Min(x, +inf) become Identity(x) (drop_infinite_bound.cc).
 std::unique_ptr<NodePass> make_drop_infinite_bound_pass();
 // Nodes whose outputs nobody reads (and that are not graph outputs) and unused initializers go away.
@@ -41,6 +44,7 @@ struct PrepareReport {
   int64_t opset_before = 0, opset_after = 0;
 };
 // All passes in order: drop initializer inputs, lift constants, fold constants, fold BatchNormalization, upgrade opset,
+// Relu/Clip clean-ups, Div -> Mul, affine folds (then BatchNormalization again), Pad folding,
 // dead nodes.
 PrepareReport prepare_model(onnx::ModelProto& model, int64_t min_opset);
 
