@@ -1,6 +1,8 @@
 // GPTQ for Conv weights (lib/quantize/weights/conv_gptq.cc), checked against brute force: the patch Hessians must
 // give exactly the energy of the conv's output for any weight (column order, groups, strides, pads, dilations),
 // and the rounding must lower that output error below round to nearest's, reporting the error it really has.
+#include "quantize/weights/conv_gptq.h"
+
 #include <onnx/onnx_pb.h>
 
 #include <catch2/catch.hpp>
@@ -8,7 +10,6 @@
 #include <random>
 
 #include "quantize/qparams.h"
-#include "quantize/weights/conv_gptq.h"
 #include "runtime/model_builder.h"
 #include "runtime/session.h"
 
@@ -105,9 +106,9 @@ Tensor minus_dequantized(const Tensor& w, const WeightResult& r) {
 
 TEST_CASE("conv gptq: the patch Hessians give the conv's output energy for any weight") {
   const std::vector<ConvCase> cases = {
-      {{2, 4, 7, 6}, {6, 2, 3, 3}, {2, 1}, {1, 0, 0, 1}, {1, 2}, 2, ""},   // groups, strides, uneven pads, dilation
-      {{1, 3, 8, 9}, {3, 1, 3, 3}, {2, 2}, {}, {}, 3, "SAME_UPPER"},       // depthwise, auto_pad
-      {{2, 5, 4, 4}, {7, 5, 1, 1}, {}, {}, {}, 1, ""},                     // pointwise
+      {{2, 4, 7, 6}, {6, 2, 3, 3}, {2, 1}, {1, 0, 0, 1}, {1, 2}, 2, ""},  // groups, strides, uneven pads, dilation
+      {{1, 3, 8, 9}, {3, 1, 3, 3}, {2, 2}, {}, {}, 3, "SAME_UPPER"},      // depthwise, auto_pad
+      {{2, 5, 4, 4}, {7, 5, 1, 1}, {}, {}, {}, 1, ""},                    // pointwise
       {{1, 2, 6, 5}, {4, 2, 2, 3}, {}, {}, {}, 1, "SAME_LOWER"},
   };
   for (size_t i = 0; i < cases.size(); ++i) {

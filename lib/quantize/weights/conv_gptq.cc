@@ -48,7 +48,8 @@ void add_patches(const ConvShape& c, const Tensor& x, LayerHessian& h) {
   const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3), K = c.local * c.kh * c.kw;
   const auto [pt, pb] = axis_pads(c, H, c.kh, c.sh, c.dh, 0);
   const auto [pl, pr] = axis_pads(c, W, c.kw, c.sw, c.dw, 1);
-  const int64_t oh = (H + pt + pb - (c.kh - 1) * c.dh - 1) / c.sh + 1, ow = (W + pl + pr - (c.kw - 1) * c.dw - 1) / c.sw + 1;
+  const int64_t oh = (H + pt + pb - (c.kh - 1) * c.dh - 1) / c.sh + 1,
+                ow = (W + pl + pr - (c.kw - 1) * c.dw - 1) / c.sw + 1;
   if (oh <= 0 || ow <= 0) return;
   if (h.k == 0) h.k = K, h.groups = c.group, h.h.assign(static_cast<size_t>(c.group * K * K), 0.0);
   if (h.k != K || h.groups != c.group) return;
@@ -169,8 +170,8 @@ WeightResult quantize_conv_gptq(const WeightInput& in) {
     const WeightResult rg = quantize_gptq(WeightInput{wg, s, 0, 1, &hg});
     for (int64_t o = 0; o < per; ++o) {
       scale[g * per + o] = rg.params.scale.data<float>()[o];
-      info.store(r.params.zero_point.raw(), g * per + o, dtype_info(rg.params.dtype()).load(rg.params.zero_point.raw(), o),
-                 true);
+      info.store(r.params.zero_point.raw(), g * per + o,
+                 dtype_info(rg.params.dtype()).load(rg.params.zero_point.raw(), o), true);
       for (int64_t k = 0; k < K; ++k)
         info.store(r.codes.raw(), (g * per + o) * K + k, info.load(rg.codes.raw(), o * K + k), true);
     }

@@ -15,7 +15,6 @@ class ModelProto;
 
 namespace qtool::quantize {
 
-
 // Weights of the 2-D Conv nodes whose weight the config quantizes with "algorithm": "gptq".
 std::vector<std::string> conv_gptq_weights(const onnx::ModelProto& model, const QConfig& config);
 
