@@ -267,13 +267,7 @@ class QdqBuilder {
                                          std::optional<float> input_scale = std::nullopt,
                                          const Tensor* value = nullptr) {
     const std::string name = g_.node(i).input(k);
-    std::optional<TensorSettings> wset = q.weight;
-    if (const SettingsSlot* o = cfg_.tensor_override(name); o && wset) {
-      if (o->is_null)
-        wset.reset();
-      else
-        apply_patch(*wset, o->patch);
-    }
+    const std::optional<TensorSettings> wset = weight_settings(cfg_, q, name);
     if (!wset || !g_.is_float_initializer(name)) return std::nullopt;
     const Tensor w = value ? *value : g_.initializer_tensor(name);
     TensorSettings ws = *wset;

@@ -89,13 +89,8 @@ std::vector<std::string> conv_gptq_weights(const onnx::ModelProto& model, const 
   for (const auto& node : model.graph().node()) {
     if (node.op_type() != "Conv" || node.input_size() < 2 || !inits.count(node.input(1))) continue;
     const NodeQuant q = config.resolve(node.name(), node.op_type());
-    if (!q.quantized || !q.weight) continue;
-    TensorSettings w = *q.weight;
-    if (const SettingsSlot* o = config.tensor_override(node.input(1)); o) {
-      if (o->is_null) continue;
-      apply_patch(w, o->patch);
-    }
-    if (w.algorithm == WeightAlgorithm::Gptq && std::find(out.begin(), out.end(), node.input(1)) == out.end())
+    const std::optional<TensorSettings> w = q.quantized ? weight_settings(config, q, node.input(1)) : std::nullopt;
+    if (w && w->algorithm == WeightAlgorithm::Gptq && std::find(out.begin(), out.end(), node.input(1)) == out.end())
       out.push_back(node.input(1));
   }
   return out;
