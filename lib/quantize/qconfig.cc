@@ -288,6 +288,15 @@ void check_target(const Ctx& ctx, const Rule& r, Target target) {
 
 }  // namespace
 
+std::optional<TensorSettings> weight_settings(const QConfig& config, const NodeQuant& q, const std::string& weight) {
+  std::optional<TensorSettings> w = q.weight;
+  if (const SettingsSlot* o = config.tensor_override(weight); o && w) {
+    if (o->is_null) return std::nullopt;
+    apply_patch(*w, o->patch);
+  }
+  return w;
+}
+
 void apply_patch(TensorSettings& s, const TensorSettingsPatch& p) {
   if (p.dtype) s.dtype = *p.dtype;
   if (p.symmetric) s.symmetric = *p.symmetric;

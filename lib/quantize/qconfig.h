@@ -206,4 +206,8 @@ class QConfig {
 // Applies a patch on top of resolved settings.
 void apply_patch(TensorSettings& s, const TensorSettingsPatch& p);
 
+// The settings of a node's weight initializer `weight`: the node's rule (q.weight), patched by a `tensors`
+// override of that name; nullopt when it stays float.
+std::optional<TensorSettings> weight_settings(const QConfig& config, const NodeQuant& q, const std::string& weight);
+
 }  // namespace qtool::quantize

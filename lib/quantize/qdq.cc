@@ -267,13 +267,7 @@ class QdqBuilder {
                                          std::optional<float> input_scale = std::nullopt,
                                          const Tensor* value = nullptr) {
     const std::string name = g_.node(i).input(k);
-    std::optional<TensorSettings> wset = q.weight;
-    if (const SettingsSlot* o = cfg_.tensor_override(name); o && wset) {
-      if (o->is_null)
-        wset.reset();
-      else
-        apply_patch(*wset, o->patch);
-    }
+    const std::optional<TensorSettings> wset = weight_settings(cfg_, q, name);
     if (!wset || !g_.is_float_initializer(name)) return std::nullopt;
     const Tensor w = value ? *value : g_.initializer_tensor(name);
     TensorSettings ws = *wset;
@@ -292,18 +286,22 @@ class QdqBuilder {
     if (needs_layer_inputs(ws.algorithm)) {
       const std::string algo = "\"algorithm\": \"" + std::string(weight_algorithm_name(ws.algorithm)) + "\"";
       const bool layer = (node.op_type() == "MatMul" || node.op_type() == "Gemm") && k == 1 && w.rank() == 2;
-      if (!layer)
+      const bool conv = node.op_type() == "Conv" && k == 1 && w.rank() == 4 && ws.algorithm == WeightAlgorithm::Gptq;
+      if (!layer && !conv)
         throw BadInputError("node '" + node.name() + "' (" + node.op_type() + "): " + algo + " applies to " +
-                            "2-D MatMul/Gemm weights; use \"clip_search\" or \"rtn\" for this node's weight");
+                            (ws.algorithm == WeightAlgorithm::Gptq ? "2-D MatMul/Gemm and 2-D Conv weights"
+                                                                    : "2-D MatMul/Gemm weights") +
+                            "; use \"clip_search\" or \"rtn\" for this node's weight");
       if (ws.algorithm == WeightAlgorithm::Awq && (q.activation || attr_int(node, "transA", 0) != 0))
         throw BadInputError("node '" + node.name() + "' (" + node.op_type() + "): " + algo + " scales the layer's " +
                             "input by a Mul, so it applies to weight-only rules (\"activation\": null) and Gemm " +
                             "without transA; use \"gptq\" here");
-      auto h = hessians_ ? hessians_->find(node.input(0)) : LayerHessians::const_iterator();
+      // A conv's patch Hessians are keyed by its weight (conv_gptq.h), a MatMul/Gemm's by its data input.
+      auto h = hessians_ ? hessians_->find(conv ? name : node.input(0)) : LayerHessians::const_iterator();
       if (!hessians_ || h == hessians_->end())
         throw BadInputError("node '" + node.name() + "': " + algo + " needs the layer's calibration inputs: " +
                          "run qtool quantize with --data (or --random)");
-      in.k_axis = weight_block_axis(node, w.rank());
+      in.k_axis = conv ? 1 : weight_block_axis(node, w.rank());
       in.hessian = &h->second;
     }
     WeightResult r = quantize_weight_values(in);

@@ -13,6 +13,7 @@
 #include "quantize/provenance.h"
 #include "quantize/weights/layer_inputs.h"
 #include "quantize/weights/bias_correction.h"
+#include "quantize/weights/conv_gptq.h"
 #include "quantize/weights/clamp_equalization.h"
 #include "quantize/weights/cross_layer_equalization.h"
 
@@ -48,7 +49,7 @@ bool needs_activation_ranges(const onnx::ModelProto& model, const QConfig& confi
 }
 
 bool needs_layer_inputs(const onnx::ModelProto& model, const QConfig& config) {
-  return !gptq_layer_inputs(model, config).empty();
+  return !gptq_layer_inputs(model, config).empty() || !conv_gptq_weights(model, config).empty();
 }
 
 int equalize_for_calibration(onnx::ModelProto& model, const QConfig& config) {
@@ -173,6 +174,12 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
       throw BadInputError("\"algorithm\": \"gptq\" / \"awq\" needs calibration inputs: give qtool quantize --data (or "
                           "--random)");
     hessians = collect_hessians(model, inputs, options.samples, options.threads);
+  }
+  if (const auto weights = conv_gptq_weights(model, config); !weights.empty()) {
+    if (options.samples.empty())
+      throw BadInputError("\"algorithm\": \"gptq\" on Conv weights needs calibration inputs: give qtool quantize "
+                          "--data (or --random)");
+    hessians.merge(collect_conv_hessians(model, weights, options.samples, options.threads));
   }
   std::vector<BiasCorrection> corrections;
   if (config.weight_algorithms().bias_correction && !options.samples.empty()) {

@@ -159,6 +159,25 @@ for cfg, dtype, opset in (('int4-weights', 22, 21), ('fp8-weights', 17, 19)):
     acc = float((o['logits'].argmax(1) == labels).mean())
     expect(cfg + ' accuracy in ORT', acc >= 0.95, acc)
 
+# GPTQ on Conv weights (configs/examples/fp8-weights-gptq.json; digits-vit's patch embedding is a Conv): needs the
+# calibration samples, refused with exit 2 without them; with them FP8 weights that ORT runs accurately.
+cfg = os.path.join(qtest.ROOT, 'configs', 'examples', 'fp8-weights-gptq.json')
+out = os.path.join(work, 'fp8-weights-gptq.onnx')
+rc, _, err = run(['quantize', digits, '-o', out, '--calib', dcal, '--config', cfg])
+expect('conv gptq without samples refused', rc == 2 and '--data' in err and not os.path.exists(out), (rc, err))
+rc, _, err = run(['quantize', digits, '-o', out, '--config', cfg, '--data',
+                  'pixel_values=' + qtest.t('digits_calib_images.npy')])
+expect('conv gptq runs', rc == 0, err)
+if rc == 0:
+    m = onnx.load(out)
+    conv_w = {n.input[1] for n in m.graph.node if n.op_type == 'Conv'}
+    dq = {n.output[0]: n.input[0] for n in m.graph.node if n.op_type == 'DequantizeLinear'}
+    inits = {i.name: i.data_type for i in m.graph.initializer}
+    expect('conv gptq: Conv weight in FP8', conv_w and all(inits.get(dq.get(w)) == 17 for w in conv_w), conv_w)
+    o, _ = qtest.ort_run(out, {'pixel_values': qtest.t('digits_test_images.npy')}, os.path.join(work, 'fp8g'))
+    acc = float((o['logits'].argmax(1) == labels).mean())
+    expect('conv gptq accuracy in ORT', acc >= 0.95, acc)
+
 # FP8 activations and weights (configs/fp8-*.json, target tensorrt): Q/DQ on the inputs of MatMul/Gemm, FP8 zero
 # points; ONNX Runtime's CPU provider runs them with graph optimizations disabled, accurately. Their MatMul/Gemm
 # weights are rounded by GPTQ, which needs the calibration samples beside the table (--data).

@@ -26,7 +26,7 @@ WeightResult quantize_weight_values(const WeightInput& in) {
     case WeightAlgorithm::ClipSearch:
       return quantize_clip_search(in);
     case WeightAlgorithm::Gptq:
-      return quantize_gptq(in);
+      return in.w.rank() > 2 ? quantize_conv_gptq(in) : quantize_gptq(in);
     case WeightAlgorithm::Awq:
       return quantize_awq(in);
   }

@@ -24,7 +24,8 @@ namespace qtool::quantize {
 struct LayerHessian {
   int64_t k = 0;
   int64_t rows = 0;
-  std::vector<double> h;  // row-major K x K
+  std::vector<double> h;  // row-major K x K; a Conv's (conv_gptq.h): `groups` such blocks one after another
+  int64_t groups = 1;
 };
 // Data input name of a layer -> its Hessian (q, k and v projections share theirs).
 using LayerHessians = std::map<std::string, LayerHessian>;
@@ -50,8 +51,9 @@ struct WeightResult {
 WeightResult quantize_rtn(const WeightInput& in);
 WeightResult quantize_clip_search(const WeightInput& in);
 WeightResult quantize_gptq(const WeightInput& in);
+WeightResult quantize_conv_gptq(const WeightInput& in);  // conv_gptq.h
 WeightResult quantize_awq(const WeightInput& in);
-// Dispatch on settings.algorithm.
+// Dispatch on settings.algorithm (GPTQ: by the weight's rank, 2-D MatMul/Gemm or Conv).
 WeightResult quantize_weight_values(const WeightInput& in);
 
 // Clip search for one group (clip_search.cc): the scale a * `scale`, a on the search grid, with the least
