@@ -79,3 +79,19 @@ TEST_CASE("oneDNN Conv matches the reference twin, bitwise the same with 1 and 2
       }
     }
 }
+
+TEST_CASE("oneDNN Conv keeps serving inputs of changing shapes (plans evicted beyond the cache size)") {
+  const Tensor W = random_tensor({8, 4, 3, 3}, 4), B = random_tensor({8}, 5);
+  auto conv = make_dnnl_conv(W, 1, true, {});
+#ifdef QTOOL_TEST_HAVE_DNNL
+  REQUIRE(conv);
+  for (int64_t size : {5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 5, 6}) {  // 10 shapes, then the first two again
+    const DnnlCase c{"", {1, 4, size, size + 1}, {8, 4, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}};
+    const Tensor X = random_tensor(c.x, 6);
+    INFO("size " << size);
+    CHECK(max_abs_diff(run_dnnl(*conv, c, X, &B, 1), conv_ref(X, W, &B, {c.strides, c.dilations, c.pads, 1})) < 1e-4);
+  }
+#else
+  CHECK(!conv);
+#endif
+}

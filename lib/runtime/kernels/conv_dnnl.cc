@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -59,12 +60,21 @@ class DnnlConvImpl final : public DnnlConv {
         N,         C,         g.in[0],   g.in[1],   g.strides[0], g.strides[1], g.dilations[0], g.dilations[1],
         g.pads[0], g.pads[1], g.pads[2], g.pads[3], threads};
     OmpThreads scope(threads);
-    const Plan* plan = nullptr;
+    std::shared_ptr<const Plan> plan;  // held for this call: another thread may evict it meanwhile
     {
       std::lock_guard<std::mutex> lock(mutex_);
       auto it = plans_.find(key);
-      if (it == plans_.end()) it = plans_.emplace(key, build(g, N, C)).first;
-      plan = it->second.get();
+      if (it == plans_.end()) {
+        // Inputs of changing shapes (calibration images of several sizes) would otherwise keep one reordered
+        // copy of W per shape: keep the most recent kMaxPlans.
+        if (order_.size() == kMaxPlans) {
+          plans_.erase(order_.front());
+          order_.pop_front();
+        }
+        it = plans_.emplace(key, build(g, N, C)).first;
+        order_.push_back(key);
+      }
+      plan = it->second;
     }
     if (!plan) return false;
     dnnl::stream stream(cpu_engine());
@@ -111,7 +121,7 @@ class DnnlConvImpl final : public DnnlConv {
     bool act_in_primitive = false;
   };
 
-  std::unique_ptr<Plan> build(const ConvGeom& g, int64_t N, int64_t C) {
+  std::shared_ptr<const Plan> build(const ConvGeom& g, int64_t N, int64_t C) {
     const int64_t M = W_.dim(0), KH = W_.dim(2), KW = W_.dim(3);
     const memory::dims src_dims{N, C, g.in[0], g.in[1]}, dst_dims{N, M, g.out[0], g.out[1]};
     const memory::dims w_dims =
@@ -145,7 +155,7 @@ class DnnlConvImpl final : public DnnlConv {
                                               {g.strides[0], g.strides[1]}, {g.dilations[0] - 1, g.dilations[1] - 1},
                                               {g.pads[0], g.pads[1]}, {g.pads[2], g.pads[3]});
       dnnl::convolution_forward::primitive_desc pd(d, attr, cpu_engine());
-      auto plan = std::make_unique<Plan>(Plan{pd,
+      auto plan = std::make_shared<Plan>(Plan{pd,
                                               dnnl::convolution_forward(pd),
                                               user_src,
                                               user_dst,
@@ -172,8 +182,10 @@ class DnnlConvImpl final : public DnnlConv {
   int64_t group_;
   bool has_bias_;
   FusedActivation act_;
+  static constexpr size_t kMaxPlans = 8;
   std::mutex mutex_;
-  std::map<Key, std::unique_ptr<Plan>> plans_;  // nullptr: oneDNN declined this shape
+  std::map<Key, std::shared_ptr<const Plan>> plans_;  // nullptr: oneDNN declined this shape
+  std::deque<Key> order_;                             // keys of plans_, oldest first
 };
 
 }  // namespace
