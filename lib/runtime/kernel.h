@@ -5,8 +5,8 @@
 // run() is then called once per execution with the node's input values and fills its outputs.
 // Kernels never talk to ONNX protobufs: the loader turns a NodeProto into a NodeInfo first.
 //
-// Threading is owned by the framework: kernels parallelise with OpenMP using ctx.threads and
-// never call omp_set_num_threads.
+// Threading is owned by the framework: kernels parallelise with OpenMP using ctx.threads and never call
+// omp_set_num_threads, except kernels/conv_dnnl.cc around each oneDNN call (oneDNN reads it), restored after.
 #pragma once
 
 #include <cstdint>

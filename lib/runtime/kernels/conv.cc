@@ -10,6 +10,8 @@
 //  - pointwise (kernel 1, stride 1, no pads): Y_g = W_g x X_g, one sgemm per image and group;
 //  - general: im2col in tiles of output rows (cache-sized per-thread buffers), one sgemm per tile.
 // W's layout [M, C/group, k...] already is the row-major GEMM operand, so no weight packing is needed.
+// In builds with oneDNN, 2-D Convs with constant weights run there instead (conv_dnnl.h: faster in every
+// class measured); the paths below serve the other builds, ranks and non-constant weights.
 // A fused activation (NodeInfo::activation, runtime/fuse.h) is applied to each block of Y right after
 // the block is computed, while it is still in cache.
 #include <algorithm>
@@ -19,6 +21,7 @@
 #include "core/checked.h"
 #include "runtime/kernels/blas.h"
 #include "runtime/kernels/compute_common.h"
+#include "runtime/kernels/conv_dnnl.h"
 #include "runtime/kernels/im2col.h"
 #include "runtime/kernels/kernels.h"
 #include "runtime/kernels/reference.h"
@@ -228,6 +231,10 @@ class ConvKernel final : public Kernel {
       if (w.rank() < 3) throw BadInputError(node.label() + ": weight W must have rank >= 3");
       win_ = Window::parse(node, static_cast<size_t>(w.rank() - 2), {w.shape().begin() + 2, w.shape().end()});
       parsed_ = true;
+      if (w.rank() == 4 && w.dtype() == DType::Float32) {
+        const bool has_bias = node.inputs.size() > 2 && !node.inputs[2].empty();
+        dnnl_ = make_dnnl_conv(w, group_, has_bias, node.activation);
+      }
     }
   }
 
@@ -268,6 +275,7 @@ class ConvKernel final : public Kernel {
     const int64_t iv = g.in_volume(), ov = g.out_volume(), kv = g.kernel_volume();
     const int64_t Mg = M / group_;
     const FusedActivation& act = node_.activation;
+    if (dnnl_ && g.in.size() == 2 && nd == 2 && dnnl_->run(g, N, C, x, b, y, ctx.threads)) return;
 
     if (group_ == C && g.channels == 1 && g.in.size() == 2 && Mg == 1 && g.out[1] <= kChannelBlockedMaxWidth) {
       const int64_t blocks = (C + 7) / 8;  // depthwise, small planes: 8 channels per vector
@@ -327,6 +335,7 @@ class ConvKernel final : public Kernel {
  private:
   NodeInfo node_;
   int64_t group_ = 1;
+  std::unique_ptr<DnnlConv> dnnl_;  // set in builds with oneDNN for 2-D constant float weights
   Window win_;
   bool parsed_ = false;
 };

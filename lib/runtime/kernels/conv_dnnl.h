@@ -1,0 +1,39 @@
+// 2-D float Conv on oneDNN (libdnnl). In builds with oneDNN it runs every 2-D Conv with constant float weights:
+// it measured faster than conv.cc's own kernels for each of their shape classes (depthwise, pointwise, general
+// im2col+sgemm) on mobilenetv2, ppocrv4-det and ppocrv4-rec at 1 and 2 threads (docs/interpreter.md "oneDNN
+// for Conv"). The own kernels remain for builds without oneDNN, other ranks and non-constant weights.
+//
+// Same contract as the own kernel: Y[n, m, oh, ow] = act(B[m] + sum_{c in group(m), kh, kw}
+// X[n, c, oh*sh - pt + kh*dh, ow*sw - pl + kw*dw] * W[m, c, kh, kw]), taps in the padding read 0; X and Y
+// plain NCHW. The weights are reordered into oneDNN's blocked layout once, when the primitive for an input
+// shape and thread count is first built (cached per node), never per call. Bias is the primitive's own
+// term; Relu and Clip are oneDNN post-ops (max/min, exact); HardSigmoid, HardSwish and SiLU are applied
+// after with apply_activation, because oneDNN evaluates them with other operations (multiply by 1/6, its
+// own exp) and a fused graph must give the unfused graph's values.
+//
+// Threads: oneDNN's OpenMP build reads the OpenMP thread count when a primitive is built and run, so both
+// happen with it set to the session's count for the duration of the call (and restored after).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "core/tensor.h"
+#include "runtime/kernel.h"
+#include "runtime/kernels/im2col.h"
+
+namespace qtool::runtime::kernels::compute {
+
+class DnnlConv {
+ public:
+  virtual ~DnnlConv() = default;
+  // Y (N x M x OH x OW) for X (N x C x IH x IW) and the weights given at creation; g is 2-D with pads
+  // resolved. False when oneDNN has no primitive for this shape (the caller runs its own kernel).
+  virtual bool run(const ConvGeom& g, int64_t N, int64_t C, const float* x, const float* b, float* y, int threads) = 0;
+};
+
+// A oneDNN Conv for constant float 2-D weights W [M, C/group, KH, KW] (shared with the graph's initializer);
+// nullptr when this build has no oneDNN.
+std::unique_ptr<DnnlConv> make_dnnl_conv(const Tensor& W, int64_t group, bool has_bias, const FusedActivation& act);
+
+}  // namespace qtool::runtime::kernels::compute

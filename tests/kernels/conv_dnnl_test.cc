@@ -1,0 +1,97 @@
+// The oneDNN Conv (runtime/kernels/conv_dnnl.h) against the reference twin conv_ref, for every shape class
+// and fused activation, and bitwise the same with 1 and 2 threads (qtool's results do not depend on the
+// thread count). In a build without oneDNN: make_dnnl_conv builds nothing.
+#include "runtime/kernels/conv_dnnl.h"
+
+#include <catch2/catch.hpp>
+#include <cstring>
+
+#include "kernel_harness.h"
+#include "runtime/kernels/compute_common.h"
+#include "runtime/kernels/reference.h"
+
+using namespace qtool;
+using namespace qtool::test;
+using namespace qtool::runtime::kernels::compute;
+using Kind = runtime::FusedActivation::Kind;
+
+namespace {
+struct DnnlCase {
+  const char* what;
+  Shape x, w;
+  int64_t group;
+  std::vector<int64_t> strides, dilations, pads;
+};
+
+Tensor run_dnnl(DnnlConv& conv, const DnnlCase& c, const Tensor& X, const Tensor* B, int threads) {
+  ConvGeom g;
+  g.in = {c.x[2], c.x[3]};
+  g.kernel = {c.w[2], c.w[3]};
+  g.strides = c.strides;
+  g.dilations = c.dilations;
+  g.pads = c.pads;
+  g.channels = c.x[1] / c.group;
+  for (size_t d = 0; d < 2; ++d)
+    g.out.push_back((g.in[d] + g.pads[d] + g.pads[d + 2] - ((g.kernel[d] - 1) * g.dilations[d] + 1)) / g.strides[d] +
+                    1);
+  Tensor Y(DType::Float32, {c.x[0], c.w[0], g.out[0], g.out[1]});
+  REQUIRE(conv.run(g, c.x[0], c.x[1], X.data<float>(), B ? B->data<float>() : nullptr, Y.data<float>(), threads));
+  return Y;
+}
+}  // namespace
+
+TEST_CASE("oneDNN Conv matches the reference twin, bitwise the same with 1 and 2 threads") {
+  const DnnlCase cases[] = {
+      {"pointwise", {1, 24, 14, 14}, {40, 24, 1, 1}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}},
+      {"pointwise odd channels", {2, 13, 9, 7}, {11, 13, 1, 1}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}},
+      {"pointwise strided", {1, 16, 9, 9}, {8, 16, 1, 1}, 1, {2, 2}, {1, 1}, {0, 0, 0, 0}},
+      {"first layer 3x3 s2", {1, 3, 33, 30}, {16, 3, 3, 3}, 1, {2, 2}, {1, 1}, {1, 1, 1, 1}},
+      {"general 3x3 pad 1", {1, 16, 20, 18}, {24, 16, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}},
+      {"general strided dilated asym pads", {2, 8, 23, 20}, {12, 8, 3, 2}, 1, {2, 3}, {2, 1}, {0, 2, 1, 1}},
+      {"grouped", {1, 16, 12, 12}, {24, 4, 3, 3}, 4, {1, 1}, {1, 1}, {1, 1, 1, 1}},
+      {"depthwise 3x3 s1", {1, 32, 17, 19}, {32, 1, 3, 3}, 32, {1, 1}, {1, 1}, {1, 1, 1, 1}},
+      {"depthwise 3x3 s2 odd channels", {2, 13, 16, 15}, {13, 1, 3, 3}, 13, {2, 2}, {1, 1}, {1, 1, 1, 1}},
+      {"depthwise 5x5 dilated asym", {1, 16, 20, 21}, {16, 1, 5, 5}, 16, {1, 2}, {2, 1}, {1, 2, 3, 1}},
+  };
+  const runtime::FusedActivation acts[] = {{Kind::None},           {Kind::Relu},
+                                           {Kind::Clip, 0.f, 6.f}, {Kind::HardSigmoid, 0.2f, 0.5f},
+                                           {Kind::HardSwish},      {Kind::Silu}};
+  for (const auto& c : cases)
+    for (const auto& act : acts) {
+      DYNAMIC_SECTION(c.what << ", activation " << static_cast<int>(act.kind)) {
+        const Tensor X = random_tensor(c.x, 1, -3.f, 3.f), W = random_tensor(c.w, 2), B = random_tensor({c.w[0]}, 3);
+        for (bool with_bias : {true, false}) {
+          const Tensor* b = with_bias ? &B : nullptr;
+          auto conv = make_dnnl_conv(W, c.group, with_bias, act);
+#ifdef QTOOL_TEST_HAVE_DNNL
+          REQUIRE(conv);
+#else
+          CHECK(!conv);
+          return;
+#endif
+          Tensor want = conv_ref(X, W, b, {c.strides, c.dilations, c.pads, c.group});
+          apply_activation(act, want.data<float>(), want.numel());
+          const Tensor one = run_dnnl(*conv, c, X, b, 1), two = run_dnnl(*conv, c, X, b, 2);
+          INFO("bias " << with_bias);
+          CHECK(max_abs_diff(one, want) < 1e-4);
+          CHECK(std::memcmp(one.data<float>(), two.data<float>(), sizeof(float) * one.numel()) == 0);
+        }
+      }
+    }
+}
+
+TEST_CASE("oneDNN Conv keeps serving inputs of changing shapes (plans evicted beyond the cache size)") {
+  const Tensor W = random_tensor({8, 4, 3, 3}, 4), B = random_tensor({8}, 5);
+  auto conv = make_dnnl_conv(W, 1, true, {});
+#ifdef QTOOL_TEST_HAVE_DNNL
+  REQUIRE(conv);
+  for (int64_t size : {5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 5, 6}) {  // 10 shapes, then the first two again
+    const DnnlCase c{"", {1, 4, size, size + 1}, {8, 4, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}};
+    const Tensor X = random_tensor(c.x, 6);
+    INFO("size " << size);
+    CHECK(max_abs_diff(run_dnnl(*conv, c, X, &B, 1), conv_ref(X, W, &B, {c.strides, c.dilations, c.pads, 1})) < 1e-4);
+  }
+#else
+  CHECK(!conv);
+#endif
+}
