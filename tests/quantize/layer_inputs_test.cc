@@ -1,6 +1,8 @@
 // GPTQ's layer-input Hessians held a bounded group at a time (lib/quantize/weights/layer_inputs.h): a small budget
 // cuts the layer inputs into several groups, each computed from its own graph segment, and every Hessian, and so the
 // quantized model, equals the one-pass result bit for bit.
+#include "quantize/weights/layer_inputs.h"
+
 #include <onnx/onnx_pb.h>
 
 #include <catch2/catch.hpp>
@@ -9,7 +11,6 @@
 
 #include "onnx/tensor_proto.h"
 #include "quantize/quantize.h"
-#include "quantize/weights/layer_inputs.h"
 
 using namespace qtool;
 using namespace qtool::quantize;
@@ -36,9 +37,11 @@ onnx::ModelProto chain() {
   x->set_name("x");
   x->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
   g.add_output()->set_name("y");
-  const std::vector<std::pair<std::string, Shape>> ws{{"w1", {16, 16}}, {"w2", {16, 24}}, {"w3", {24, 8}}, {"w4", {16, 8}}};
+  const std::vector<std::pair<std::string, Shape>> ws{
+      {"w1", {16, 16}}, {"w2", {16, 24}}, {"w3", {24, 8}}, {"w4", {16, 8}}};
   uint32_t seed = 1;
-  for (const auto& [name, shape] : ws) onnxio::tensor_to_proto(random_tensor(shape, seed++), name, *g.add_initializer());
+  for (const auto& [name, shape] : ws)
+    onnxio::tensor_to_proto(random_tensor(shape, seed++), name, *g.add_initializer());
   auto node = [&](const std::string& op, std::vector<std::string> in, const std::string& out) -> onnx::NodeProto& {
     auto* n = g.add_node();
     n->set_op_type(op);
@@ -68,9 +71,7 @@ std::vector<Sample> samples() {
   return s;
 }
 
-bool same(const LayerHessian& a, const LayerHessian& b) {
-  return a.k == b.k && a.rows == b.rows && a.h == b.h;
-}
+bool same(const LayerHessian& a, const LayerHessian& b) { return a.k == b.k && a.rows == b.rows && a.h == b.h; }
 
 }  // namespace
 
@@ -89,7 +90,7 @@ TEST_CASE("gptq hessians: a small budget computes them in groups, one graph segm
   LayerHessianSource source(m, inputs, s, 1, 3000);
   REQUIRE(source.groups() == 3);
   CHECK(source.segments_run() == 0);  // nothing computed before it is asked for
-  for (const auto& name : inputs) {  // in graph order: each segment runs once
+  for (const auto& name : inputs) {   // in graph order: each segment runs once
     const LayerHessian* h = source.find(name);
     REQUIRE(h != nullptr);
     CHECK(same(*h, one.at(name)));
