@@ -46,7 +46,7 @@ struct QuantizeArgs {
   std::string guard;  // --accuracy-guard on|off
   std::optional<double> min_sqnr, state_min_sqnr;
   GuardBudgetArgs guard_budget;
-  int64_t gptq_memory_mb = 512;
+  int64_t gptq_memory_mb = 256;
 };
 
 // The model's declared inputs without its nodes and weights: what the sample reader needs to know, without the
@@ -214,7 +214,7 @@ Action add_quantize_command(CLI::App& app) {
                 "nothing is written and the exit code is 4)");
   sub->add_option("--gptq-memory", a->gptq_memory_mb,
                   "GPTQ/AWQ: MiB of layer-input Hessians held at once; more are computed in groups, one graph segment "
-                  "each, with the same result (default 512)")
+                  "each, with the same result (default 256)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   sub->add_flag("--explain", a->explain, "Print, per node, the rules that applied and the resulting parameters");
   sub->add_flag(
