@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 
 #include "calib/calibrate.h"
 #include "calib/calibration_table.h"
@@ -45,7 +46,21 @@ struct QuantizeArgs {
   std::string guard;  // --accuracy-guard on|off
   std::optional<double> min_sqnr, state_min_sqnr;
   GuardBudgetArgs guard_budget;
+  int64_t gptq_memory_mb = 256;
 };
+
+// The model's declared inputs without its nodes and weights: what the sample reader needs to know, without the
+// interpreter reading every weight of a lazily loaded model.
+onnx::ModelProto inputs_only(const onnx::ModelProto& model) {
+  onnx::ModelProto m;
+  m.set_ir_version(model.ir_version());
+  *m.mutable_opset_import() = model.opset_import();
+  std::set<std::string> inits;
+  for (const auto& t : model.graph().initializer()) inits.insert(t.name());
+  for (const auto& vi : model.graph().input())
+    if (!inits.count(vi.name())) *m.mutable_graph()->add_input() = vi;
+  return m;
+}
 
 // At most this many calibration samples are kept in memory for the accuracy guard (the first ones).
 constexpr int64_t kGuardSamples = 512;
@@ -197,6 +212,10 @@ Action add_quantize_command(CLI::App& app) {
   sub->add_flag("--allow-below-target", a->allow_below_target,
                 "Write the model even when the accuracy guard cannot bring every output to its threshold (otherwise "
                 "nothing is written and the exit code is 4)");
+  sub->add_option("--gptq-memory", a->gptq_memory_mb,
+                  "GPTQ/AWQ: MiB of layer-input Hessians held at once; more are computed in groups, one graph segment "
+                  "each, with the same result (default 256)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   sub->add_flag("--explain", a->explain, "Print, per node, the rules that applied and the resulting parameters");
   sub->add_flag(
       "--prepare-only", a->prepare_only,
@@ -224,10 +243,10 @@ Action add_quantize_command(CLI::App& app) {
       cfg.set_accuracy_guard(g);
     }
     const bool samples = !sample_args.data.empty() || sample_args.random > 0;
-    // Without samples nothing runs the model in this process: its external data stays on disk, each weight is
-    // read when it is quantized, and big results wait in a spill file beside the output (onnx/spill.h), so memory
-    // stays near one tensor whatever the model's size.
-    onnxio::LoadedModel m = onnxio::load_model(a->model, {.load_external_data = samples});
+    // External data stays on disk: each weight is read when it is quantized (or when the interpreter runs the
+    // graph segment that holds it), and big results wait in a spill file beside the output (onnx/spill.h), so
+    // without samples memory stays near one tensor whatever the model's size.
+    onnxio::LoadedModel m = onnxio::load_model(a->model, {.load_external_data = false});
     onnxio::SaveOptions so;
     so.protect(m);
     std::optional<onnxio::SpillFile> spill;
@@ -235,7 +254,7 @@ Action add_quantize_command(CLI::App& app) {
       // A model that keeps its weights in external data gets an output that does too (and so never needs them
       // all in memory at once to be written).
       so.external_data = onnxio::SaveOptions::ExternalData::Always;
-      if (!samples) spill.emplace(a->output);
+      spill.emplace(a->output);
     }
     if (a->prepare_only) {
       const auto r = quantize::prepare_model(*m.proto, cfg.required_opset());
@@ -292,9 +311,10 @@ Action add_quantize_command(CLI::App& app) {
     qo.threads = runtime::resolve_threads(a->calibration.threads);
     qo.log = [](const std::string& line) { spdlog::info("{}", line); };
     qo.guard_samples = a->guard_budget.samples;
+    qo.hessian_budget_bytes = a->gptq_memory_mb << 20;
     qo.guard_budget.seconds = a->guard_budget.seconds;
     if (samples && (cfg.accuracy_guard().enabled || gptq || cfg.weight_algorithms().bias_correction)) {
-      const runtime::Session session(m, {.threads = 1});
+      const runtime::Session session(inputs_only(*m.proto), {.threads = 1});
       auto source = calib::open_samples(o, calib::input_specs(session));
       if (source->samples() > kGuardSamples)
         spdlog::warn("accuracy guard / gptq: using the first {} of {} samples", kGuardSamples, source->samples());

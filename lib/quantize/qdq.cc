@@ -16,6 +16,7 @@
 #include "quantize/qparams.h"
 #include "quantize/saturation.h"
 #include "quantize/weights/double_quant.h"
+#include "quantize/weights/layer_inputs.h"
 #include "quantize/weights/weight_quantizer.h"
 
 namespace qtool::quantize {
@@ -35,7 +36,7 @@ struct ActQ {
 class QdqBuilder {
  public:
   QdqBuilder(onnx::ModelProto& model, const QConfig& cfg, const calib::CalibrationTable& ranges,
-             const LayerHessians* hessians)
+             LayerHessianSource* hessians)
       : g_(model), cfg_(cfg), ranges_(ranges), hessians_(hessians) {
     count_definitions(model.graph());
     for (const auto& [name, scopes] : definitions_)
@@ -44,7 +45,7 @@ class QdqBuilder {
   // The body `body` of a node of `outer`'s graph.
   QdqBuilder(onnx::ModelProto& model, onnx::GraphProto& body, const Graph& outer, const QConfig& cfg,
              const calib::CalibrationTable& ranges, const std::set<std::string>& ambiguous,
-             const LayerHessians* hessians)
+             LayerHessianSource* hessians)
       : g_(model, body, outer), cfg_(cfg), ranges_(ranges), hessians_(hessians), ambiguous_(ambiguous) {}
 
   QdqReport run() {
@@ -297,12 +298,12 @@ class QdqBuilder {
                             "input by a Mul, so it applies to weight-only rules (\"activation\": null) and Gemm " +
                             "without transA; use \"gptq\" here");
       // A conv's patch Hessians are keyed by its weight (conv_gptq.h), a MatMul/Gemm's by its data input.
-      auto h = hessians_ ? hessians_->find(conv ? name : node.input(0)) : LayerHessians::const_iterator();
-      if (!hessians_ || h == hessians_->end())
+      const LayerHessian* h = hessians_ ? hessians_->find(conv ? name : node.input(0)) : nullptr;
+      if (!h)
         throw BadInputError("node '" + node.name() + "': " + algo + " needs the layer's calibration inputs: " +
                          "run qtool quantize with --data (or --random)");
       in.k_axis = conv ? 1 : weight_block_axis(node, w.rank());
-      in.hessian = &h->second;
+      in.hessian = h;
     }
     WeightResult r = quantize_weight_values(in);
     QParams& p = r.params;
@@ -725,7 +726,7 @@ class QdqBuilder {
   Graph g_;
   const QConfig& cfg_;
   const calib::CalibrationTable& ranges_;
-  const LayerHessians* hessians_;  // GPTQ layers' input Hessians (quantize/weights/layer_inputs.h); may be null
+  LayerHessianSource* hessians_;  // GPTQ/AWQ layers' input Hessians (weights/layer_inputs.h), asked in node order; may be null
   std::vector<NodeQuant> nq_;
   std::vector<bool> fused_;
   std::map<std::string, ActQ> act_;
@@ -740,7 +741,7 @@ class QdqBuilder {
 }  // namespace
 
 QdqReport insert_qdq(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges,
-                     const LayerHessians* hessians) {
+                     LayerHessianSource* hessians) {
   return QdqBuilder(model, config, ranges, hessians).run();
 }
 

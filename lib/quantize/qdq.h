@@ -17,6 +17,8 @@ class ModelProto;
 
 namespace qtool::quantize {
 
+class LayerHessianSource;
+
 struct TensorExplain {
   std::string tensor, role;  // role: input, output, weight, bias
   DType dtype = DType::Undefined;
@@ -55,6 +57,6 @@ struct QdqReport {
 // Rewrites `model` in place; activation ranges come from the calibration table (`qtool calibrate`). Config names that
 // match nothing are BadInputErrors. `hessians`: the input Hessians of the layers the config quantizes with GPTQ.
 QdqReport insert_qdq(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges,
-                     const LayerHessians* hessians = nullptr);
+                     LayerHessianSource* hessians = nullptr);
 
 }  // namespace qtool::quantize

@@ -112,7 +112,7 @@ void remove_dead(Graph& g) {
 
 // The QDQ rewrite and clean-up of an already prepared model.
 QdqReport rewrite(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges,
-                  const LayerHessians* hessians) {
+                  LayerHessianSource* hessians) {
   QdqReport r = insert_qdq(model, config, ranges, hessians);
   Graph g(model);
   remove_dead(g);
@@ -168,26 +168,35 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
   const AccuracyGuardSettings& gs = config.accuracy_guard();
   const bool guard = gs.enabled && !options.samples.empty();
   // GPTQ and AWQ layers: the Hessians of their inputs, from the float model on the calibration samples.
-  LayerHessians hessians;
+  // Held a group at a time within options.hessian_budget_bytes (weights/layer_inputs.h).
+  std::unique_ptr<LayerHessianSource> hessian_source;
   if (const auto inputs = gptq_layer_inputs(model, config); !inputs.empty()) {
     if (options.samples.empty())
       throw BadInputError("\"algorithm\": \"gptq\" / \"awq\" needs calibration inputs: give qtool quantize --data (or "
                           "--random)");
-    hessians = collect_hessians(model, inputs, options.samples, options.threads);
+    hessian_source = std::make_unique<LayerHessianSource>(model, inputs, options.samples, options.threads,
+                                                          options.hessian_budget_bytes);
+    if (options.log && hessian_source->groups() > 1)
+      options.log("gptq: layer inputs in " + std::to_string(hessian_source->groups()) + " groups of at most " +
+                  std::to_string(options.hessian_budget_bytes >> 20) + " MiB of Hessians");
   }
   if (const auto weights = conv_gptq_weights(model, config); !weights.empty()) {
     if (options.samples.empty())
       throw BadInputError("\"algorithm\": \"gptq\" on Conv weights needs calibration inputs: give qtool quantize "
                           "--data (or --random)");
-    hessians.merge(collect_conv_hessians(model, weights, options.samples, options.threads));
+    if (!hessian_source)
+      hessian_source = std::make_unique<LayerHessianSource>(model, std::vector<std::string>{}, options.samples,
+                                                            options.threads, options.hessian_budget_bytes);
+    hessian_source->add_fixed(collect_conv_hessians(model, weights, options.samples, options.threads));
   }
+  LayerHessianSource* hessians = hessian_source.get();
   std::vector<BiasCorrection> corrections;
   if (config.weight_algorithms().bias_correction && !options.samples.empty()) {
     // The shift depends on the rounded weights: rewrite once to get them. Bias changes leave the weights' grids
     // alone. The mean of each input settles in a few dozen samples.
     constexpr size_t kBiasSamples = 64;
     onnx::ModelProto trial = model;
-    rewrite(trial, config, ranges, &hessians);
+    rewrite(trial, config, ranges, hessians);
     const std::vector<Sample> few(options.samples.begin(),
                                   options.samples.begin() + std::min(options.samples.size(), kBiasSamples));
     corrections = bias_corrections(model, trial, few, options.threads);
@@ -196,7 +205,7 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
   // corrected only where its weights stay quantized.
   const onnx::ModelProto prepared = guard ? model : onnx::ModelProto();
   s.bias_corrected = apply_bias_corrections(model, corrections);
-  s.qdq = rewrite(model, config, ranges, &hessians);
+  s.qdq = rewrite(model, config, ranges, hessians);
   check_table_matches(s.qdq, ranges);
   check_target_loads(s.qdq, config);
   if (!gs.enabled)
@@ -226,7 +235,7 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
       Candidate c;
       c.model = std::make_shared<onnx::ModelProto>(prepared);
       apply_bias_corrections(*c.model, corrections, float_tensors);
-      units_of(rewrite(*c.model, config.with_float_tensors(float_tensors), ranges, &hessians), c);
+      units_of(rewrite(*c.model, config.with_float_tensors(float_tensors), ranges, hessians), c);
       return c;
     };
     Candidate initial;
@@ -238,7 +247,7 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
     if (!keep.empty()) {
       model = prepared;
       s.bias_corrected = apply_bias_corrections(model, corrections, keep);
-      s.qdq = rewrite(model, config.with_float_tensors(keep), ranges, &hessians);
+      s.qdq = rewrite(model, config.with_float_tensors(keep), ranges, hessians);
     }
     s.guard.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }

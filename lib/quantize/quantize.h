@@ -35,6 +35,9 @@ struct QuantizeOptions {
   // keeps the whole stream, whose error builds up over it), and its search stops after guard_budget.seconds.
   int64_t guard_samples = 0;
   GuardBudget guard_budget;
+  // GPTQ / AWQ: the most bytes of layer-input Hessians held at once (weights/layer_inputs.h: more groups, each one
+  // segment of the graph; the Hessians, and so the result, stay the same).
+  int64_t hessian_budget_bytes = int64_t{256} << 20;
 };
 
 // Rewrites `model` in place into its QDQ int8 (or as configured) form; then, when the config's accuracy guard is on

@@ -2,6 +2,9 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
+#include <numeric>
+#include <optional>
 #include <set>
 
 #include "quantize/graph.h"
@@ -30,39 +33,233 @@ std::vector<std::string> gptq_layer_inputs(const onnx::ModelProto& model, const 
   return out;
 }
 
-LayerHessians collect_hessians(const onnx::ModelProto& model, const std::vector<std::string>& inputs,
-                               const std::vector<std::map<std::string, Tensor>>& samples, int threads) {
-  std::map<std::string, bool> transposed;  // Gemm transA: rows are the first dimension's columns
-  for (const auto& name : inputs) transposed[name] = false;
-  for (const auto& node : model.graph().node())
-    if (node.op_type() == "Gemm" && node.input_size() > 0 && transposed.count(node.input(0)))
-      transposed[node.input(0)] = attr_int(node, "transA", 0) != 0;
+namespace {
+
+using Samples = std::vector<std::map<std::string, Tensor>>;
+
+// H += X^T X over the rows of x (its last dimension; transposed: its first). Unchanged from the one-pass version,
+// so grouped and one-pass Hessians are equal bit for bit.
+void accumulate(LayerHessian& h, const Tensor& x, bool ta) {
+  if (x.dtype() != DType::Float32 || x.rank() < 1 || x.numel() == 0) return;
+  const int64_t K = ta ? x.dim(0) : x.dim(x.rank() - 1);
+  const int64_t rows = x.numel() / K;
+  if (h.k == 0) h.k = K, h.h.assign(static_cast<size_t>(K * K), 0.0);
+  if (h.k != K) return;  // a layer fed with differently shaped inputs: not a MatMul weight's K
+  const float* d = x.data<float>();
+  std::vector<double> row(static_cast<size_t>(K));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t k = 0; k < K; ++k) row[static_cast<size_t>(k)] = ta ? d[k * rows + r] : d[r * K + k];
+    for (int64_t i = 0; i < K; ++i) {
+      const double a = row[static_cast<size_t>(i)];
+      if (a == 0) continue;
+      double* hr = h.h.data() + i * K;
+      for (int64_t j = 0; j < K; ++j) hr[j] += a * row[static_cast<size_t>(j)];
+    }
+  }
+  h.rows += rows;
+}
+
+bool has_bodies(const onnx::GraphProto& g) {
+  for (const auto& n : g.node())
+    for (const auto& a : n.attribute())
+      if (a.has_g() || a.graphs_size() > 0) return true;
+  return false;
+}
+
+}  // namespace
+
+struct LayerHessianSource::State {
+  const Samples& samples;
+  int threads = 1;
+  std::map<std::string, bool> transposed;  // layer input -> Gemm transA (rows are the first dimension's columns)
+  std::map<std::string, int> group_of;     // layer input -> group
+  int groups = 1;
+  // Several groups: the float model, and the end (exclusive node index) of each group's segment.
+  std::optional<onnx::ModelProto> model;
+  std::vector<int> seg_end;
+  std::map<std::string, int> last_use;  // value -> last node (below the final segment end) that reads it
+  // Progress: `current` is the group whose Hessians `hs` holds (-1: none); `frontier` holds, per sample, the
+  // values computed so far that nodes from seg_end[next - 1] on still read.
   LayerHessians hs;
-  const runtime::Session session(model, {.threads = threads});
-  runtime::RunOptions ro;
-  ro.tap = [&](const std::string& name, const Tensor& x) {
-    auto t = transposed.find(name);
-    if (t == transposed.end() || x.dtype() != DType::Float32 || x.rank() < 1 || x.numel() == 0) return;
-    const bool ta = t->second;
-    const int64_t K = ta ? x.dim(0) : x.dim(x.rank() - 1);
-    const int64_t rows = x.numel() / K;
-    LayerHessian& h = hs[name];
-    if (h.k == 0) h.k = K, h.h.assign(static_cast<size_t>(K * K), 0.0);
-    if (h.k != K) return;  // a layer fed with differently shaped inputs: not a MatMul weight's K
-    const float* d = x.data<float>();
-    std::vector<double> row(static_cast<size_t>(K));
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t k = 0; k < K; ++k) row[static_cast<size_t>(k)] = ta ? d[k * rows + r] : d[r * K + k];
-      for (int64_t i = 0; i < K; ++i) {
-        const double a = row[static_cast<size_t>(i)];
-        if (a == 0) continue;
-        double* hr = h.h.data() + i * K;
-        for (int64_t j = 0; j < K; ++j) hr[j] += a * row[static_cast<size_t>(j)];
+  LayerHessians fixed;  // add_fixed: held for the source's life
+  int current = -1, next = 0, segments_run = 0;
+  Samples frontier;
+
+  explicit State(const Samples& s) : samples(s) {}
+
+  runtime::TapFn tap(int group) {
+    return [this, group](const std::string& name, const Tensor& x) {
+      auto g = group_of.find(name);
+      if (g == group_of.end() || g->second != group) return;
+      accumulate(hs[name], x, transposed.at(name));
+    };
+  }
+
+  // Runs segment `next` on every sample; collects the Hessians when it is the `collect` group.
+  void run_segment(bool collect) {
+    const onnx::GraphProto& g = model->graph();
+    const int a = next == 0 ? 0 : seg_end[static_cast<size_t>(next - 1)], b = seg_end[static_cast<size_t>(next)];
+    if (a == b) {  // a group of graph inputs only: the tap sees them before any node runs
+      if (collect)
+        for (const auto& f : frontier)
+          for (const auto& vi : g.input())
+            if (auto t = f.find(vi.name()); t != f.end()) tap(next)(vi.name(), t->second);
+      ++next;
+      ++segments_run;
+      return;
+    }
+    std::map<std::string, int> init_index;
+    for (int i = 0; i < g.initializer_size(); ++i) init_index[g.initializer(i).name()] = i;
+    onnx::ModelProto sub;
+    sub.set_ir_version(model->ir_version());
+    *sub.mutable_opset_import() = model->opset_import();
+    *sub.mutable_functions() = model->functions();
+    onnx::GraphProto& sg = *sub.mutable_graph();
+    sg.set_name(g.name() + "_segment" + std::to_string(next));
+    std::set<std::string> produced, declared;
+    auto add_input = [&](const std::string& name) {
+      if (name.empty() || produced.count(name) || !declared.insert(name).second) return;
+      if (auto it = init_index.find(name); it != init_index.end())
+        *sg.add_initializer() = g.initializer(it->second);  // external data: only the reference is copied
+      else
+        sg.add_input()->set_name(name);
+    };
+    if (next == 0)  // layer inputs that are graph inputs: the tap sees them as the segment's inputs
+      for (const auto& vi : g.input())
+        if (group_of.count(vi.name())) add_input(vi.name());
+    for (int i = a; i < b; ++i) {
+      const onnx::NodeProto& n = g.node(i);
+      for (const auto& in : n.input()) add_input(in);
+      *sg.add_node() = n;
+      for (const auto& out : n.output()) produced.insert(out);
+    }
+    for (const auto& name : produced)
+      if (auto u = last_use.find(name); u != last_use.end() && u->second >= b) sg.add_output()->set_name(name);
+    if (sg.output_size() == 0) sg.add_output()->set_name(g.node(b - 1).output(0));
+    const runtime::Session session(sub, {.threads = threads});
+    runtime::RunOptions ro;
+    if (collect) ro.tap = tap(next);
+    for (auto& f : frontier) {
+      std::map<std::string, Tensor> in;
+      for (const auto& vi : sg.input()) in[vi.name()] = f.at(vi.name());
+      for (auto& [name, t] : session.run(in, ro)) f[name] = std::move(t);
+      for (auto it = f.begin(); it != f.end();) {  // drop what no later segment reads
+        auto u = last_use.find(it->first);
+        it = u == last_use.end() || u->second < b ? f.erase(it) : std::next(it);
       }
     }
-    h.rows += rows;
+    ++next;
+    ++segments_run;
+  }
+
+  void compute(int group) {
+    hs.clear();
+    current = -1;
+    if (!model) {  // one group: one pass of the whole model
+      const runtime::Session session(*full, {.threads = threads});
+      runtime::RunOptions ro;
+      ro.tap = tap(0);
+      for (const auto& s : samples) session.run(s, ro);
+      ++segments_run;
+      current = 0;
+      return;
+    }
+    if (group < next) next = 0;
+    if (next == 0) frontier = samples;
+    while (next <= group) run_segment(next == group);
+    current = group;
+  }
+
+  const onnx::ModelProto* full = nullptr;  // one group: the caller's model, during the constructor only
+};
+
+LayerHessianSource::LayerHessianSource(const onnx::ModelProto& model, const std::vector<std::string>& inputs,
+                                       const Samples& samples, int threads, int64_t budget_bytes)
+    : s_(std::make_unique<State>(samples)) {
+  State& s = *s_;
+  s.threads = threads;
+  if (inputs.empty()) return;  // only add_fixed's Hessians: nothing to run
+  const onnx::GraphProto& g = model.graph();
+  for (const auto& name : inputs) s.transposed[name] = false, s.group_of[name] = 0;
+  std::map<std::string, const onnx::TensorProto*> inits;
+  for (const auto& t : g.initializer()) inits[t.name()] = &t;
+  // K of each layer input, from its weight's shape (the Hessian is 8 K^2 bytes); producer position of each value.
+  std::map<std::string, int64_t> k_of;
+  std::map<std::string, int> producer;
+  std::set<std::string> available;
+  for (const auto& vi : g.input()) available.insert(vi.name());
+  for (const auto& t : g.initializer()) available.insert(t.name());
+  bool topological = true;
+  for (int i = 0; i < g.node_size(); ++i) {
+    const onnx::NodeProto& n = g.node(i);
+    for (const auto& in : n.input()) topological = topological && (in.empty() || available.count(in));
+    for (const auto& out : n.output()) available.insert(out), producer.emplace(out, i);
+    if ((n.op_type() != "MatMul" && n.op_type() != "Gemm") || n.input_size() < 2 || !s.group_of.count(n.input(0)))
+      continue;
+    const bool gemm = n.op_type() == "Gemm";
+    if (gemm) s.transposed[n.input(0)] = attr_int(n, "transA", 0) != 0;
+    auto w = inits.find(n.input(1));
+    if (w == inits.end() || w->second->dims_size() != 2 || k_of.count(n.input(0))) continue;
+    k_of[n.input(0)] = w->second->dims(gemm && attr_int(n, "transB", 0) != 0 ? 1 : 0);
+  }
+  // Groups: layer inputs by producer position (graph inputs first), cut where the next one would pass the budget;
+  // inputs with the same position stay together (a segment cannot end between them).
+  std::vector<std::string> order = inputs;
+  auto pos = [&](const std::string& name) {
+    auto p = producer.find(name);
+    return p == producer.end() ? -1 : p->second;
   };
-  for (const auto& s : samples) session.run(s, ro);
+  std::stable_sort(order.begin(), order.end(), [&](const auto& x, const auto& y) { return pos(x) < pos(y); });
+  std::vector<int> ends;
+  int64_t bytes = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    const int64_t k = k_of.count(order[i]) ? k_of[order[i]] : 0;
+    const int64_t h = 8 * k * k;
+    if (i > 0 && bytes + h > budget_bytes && pos(order[i]) != pos(order[i - 1]))
+      ends.push_back(pos(order[i - 1]) + 1), bytes = 0;
+    s.group_of[order[i]] = static_cast<int>(ends.size());
+    bytes += h;
+  }
+  if (!order.empty()) ends.push_back(pos(order.back()) + 1);
+  s.groups = static_cast<int>(std::max<size_t>(1, ends.size()));
+  if (s.groups > 1 && (!topological || has_bodies(g))) {  // segments need a plain, ordered graph
+    for (auto& [name, grp] : s.group_of) grp = 0;
+    s.groups = 1;
+  }
+  if (s.groups == 1) {
+    s.full = &model;
+    s.compute(0);
+    s.full = nullptr;
+    return;
+  }
+  s.model = model;
+  s.seg_end = ends;
+  for (int i = 0; i < ends.back(); ++i)
+    for (const auto& in : g.node(i).input()) s.last_use[in] = i;
+}
+
+LayerHessianSource::~LayerHessianSource() = default;
+
+const LayerHessian* LayerHessianSource::find(const std::string& name) {
+  if (auto f = s_->fixed.find(name); f != s_->fixed.end()) return &f->second;
+  auto g = s_->group_of.find(name);
+  if (g == s_->group_of.end()) return nullptr;
+  if (g->second != s_->current) s_->compute(g->second);
+  auto h = s_->hs.find(name);
+  return h == s_->hs.end() ? nullptr : &h->second;
+}
+
+void LayerHessianSource::add_fixed(LayerHessians hessians) { s_->fixed.merge(hessians); }
+
+int LayerHessianSource::groups() const { return s_->groups; }
+int LayerHessianSource::segments_run() const { return s_->segments_run; }
+
+LayerHessians collect_hessians(const onnx::ModelProto& model, const std::vector<std::string>& inputs,
+                               const Samples& samples, int threads) {
+  LayerHessianSource source(model, inputs, samples, threads, INT64_MAX);
+  LayerHessians hs;
+  for (const auto& name : inputs)
+    if (const LayerHessian* h = source.find(name)) hs[name] = *h;
   return hs;
 }
 
