@@ -1,6 +1,7 @@
 // exp and erf for float32 written so that GCC vectorises loops over them (no branches, no libm calls):
-// the softmax, Sigmoid/SiLU, Exp, Erf and Gelu kernels spent most of their time in scalar libm calls
-// (__expf_fma, __erff: 21 % of digits-vit's 1-thread samples, 9 % of llama2c's).
+// the Softmax, Exp, Erf and Gelu kernels spent most of their time in scalar libm calls (__erff: 21 % of
+// digits-vit's 1-thread samples, __expf 9 % of llama2c's). Sigmoid and the fused SiLU keep std::exp: the CUDA
+// emulation test pins them bit for bit against the device formula.
 //
 // Reference twins are std::exp / std::erf; tests/kernels/vector_math_test.cc pins the error bound over a
 // sweep of every exponent range: exp_approx within 2 ulp, erf_approx within 3 ulp (the bound the test
