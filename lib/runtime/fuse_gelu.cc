@@ -10,7 +10,6 @@
 namespace qtool::runtime {
 namespace {
 
-using fusion::const_scalar;
 using fusion::onnx_op;
 
 // The other operand of binary node n when one operand is v; -1 when v is not an operand.
@@ -21,16 +20,7 @@ int other_operand(const GraphNode& n, int v) {
 
 // n = op(v, c) or op(c, v) (commutative ops only for the second form) with c the constant float `value`.
 bool with_constant(const GraphNode& n, const char* op, int v, float value, bool commutative) {
-  if (!onnx_op(n, op) || n.inputs.size() != 2 || n.outputs.size() != 1) return false;
-  if (n.inputs[0] == v) {
-    const auto c = const_scalar(n, 1);
-    return c && *c == value;
-  }
-  if (commutative && n.inputs[1] == v) {
-    const auto c = const_scalar(n, 0);
-    return c && *c == value;
-  }
-  return false;
+  return onnx_op(n, op) && fusion::has_const_operand(n, v, value, commutative);
 }
 
 }  // namespace

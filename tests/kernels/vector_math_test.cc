@@ -5,6 +5,7 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "kernel_harness.h"
 #include "runtime/kernels/vector_math.h"
@@ -34,16 +35,22 @@ void for_sampled_floats(F&& f) {
   }
 }
 
+// The largest ulps(approx(x), exact(x)) over the sampled floats, and where.
+template <class A, class E>
+std::pair<double, float> worst_ulps(A&& approx, E&& exact) {
+  std::pair<double, float> worst{0, 0.f};
+  for_sampled_floats([&](float x) {
+    const double e = ulps(approx(x), exact(static_cast<double>(x)));
+    if (e > worst.first) worst = {e, x};
+  });
+  return worst;
+}
+
 constexpr double kExpUlps = 2, kErfUlps = 3;  // the bounds vector_math.h promises
 }  // namespace
 
 TEST_CASE("exp_approx is within 2 ulp of exp over the float range, exact at its limits") {
-  double worst = 0;
-  float at = 0;
-  for_sampled_floats([&](float x) {
-    const double e = ulps(exp_approx(x), std::exp(static_cast<double>(x)));
-    if (e > worst) worst = e, at = x;
-  });
+  const auto [worst, at] = worst_ulps([](float x) { return exp_approx(x); }, [](double x) { return std::exp(x); });
   INFO("worst " << worst << " ulp at x = " << at);
   CHECK(worst <= kExpUlps);
   CHECK(exp_approx(0.f) == 1.f);
@@ -56,11 +63,8 @@ TEST_CASE("exp_approx is within 2 ulp of exp over the float range, exact at its 
 }
 
 TEST_CASE("erf_approx is within 3 ulp of erf over the float range, odd, exact at its limits") {
-  double worst = 0;
-  float at = 0;
-  for_sampled_floats([&](float x) {
-    const double e = ulps(erf_approx(x), std::erf(static_cast<double>(x)));
-    if (e > worst) worst = e, at = x;
+  const auto [worst, at] = worst_ulps([](float x) { return erf_approx(x); }, [](double x) { return std::erf(x); });
+  for_sampled_floats([](float x) {
     if (erf_approx(-x) != -erf_approx(x)) FAIL("erf_approx is not odd at " << x);
   });
   INFO("worst " << worst << " ulp at x = " << at);

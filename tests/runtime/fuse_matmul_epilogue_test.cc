@@ -15,15 +15,9 @@ using qtool::DType;
 using qtool::Tensor;
 using qtool::runtime::Session;
 using qtool::test::ModelBuilder;
+using qtool::test::ramp;
 
 namespace {
-
-Tensor ramp(qtool::Shape shape, float phase) {
-  Tensor t(DType::Float32, shape);
-  for (int64_t i = 0; i < t.numel(); ++i)
-    t.data<float>()[i] = 4.f * std::fmod(0.37f * static_cast<float>(i) + phase, 1.f) - 2.f;
-  return t;
-}
 
 // Attention-like block: q [2,3,5,8] x k^T [2,3,8,5] / 2.5 -> Softmax -> x [2,3,5,8] x w [8,6] + b [6] -> Relu.
 ModelBuilder block() {
