@@ -19,6 +19,19 @@ std::optional<std::pair<float, float>> clip_bounds(const GraphNode& n) {
   return std::nullopt;
 }
 
+bool has_const_operand(const GraphNode& n, int v, float c, bool either_order) {
+  if (n.inputs.size() != 2 || n.outputs.size() != 1) return false;
+  if (n.inputs[0] == v) {
+    const auto k = const_scalar(n, 1);
+    return k && *k == c;
+  }
+  if (either_order && n.inputs[1] == v) {
+    const auto k = const_scalar(n, 0);
+    return k && *k == c;
+  }
+  return false;
+}
+
 Uses uses_of(const Graph& g, const std::set<std::string>& keep) {
   Uses u;
   u.consumers.resize(g.value_names.size());

@@ -9,22 +9,8 @@
 namespace qtool::runtime {
 namespace {
 
-using fusion::const_scalar;
+using fusion::has_const_operand;
 using fusion::onnx_op;
-
-// A two-input node reading v as its first operand (or either, with either_order) and a constant c as the other.
-bool has_const_operand(const GraphNode& n, int v, float c, bool either_order) {
-  if (n.inputs.size() != 2 || n.outputs.size() != 1) return false;
-  if (n.inputs[0] == v) {
-    const auto k = const_scalar(n, 1);
-    return k && *k == c;
-  }
-  if (either_order && n.inputs[1] == v) {
-    const auto k = const_scalar(n, 0);
-    return k && *k == c;
-  }
-  return false;
-}
 
 // n computes v / 6 (Div by 6, or Mul by the float nearest 1/6).
 bool divides_by_six(const GraphNode& n, int v) {

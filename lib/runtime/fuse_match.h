@@ -23,6 +23,10 @@ inline std::optional<float> const_scalar(const GraphNode& n, size_t i, std::opti
   return t->data<float>()[0];
 }
 
+// Binary node n reads v as its first operand (or as either, with either_order) and the constant float scalar c as
+// the other.
+bool has_const_operand(const GraphNode& n, int v, float c, bool either_order);
+
 // Clip's [min, max] when both are constants (attributes before opset 11, initializer inputs after); an
 // omitted bound is the float range's end.
 std::optional<std::pair<float, float>> clip_bounds(const GraphNode& n);

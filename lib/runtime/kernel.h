@@ -77,6 +77,9 @@ struct NodeInfo {
   // Values of inputs that are initializers or Constant outputs, nullptr otherwise (same indexing as inputs).
   std::vector<const qtool::Tensor*> const_inputs;
   FusedActivation activation;  // set only by graph preparation's fusion, never by the model
+  // MatMul only, set by graph preparation (runtime/fuse_matmul_epilogue.h): Y = matmul_alpha · A·B (+ input 2, a
+  // constant bias [N], when fusion gave the node a third input).
+  float matmul_alpha = 1.f;
 
   // "Conv 'conv1'" for messages.
   std::string label() const { return op_type + " '" + name + "'"; }

@@ -15,16 +15,9 @@ using qtool::Tensor;
 using qtool::runtime::RunOptions;
 using qtool::runtime::Session;
 using qtool::test::ModelBuilder;
+using qtool::test::ramp;
 
 namespace {
-
-// Deterministic values in [-2, 2).
-Tensor ramp(qtool::Shape shape, float phase) {
-  Tensor t(DType::Float32, shape);
-  for (int64_t i = 0; i < t.numel(); ++i)
-    t.data<float>()[i] = 4.f * std::fmod(0.37f * static_cast<float>(i) + phase, 1.f) - 2.f;
-  return t;
-}
 
 // x [1,4,6,6] -> Conv 3x3 pad 1 (+bias) -> `act` -> depthwise Conv 3x3 -> Sigmoid·x -> MatMul [.., 6] x [6, 5]
 // -> Clip(0, 1.5): seven nodes, each fusible pattern once.

@@ -3,6 +3,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -91,5 +92,13 @@ class ModelBuilder {
 
   onnx::ModelProto model;
 };
+
+// Deterministic float values in [-2, 2) for fusion tests: 4 * frac(0.37 i + phase) - 2.
+inline Tensor ramp(Shape shape, float phase) {
+  Tensor t(DType::Float32, std::move(shape));
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.data<float>()[i] = 4.f * std::fmod(0.37f * static_cast<float>(i) + phase, 1.f) - 2.f;
+  return t;
+}
 
 }  // namespace qtool::test

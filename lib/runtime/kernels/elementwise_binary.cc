@@ -64,6 +64,8 @@ Tensor arith(Arith op, const Tensor& a, const Tensor& b, const NodeInfo& n, int 
         return apply_binary<T, T, T>(a, b, dt, n, th, [](T x, T y) {
           return static_cast<T>(std::pow(static_cast<double>(x), static_cast<double>(y)));
         });
+      else if (b.numel() == 1 && b.data<T>()[0] == T{2})  // x·x: correctly rounded, and no pow call (RMSNorm)
+        return apply_binary<T, T, T>(a, b, dt, n, th, [](T x, T) { return x * x; });
       else
         return apply_binary<T, T, T>(a, b, dt, n, th, [](T x, T y) { return std::pow(x, y); });
     case Arith::Mod:

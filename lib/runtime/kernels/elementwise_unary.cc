@@ -1,11 +1,13 @@
 // Unary elementwise kernels: math functions and activations (ONNX opsets 6-21).
-// Float ops compute in the input type (float or double) with <cmath>; results do not depend on the
-// thread count (each element is computed independently).
+// Float ops compute in the input type (float or double) with <cmath>, except float32 Exp, Erf and Gelu, which
+// use the vectorised compute::exp_approx / erf_approx (vector_math.h: within 2 and 3 ulp of <cmath>); results
+// do not depend on the thread count (each element is computed independently).
 #include <cmath>
 #include <limits>
 
 #include "runtime/kernels/common.h"
 #include "runtime/kernels/kernels.h"
+#include "runtime/kernels/vector_math.h"
 
 namespace qtool::runtime::kernels {
 namespace {
@@ -17,6 +19,13 @@ void map_unary(const Tensor& x, Tensor& y, int threads, F f) {
   parallel_range(x.numel(), threads, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) out[i] = f(in[i]);
   });
+}
+
+// The same with an array function fn(in, out, n) (vector_math.h) on float32.
+void map_float_array(const Tensor& x, Tensor& y, int threads, void (*fn)(const float*, float*, int64_t)) {
+  const float* in = x.data<float>();
+  float* out = y.data<float>();
+  parallel_range(x.numel(), threads, [&](int64_t b, int64_t e) { fn(in + b, out + b, e - b); });
 }
 
 enum class FloatOp {
@@ -152,6 +161,7 @@ class FloatUnaryKernel final : public Kernel {
     const T one = 1, zero = 0, half = static_cast<T>(0.5);
     switch (op_) {
       case FloatOp::Exp:
+        if constexpr (std::is_same_v<T, float>) return map_float_array(x, y, th, compute::exp_approx);
         return map_unary<T, T>(x, y, th, [](T v) { return std::exp(v); });
       case FloatOp::Log:
         return map_unary<T, T>(x, y, th, [](T v) { return std::log(v); });
@@ -185,6 +195,7 @@ class FloatUnaryKernel final : public Kernel {
         // exp(-v) overflowing to inf for very negative v gives 1/inf = 0, the right limit.
         return map_unary<T, T>(x, y, th, [=](T v) { return one / (one + std::exp(-v)); });
       case FloatOp::Erf:
+        if constexpr (std::is_same_v<T, float>) return map_float_array(x, y, th, compute::erf_approx);
         return map_unary<T, T>(x, y, th, [](T v) { return std::erf(v); });
       case FloatOp::Reciprocal:
         return map_unary<T, T>(x, y, th, [=](T v) { return one / v; });
@@ -217,6 +228,7 @@ class FloatUnaryKernel final : public Kernel {
       case FloatOp::ThresholdedRelu:
         return map_unary<T, T>(x, y, th, [=](T v) { return v > alpha ? v : zero; });
       case FloatOp::Gelu:
+        if constexpr (std::is_same_v<T, float>) return map_float_array(x, y, th, compute::gelu_approx);
         return map_unary<T, T>(
             x, y, th, [=](T v) { return half * v * (one + std::erf(v * static_cast<T>(0.70710678118654752440))); });
       case FloatOp::GeluTanh:

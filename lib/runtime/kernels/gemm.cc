@@ -3,7 +3,9 @@
 // Gemm:   Y[M,N] = alpha * op(A) * op(B) + beta * C, op = transpose when transA/transB, C broadcast to [M,N]
 //         (scalar, [N], [1,N], [M,1], [M,N]); C optional from opset 11.
 // MatMul: numpy matmul: 1-D A is [1,K] and 1-D B is [K,1] (the added axis is dropped from Y), batch axes
-//         broadcast. A batch of A against a 2-D B is one [batch*M, K] x [K, N] GEMM.
+//         broadcast. A batch of A against a 2-D B is one [batch*M, K] x [K, N] GEMM. After graph preparation's
+//         epilogue fusion (runtime/fuse_matmul_epilogue.h): Y = matmul_alpha · A·B + bias, the bias [N] being
+//         input 2; Y is filled with the bias and the GEMM accumulates onto it.
 // Both apply a fused activation (NodeInfo::activation) to Y.
 #include <algorithm>
 
@@ -96,6 +98,17 @@ void matmul(KernelContext& ctx) {
   const float* a = A.data<float>();
   const float* b = B.data<float>();
   float* y = Y.data<float>();
+  const float alpha = ctx.node.matmul_alpha;
+  float beta = 0.f;
+  if (ctx.num_inputs() > 2) {  // fused bias
+    const Tensor& bias = float_input(ctx, 2);
+    if (bias.numel() != N || b_vec)
+      throw InternalError(ctx.node.label() + ": fused bias " + shape_str(bias.shape()) + " for an output of " +
+                          std::to_string(N) + " columns");
+    for (int64_t row = 0, rows = Y.numel() / std::max<int64_t>(N, 1); row < rows; ++row)
+      std::copy_n(bias.data<float>(), N, y + row * N);
+    beta = 1.f;
+  }
   const int64_t nb = shape_numel(batch);
   const bool b_shared = std::all_of(b_str.begin(), b_str.end(), [](int64_t s) { return s == 0; });
   const bool a_packed = [&] {  // A's batch axes are dense (no broadcast), so A is [nb*M, K]
@@ -107,9 +120,9 @@ void matmul(KernelContext& ctx) {
     return true;
   }();
   if (nb == 0 || M == 0 || N == 0) {
-    std::fill_n(y, Y.numel(), 0.f);
+    if (beta == 0.f) std::fill_n(y, Y.numel(), 0.f);
   } else if (b_shared && a_packed) {
-    sgemm(false, false, nb * M, N, K, 1.f, a, K, b, N, 0.f, y, N, ctx.threads);
+    sgemm(false, false, nb * M, N, K, alpha, a, K, b, N, beta, y, N, ctx.threads);
   } else {
     auto offset = [&](int64_t idx, const std::vector<int64_t>& str) {
       int64_t off = 0;
@@ -121,7 +134,7 @@ void matmul(KernelContext& ctx) {
     };
     const bool per_batch = nb >= ctx.threads && M * N * K < (1 << 20);
     parallel_for(nb, per_batch ? threads_for(nb * M * N * K, ctx.threads) : 1, [&](int64_t i) {
-      sgemm(false, false, M, N, K, 1.f, a + offset(i, a_str), K, b + offset(i, b_str), N, 0.f, y + i * M * N, N,
+      sgemm(false, false, M, N, K, alpha, a + offset(i, a_str), K, b + offset(i, b_str), N, beta, y + i * M * N, N,
             per_batch ? 1 : ctx.threads);
     });
   }

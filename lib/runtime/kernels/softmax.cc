@@ -5,11 +5,14 @@
 // Softmax:    y = exp(x - max) / sum exp(x - max)
 // LogSoftmax: y = x - max - log(sum exp(x - max))
 // Hardmax:    y = 1 at the first maximum, 0 elsewhere.
+// exp is compute::exp_approx (vector_math.h, within 2 ulp of std::exp); a contiguous row (the softmax axis
+// is the last) takes vector loops, with the sum in sum_of's fixed order.
 #include <cmath>
 
 #include "runtime/kernels/blas.h"
 #include "runtime/kernels/compute_common.h"
 #include "runtime/kernels/kernels.h"
+#include "runtime/kernels/vector_math.h"
 
 namespace qtool::runtime::kernels {
 namespace {
@@ -39,6 +42,15 @@ void softmax_like(KernelContext& ctx) {
     const int64_t o = r / inner, in = r % inner;
     const float* xs = x + o * len * inner + in;
     float* ys = y + o * len * inner + in;
+    if constexpr (K == SoftKind::Softmax) {
+      if (inner == 1) {  // contiguous row
+        float mx = -INFINITY;
+        for (int64_t j = 0; j < len; ++j) mx = xs[j] > mx ? xs[j] : mx;
+        const float inv = 1.f / exp_shifted_sum(xs, mx, ys, len);
+        for (int64_t j = 0; j < len; ++j) ys[j] *= inv;
+        return;
+      }
+    }
     float mx = -INFINITY;
     int64_t arg = 0;
     for (int64_t j = 0; j < len; ++j)
@@ -48,7 +60,7 @@ void softmax_like(KernelContext& ctx) {
     } else {
       float sum = 0;
       for (int64_t j = 0; j < len; ++j) {
-        const float e = std::exp(xs[j * inner] - mx);
+        const float e = exp_approx(xs[j * inner] - mx);
         if constexpr (K == SoftKind::Softmax) ys[j * inner] = e;
         sum += e;
       }

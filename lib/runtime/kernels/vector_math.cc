@@ -1,0 +1,32 @@
+#include "runtime/kernels/vector_math.h"
+
+#include "runtime/kernels/compute_common.h"
+
+namespace qtool::runtime::kernels::compute {
+
+QTOOL_HOT_LOOP
+void exp_approx(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = exp_approx(x[i]);
+}
+
+QTOOL_HOT_LOOP
+void erf_approx(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = erf_approx(x[i]);
+}
+
+QTOOL_HOT_LOOP
+static void exp_shifted(const float* x, float shift, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = exp_approx(x[i] - shift);
+}
+
+float exp_shifted_sum(const float* x, float shift, float* y, int64_t n) {
+  exp_shifted(x, shift, y, n);
+  return sum_of(y, n);
+}
+
+QTOOL_HOT_LOOP
+void gelu_approx(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = 0.5f * x[i] * (1.f + erf_approx(x[i] * 0.70710678118654752440f));
+}
+
+}  // namespace qtool::runtime::kernels::compute

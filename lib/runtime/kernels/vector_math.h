@@ -1,0 +1,79 @@
+// exp and erf for float32 written so that GCC vectorises loops over them (no branches, no libm calls):
+// the Softmax, Exp, Erf and Gelu kernels spent most of their time in scalar libm calls (__erff: 21 % of
+// digits-vit's 1-thread samples, __expf 9 % of llama2c's). Sigmoid and the fused SiLU keep std::exp: the CUDA
+// emulation test pins them bit for bit against the device formula.
+//
+// Reference twins are std::exp / std::erf; tests/kernels/vector_math_test.cc pins the error bound over a
+// sweep of every exponent range: exp_approx within 2 ulp, erf_approx within 3 ulp (the bound the test
+// names), both exact at the special values (0, ±inf, NaN, overflow to inf, underflow to 0).
+#pragma once
+
+#include <bit>
+#include <cstdint>
+
+namespace qtool::runtime::kernels::compute {
+
+// e^x. x = n·ln2 + r with n = round(x / ln2), |r| <= ln2/2 (ln2 in two parts, so r is exact to ~2^-35);
+// e^r by its Taylor series to r^7 (truncation < 2^-27 relative on that interval); 2^n is applied as
+// two factors 2^(n/2) so that n in [-150, 129] gives gradual underflow and overflow to inf without a
+// branch. x is clamped to [-104, 89] first (e^-104 is below the smallest denormal, e^89 above FLT_MAX);
+// NaN passes the clamp and propagates.
+inline float exp_approx(float x) {
+  x = x < -104.f ? -104.f : x;
+  x = x > 89.f ? 89.f : x;
+  constexpr float kShifter = 12582912.f;  // 1.5·2^23: adding it rounds to an integer held in the low bits
+  const float t = x * 1.44269504088896341f + kShifter;
+  const float n = t - kShifter;
+  const int32_t ni = std::bit_cast<int32_t>(t) - std::bit_cast<int32_t>(kShifter);
+  const float r = (x - n * 0.693145751953125f) - n * 1.42860682030941723e-06f;
+  float p = 1.f / 5040.f;
+  p = p * r + 1.f / 720.f;
+  p = p * r + 1.f / 120.f;
+  p = p * r + 1.f / 24.f;
+  p = p * r + 1.f / 6.f;
+  p = p * r + 0.5f;
+  p = p * r + 1.f;
+  p = p * r + 1.f;
+  const int32_t n1 = ni >> 1, n2 = ni - n1;
+  return p * std::bit_cast<float>((n1 + 127) << 23) * std::bit_cast<float>((n2 + 127) << 23);
+}
+
+// erf(x) = sign(x)·erf(|x|). For |x| <= 0.921875: |x|·P(x²), P of degree 6; above: 1 - e^Q(|x|), Q of
+// degree 7 approximating log(erfc(t)); from 3.925 on erf rounds to 1. Both polynomials are least-squares
+// fits on Chebyshev nodes (relative error of P 5e-10, error of e^Q 5e-11, before float rounding).
+inline float erf_approx(float x) {
+  const uint32_t sign = std::bit_cast<uint32_t>(x) & 0x80000000u;
+  float a = std::bit_cast<float>(std::bit_cast<uint32_t>(x) & 0x7fffffffu);
+  const float s = a * a;
+  float p = 8.41042056e-05f;
+  p = p * s - 0.000815361564f;
+  p = p * s + 0.00520215882f;
+  p = p * s - 0.0268599484f;
+  p = p * s + 0.112837084f;
+  p = p * s - 0.376126349f;
+  p = p * s + 1.12837923f;
+  const float small = a * p;
+  const float t = a > 3.925f ? 3.925f : a;
+  float q = -2.13793155e-05f;
+  q = q * t + 0.000437634968f;
+  q = q * t - 0.00418589497f;
+  q = q * t + 0.025157107f;
+  q = q * t - 0.108336292f;
+  q = q * t - 0.633297622f;
+  q = q * t - 1.12953842f;
+  q = q * t + 0.000179402137f;
+  float big = 1.f - exp_approx(q);
+  big = a > 3.925f ? 1.f : big;
+  a = a <= 0.921875f ? small : big;  // NaN: both comparisons fail, big is NaN
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(a) | sign);
+}
+
+// Array forms (multiversioned loops, compute_common.h's QTOOL_HOT_LOOP); y may alias x.
+void exp_approx(const float* x, float* y, int64_t n);
+void erf_approx(const float* x, float* y, int64_t n);
+// y = exp(x - shift), returning the sum of y in a fixed order (softmax's numerator and denominator).
+float exp_shifted_sum(const float* x, float shift, float* y, int64_t n);
+// y = x/2 · (1 + erf(x/√2)), Gelu's exact form
+void gelu_approx(const float* x, float* y, int64_t n);
+
+}  // namespace qtool::runtime::kernels::compute
