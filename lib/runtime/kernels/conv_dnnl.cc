@@ -84,7 +84,8 @@ class DnnlConvImpl final : public DnnlConv {
     // call costs page faults on every run of the large early layers).
     const size_t src_floats = plan->src_reorder ? plan->pd.src_desc().get_size() / sizeof(float) + 16 : 0;
     const size_t dst_floats = plan->dst_reorder ? plan->pd.dst_desc().get_size() / sizeof(float) + 16 : 0;
-    float* scratch = src_floats + dst_floats ? scratch_floats(src_floats + dst_floats) : nullptr;
+    const size_t pad_floats = (plan->pd.scratchpad_desc().get_size() + sizeof(float) - 1) / sizeof(float) + 16;
+    float* scratch = scratch_floats(src_floats + dst_floats + pad_floats);
     auto aligned = [](float* p) {  // 64-byte boundary, within the 16 spare floats
       return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t{63});
     };
@@ -97,6 +98,8 @@ class DnnlConvImpl final : public DnnlConv {
     std::unordered_map<int, memory> args{
         {DNNL_ARG_SRC, conv_src}, {DNNL_ARG_WEIGHTS, plan->weights}, {DNNL_ARG_DST, conv_dst}};
     if (b) args.emplace(DNNL_ARG_BIAS, memory(plan->bias, cpu_engine(), const_cast<float*>(b)));
+    args.emplace(DNNL_ARG_SCRATCHPAD,
+                 memory(plan->pd.scratchpad_desc(), cpu_engine(), aligned(scratch + src_floats + dst_floats)));
     plan->conv.execute(stream, args);
     if (plan->dst_reorder) plan->dst_reorder->execute(stream, conv_dst, dst);
     stream.wait();
@@ -149,6 +152,10 @@ class DnnlConvImpl final : public DnnlConv {
     }
     dnnl::primitive_attr attr;
     attr.set_post_ops(ops);
+    // The primitive's scratchpad comes from the calling thread's scratch, not oneDNN's global one: sessions run
+    // concurrently on several threads (the accuracy guard runs one per thread), and Debian's build shares the
+    // global scratchpad between them (a crash in the guard's parallel evaluation before this).
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     try {
       const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
                                               any_src, any_w, has_bias_ ? bias : memory::desc(), any_dst,
