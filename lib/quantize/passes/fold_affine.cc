@@ -110,10 +110,8 @@ class FoldBiasAdd final : public NodePass {
     const Tensor c = g.initializer_tensor(n.input(k));
     const Tensor w0 = g.initializer_tensor(g.node(p).input(1));
     const int64_t channels = output_channels(g.node(p), w0);
-    std::vector<float> s(static_cast<size_t>(channels));
-    for (int64_t ch = 0; ch < channels; ++ch) s[ch] = c.data<float>()[c.numel() == 1 ? 0 : ch];
     std::vector<float> b = bias_of(g, g.node(p), channels);
-    for (int64_t ch = 0; ch < channels; ++ch) b[ch] += s[ch];
+    for (int64_t ch = 0; ch < channels; ++ch) b[ch] += c.data<float>()[c.numel() == 1 ? 0 : ch];
     set_weights(g, p, nullptr, b);
     g.remove_node(i);
     g.set_output(p, 0, n.output(0));
