@@ -266,6 +266,55 @@ TEST_CASE("passes: a zero spatial Pad folds into the Conv after it; other Pads s
   }
 }
 
+TEST_CASE("passes: a 2x nearest asymmetric/floor Resize gets an identity Reshape after it; other Resizes do not") {
+  auto build = [](std::vector<float> scales, const std::string& coords, const std::string& mode) {
+    Builder b(13);
+    b.input("x", {2, 3, 4, 5});
+    b.init("roi", Tensor::from_vector<float>({0}, {}));
+    b.init("scales", Tensor::from_vector<float>({4}, scales));
+    onnx::NodeProto& r = b.node("Resize", {"x", "roi", "scales"}, {"r"});
+    for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
+             {"mode", mode}, {"coordinate_transformation_mode", coords}, {"nearest_mode", "floor"}}) {
+      auto* a = r.add_attribute();
+      a->set_name(k);
+      a->set_type(onnx::AttributeProto::STRING);
+      a->set_s(v);
+    }
+    b.node("Relu", {"r"}, {"y"});
+    b.output("y");
+    return b.m;
+  };
+  const Tensor x = random_tensor({2, 3, 4, 5}, 71);
+  const onnx::ModelProto original = build({1, 1, 2, 2}, "asymmetric", "nearest");
+  onnx::ModelProto m = original;
+  {
+    Graph g(m);
+    CHECK(run_pass(g, *make_pin_resize_layout_pass()) == 1);
+  }
+  REQUIRE(count_op(m, "Reshape") == 1);
+  // The Reshape writes the Resize's old output name (calibration tables keep matching) with shape [0, 0, 0, 0].
+  const auto& reshape = m.graph().node(1);
+  CHECK(reshape.op_type() == "Reshape");
+  CHECK(reshape.output(0) == "r");
+  CHECK(m.graph().node(0).output(0) == reshape.input(0));
+  CHECK(max_diff(run1(original, x), run1(m, x)) == 0.0);
+  {
+    Graph g(m);  // already pinned
+    CHECK(run_pass(g, *make_pin_resize_layout_pass()) == 0);
+  }
+  // ONNX Runtime's fast nearest kernel takes only these (scales exactly [1, 1, 2, 2], asymmetric, floor).
+  for (const auto& [scales, coords, mode] : std::vector<std::tuple<std::vector<float>, std::string, std::string>>{
+           {{1, 1, 4, 4}, "asymmetric", "nearest"},
+           {{1, 1, 2, 2}, "half_pixel", "nearest"},
+           {{1, 1, 2, 2}, "asymmetric", "linear"},
+       }) {
+    onnx::ModelProto other = build(scales, coords, mode);
+    Graph g(other);
+    CHECK(run_pass(g, *make_pin_resize_layout_pass()) == 0);
+    CHECK(count_op(other, "Reshape") == 0);
+  }
+}
+
 TEST_CASE("passes: opset 9 -> 13 converts Clip, Squeeze, Slice and Softmax and keeps results") {
   Builder b(9);
   b.input("x", {2, 1, 3, 5});
