@@ -266,7 +266,7 @@ TEST_CASE("passes: a zero spatial Pad folds into the Conv after it; other Pads s
   }
 }
 
-TEST_CASE("passes: a 2x nearest asymmetric/floor Resize gets an identity Reshape after it; other Resizes do not") {
+TEST_CASE("passes: a 2^k nearest asymmetric/floor Resize becomes 2x steps and an identity Reshape; others stay") {
   auto build = [](std::vector<float> scales, const std::string& coords, const std::string& mode) {
     Builder b(13);
     b.input("x", {2, 3, 4, 5});
@@ -302,9 +302,20 @@ TEST_CASE("passes: a 2x nearest asymmetric/floor Resize gets an identity Reshape
     Graph g(m);  // already pinned
     CHECK(run_pass(g, *make_pin_resize_layout_pass()) == 0);
   }
-  // ONNX Runtime's fast nearest kernel takes only these (scales exactly [1, 1, 2, 2], asymmetric, floor).
+  // 8x becomes three 2x Resizes (ONNX Runtime's fast kernel is 2x only), then the Reshape: same values.
+  const onnx::ModelProto x8 = build({1, 1, 8, 8}, "asymmetric", "nearest");
+  onnx::ModelProto split = x8;
+  {
+    Graph g(split);
+    CHECK(run_pass(g, *make_pin_resize_layout_pass()) == 1);
+  }
+  CHECK(count_op(split, "Resize") == 3);
+  CHECK(count_op(split, "Reshape") == 1);
+  CHECK(max_diff(run1(x8, x), run1(split, x)) == 0.0);
+  // The fast kernel takes only 2x with asymmetric / floor; other factors and modes are left alone.
   for (const auto& [scales, coords, mode] : std::vector<std::tuple<std::vector<float>, std::string, std::string>>{
-           {{1, 1, 4, 4}, "asymmetric", "nearest"},
+           {{1, 1, 3, 3}, "asymmetric", "nearest"},
+           {{1, 1, 2, 4}, "asymmetric", "nearest"},
            {{1, 1, 2, 2}, "half_pixel", "nearest"},
            {{1, 1, 2, 2}, "asymmetric", "linear"},
        }) {
