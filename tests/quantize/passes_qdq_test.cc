@@ -266,7 +266,7 @@ TEST_CASE("passes: a zero spatial Pad folds into the Conv after it; other Pads s
   }
 }
 
-TEST_CASE("passes: a 2^k nearest asymmetric/floor Resize becomes 2x steps and an identity Reshape; others stay") {
+TEST_CASE("passes: a 2^k nearest asymmetric/floor Resize becomes 2x steps and an identity Reshape, others stay") {
   auto build = [](std::vector<float> scales, const std::string& coords, const std::string& mode) {
     Builder b(13);
     b.input("x", {2, 3, 4, 5});
