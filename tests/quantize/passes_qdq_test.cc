@@ -326,6 +326,50 @@ TEST_CASE("passes: a 2^k nearest asymmetric/floor Resize becomes 2x steps and an
   }
 }
 
+TEST_CASE("qdq: a pinned Resize and its Reshape keep the producer's parameters, so ORT runs both on uint8") {
+  Builder b(13);
+  b.input("x", {1, 2, 4, 4});
+  b.init("w", random_tensor({3, 2, 1, 1}, 81));
+  b.init("w2", random_tensor({2, 3, 1, 1}, 82));
+  b.init("roi", Tensor::from_vector<float>({0}, {}));
+  b.init("scales", Tensor::from_vector<float>({4}, {1, 1, 2, 2}));
+  b.node("Conv", {"x", "w"}, {"c"});
+  onnx::NodeProto& r = b.node("Resize", {"c", "roi", "scales"}, {"r"});
+  for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
+           {"mode", "nearest"}, {"coordinate_transformation_mode", "asymmetric"}, {"nearest_mode", "floor"}}) {
+    auto* a = r.add_attribute();
+    a->set_name(k);
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(v);
+  }
+  b.node("Conv", {"r", "w2"}, {"y"});
+  b.output("y");
+  onnx::ModelProto m = b.m;
+  {
+    Graph g(m);
+    REQUIRE(run_pass(g, *make_pin_resize_layout_pass()) == 1);
+  }
+  calib::CalibrationTable ranges;  // names of the original model: the pin keeps them
+  for (const auto& [name, lo, hi] :
+       std::vector<std::tuple<std::string, float, float>>{{"x", -1, 1}, {"c", -2, 3}, {"r", -2, 3}, {"y", -4, 4}}) {
+    calib::TensorCalibration tc;
+    tc.minmax = calib::Range{lo, hi};
+    tc.ranges[calib::RangeMethod::Percentile] = *tc.minmax;
+    ranges.tensors[name] = tc;
+  }
+  const Tensor x = random_tensor({1, 2, 4, 4}, 83);
+  const Tensor before = run1(b.m, x);
+  insert_qdq(m, QConfig::builtin_default(), ranges);
+  Graph g(m);
+  // DQ -> Resize -> Q and DQ -> Reshape -> Q with one scale and zero point: ORT drops both pairs.
+  const float s_c = g.initializer_tensor("c_scale").data<float>()[0];
+  CHECK(g.initializer_tensor("r_nchw_scale").data<float>()[0] == s_c);
+  CHECK(g.initializer_tensor("r_scale").data<float>()[0] == s_c);
+  const uint8_t z_c = g.initializer_tensor("c_zero_point").data<uint8_t>()[0];
+  CHECK(g.initializer_tensor("r_zero_point").data<uint8_t>()[0] == z_c);
+  CHECK(max_diff(before, run1(m, x)) < 0.05);
+}
+
 TEST_CASE("passes: opset 9 -> 13 converts Clip, Squeeze, Slice and Softmax and keeps results") {
   Builder b(9);
   b.input("x", {2, 1, 3, 5});
