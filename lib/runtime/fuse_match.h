@@ -47,4 +47,12 @@ Uses uses_of(const Graph& g, const std::set<std::string>& keep);
 // Drops the nodes marked in `removed` (indexed like g.nodes), keeping the order of the rest.
 void erase_nodes(Graph& g, const std::vector<bool>& removed);
 
+// Adds t to g.constants under a new value name made from `hint`; returns its id. The tensor's address is stable
+// (std::map), so a NodeInfo::const_inputs entry may point at it.
+int add_constant(Graph& g, const std::string& hint, Tensor t);
+
+// Drops the constants among `ids` that no node reads any more and that are not graph outputs (the weights a
+// fold replaced with new ones), so the session does not hold both copies.
+void drop_unread_constants(Graph& g, const std::vector<int>& ids);
+
 }  // namespace qtool::runtime::fusion
