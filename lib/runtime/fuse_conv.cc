@@ -1,6 +1,8 @@
 #include "runtime/fuse_conv.h"
 
 #include <cmath>
+#include <limits>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -82,6 +84,35 @@ std::optional<ChannelAffine> affine_of(const GraphNode& n, int t, int64_t rank, 
     (mul ? a.s[m] : a.h[m]) = sub ? -v : v;  // t - v is t + (-v) exactly
   }
   return a;
+}
+
+// ---- 3. Conv -> activation -> per-channel clamps and affine --------------------------------------------------
+
+// The per-channel bounds [lo, hi] a clamp node n applies to t: Relu, Clip with constant bounds, Min or Max with a
+// finite constant of one value or one per channel (either operand order).
+std::optional<std::pair<std::vector<float>, std::vector<float>>> clamp_of(const GraphNode& n, int t, int64_t rank,
+                                                                          int64_t channels) {
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  if (n.outputs.size() != 1 || !n.implicit_inputs.empty() || n.inputs.empty()) return std::nullopt;
+  const auto M = static_cast<size_t>(channels);
+  std::vector<float> lo(M, -inf), hi(M, inf);
+  if (onnx_op(n, "Relu") && n.inputs[0] == t) {
+    lo.assign(M, 0.f);
+  } else if (onnx_op(n, "Clip") && n.inputs[0] == t) {
+    const auto b = fusion::clip_bounds(n);
+    if (!b) return std::nullopt;
+    lo.assign(M, b->first);
+    hi.assign(M, b->second);
+  } else if ((onnx_op(n, "Min") || onnx_op(n, "Max")) && n.inputs.size() == 2) {
+    const int i = n.inputs[0] == t ? 0 : n.inputs[1] == t ? 1 : -1;
+    const Tensor* c = i < 0 ? nullptr : finite_const(n, static_cast<size_t>(1 - i));
+    if (!c || !conv_fold::per_channel(c->shape(), rank, channels)) return std::nullopt;
+    auto& bound = onnx_op(n, "Min") ? hi : lo;
+    for (size_t m = 0; m < M; ++m) bound[m] = conv_fold::channel_value(*c, static_cast<int64_t>(m));
+  } else {
+    return std::nullopt;
+  }
+  return std::pair{std::move(lo), std::move(hi)};
 }
 
 }  // namespace
@@ -180,6 +211,57 @@ int fold_conv_affine(Graph& g, const std::set<std::string>& keep) {
   if (fused == 0) return 0;
   fusion::erase_nodes(g, removed);
   fusion::drop_unread_constants(g, replaced);
+  return fused;
+}
+
+int fuse_conv_epilogue(Graph& g, const std::set<std::string>& keep) {
+  const fusion::Uses u = fusion::uses_of(g, keep);
+  std::vector<bool> removed(g.nodes.size(), false);
+  int fused = 0;
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    GraphNode& p = g.nodes[k];
+    const Tensor* w = onnx_op(p, "Conv") && p.outputs.size() == 1 && p.inputs.size() > 1 ? p.info.const_inputs[1]
+                                                                                          : nullptr;
+    if (!w || w->dtype() != DType::Float32 || w->rank() < 3 || p.info.activation.channels) continue;
+    const int64_t M = w->dim(0);
+    const auto Ms = static_cast<size_t>(M);
+    constexpr float inf = std::numeric_limits<float>::infinity();
+    FusedActivation::Channels e{std::vector<float>(Ms, -inf), std::vector<float>(Ms, inf), std::vector<float>(Ms, 1.f),
+                                std::vector<float>(Ms, 0.f)};
+    bool affine = false;  // a clamp after an affine step is not of the form clamp-then-affine: the chain ends there
+    int steps = 0;
+    for (;;) {
+      const int t = p.outputs[0];
+      if (!u.single_hidden_use(t)) break;
+      const size_t ci = u.consumers[t][0];
+      if (removed[ci]) break;
+      const GraphNode& c = g.nodes[ci];
+      if (const auto a = affine_of(c, t, w->rank(), M); a) {
+        for (size_t m = 0; m < Ms; ++m) {
+          e.scale[m] *= a->s[m];
+          e.shift[m] = e.shift[m] * a->s[m] + a->h[m];
+        }
+        affine = true;
+      } else if (const auto b = affine ? std::nullopt : clamp_of(c, t, w->rank(), M)) {
+        // clamp(clamp(y, lo, hi), a, b) = clamp(y, clamp(lo, a, b), clamp(hi, a, b)) for any bounds: both sides
+        // are the monotone map that is constant outside [lo, hi].
+        for (size_t m = 0; m < Ms; ++m) {
+          e.lo[m] = std::min(std::max(e.lo[m], b->first[m]), b->second[m]);
+          e.hi[m] = std::min(std::max(e.hi[m], b->first[m]), b->second[m]);
+        }
+      } else {
+        break;
+      }
+      p.outputs[0] = c.outputs[0];
+      p.info.outputs[0] = c.info.outputs[0];
+      removed[ci] = true;
+      ++steps;
+    }
+    if (steps == 0) continue;
+    p.info.activation.channels = std::make_shared<const FusedActivation::Channels>(std::move(e));
+    fused += steps;
+  }
+  if (fused > 0) fusion::erase_nodes(g, removed);
   return fused;
 }
 

@@ -13,9 +13,17 @@
 //    Not bit-exact: Σ(W·s)·x + B·s + h rounds differently from (Σ W·x + B)·s + h, a few ulps of Σ|W·x|·|s|, like ORT's
 //    own fusions; tests/runtime/fuse_conv_test.cc compares against the unfused graph within float tolerance.
 //    (ppocrv4-det writes a learnable scalar Mul and Add after each Conv: 62 Mul and 65 Add nodes, 23 % of its time.)
-// Same visibility rule as runtime/fuse.h: the tensor that disappears (z, t) must have the Conv (the affine node) as
-// its only reader and be neither a graph output nor in `keep`. Both run before the activation pass, so an
-// activation after the affine still folds into the Conv.
+// 3. Conv (with its fused activation) -> clamps -> affine:  Relu, Clip (constant bounds), Min/Max(t, C), then
+//    Mul/Add/Sub(t, S) or BatchNormalization; C and S constant, one value or one per output channel   ==>   after its
+//    activation the Conv applies y = min(max(y, lo[m]), hi[m])·s[m] + h[m] per output channel m
+//    (FusedActivation::channels), in the same pass over each block of its output. Clamps compose exactly; Min, Max
+//    and Clip give the same values (NaN propagates); a Relu in the chain differs only on NaN (Relu gives 0, the clamp
+//    NaN) and on -0 (kept). The affine part may round once instead of twice (a fused multiply-add). CPU sessions
+//    only: the GPU Conv has no such epilogue. (mobilenetv2's ReLU6 is Relu -> Min(per-channel C) -> Relu after 17
+//    Convs; ppocrv4-det has a scalar Mul and Add after each of its 24 HardSwishes.)
+// Same visibility rule as runtime/fuse.h: each tensor that disappears must have the next node of the pattern as its
+// only reader and be neither a graph output nor in `keep`. Passes 1 and 2 run before the activation pass, so an
+// activation after the affine still folds into the Conv; pass 3 after it.
 #pragma once
 
 #include <set>
@@ -29,5 +37,7 @@ class Graph;
 // of nodes removed.
 int fold_pad_into_conv(Graph& g, const std::set<std::string>& keep);
 int fold_conv_affine(Graph& g, const std::set<std::string>& keep);
+// Runs after the activation pass (runtime/fuse.h), so the chain starts after the activation the Conv applies.
+int fuse_conv_epilogue(Graph& g, const std::set<std::string>& keep);
 
 }  // namespace qtool::runtime

@@ -152,3 +152,58 @@ TEST_CASE("the affine fold stops at an observed tensor, a graph output and a non
     CHECK(Session(b.model, {.observed = std::set<std::string>{}}).graph().nodes.size() == 2);
   }
 }
+
+namespace {
+
+// x [1,3,6,6] -> Conv 3x3 pad 1 -> `act` -> then either ReLU6 as TensorFlow exports it with per-channel caps
+// (Relu -> Min(C [1,8,1,1]) -> Relu, mobilenetv2) or a scalar affine (Mul(s) -> Add(h), ppocrv4-det), then
+// Max(-0.5) -> y. Both operand orders once.
+ModelBuilder conv_then_epilogue(const std::string& act, bool clamps) {
+  ModelBuilder b(13);
+  b.input("x", DType::Float32, {1, 3, 6, 6});
+  b.initializer("w", ramp({8, 3, 3, 3}, 0.1f));
+  b.initializer("b", ramp({8}, 0.3f));
+  b.initializer("cap", Tensor::from_vector<float>({1, 8, 1, 1}, {0.5f, 1.f, 1.5f, 2.f, 2.5f, 3.f, 0.25f, 6.f}));
+  b.initializer("s", Tensor::from_vector<float>({1}, {-1.7f}));
+  b.initializer("h", Tensor::from_vector<float>({1}, {0.4f}));
+  b.initializer("floor", Tensor::from_vector<float>({}, {-0.5f}));
+  auto& c = b.node("Conv", {"x", "w", "b"}, {"t"}, "conv");
+  ModelBuilder::attr(c, "pads", std::vector<int64_t>{1, 1, 1, 1});
+  b.node(act, {"t"}, {"a"}, "act");
+  if (clamps) {
+    b.node("Min", {"cap", "a"}, {"m"}, "min");
+    b.node("Relu", {"m"}, {"r"}, "relu");
+  } else {
+    b.node("Mul", {"a", "s"}, {"m"}, "mul");
+    b.node("Add", {"h", "m"}, {"r"}, "add");
+  }
+  b.node("Max", {"r", "floor"}, {"y"}, "max");
+  b.output("y");
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("clamps and a constant affine after a Conv's activation run in its epilogue") {
+  const Tensor x = ramp({1, 3, 6, 6}, 0.6f);
+  for (const std::string act : {"Relu", "HardSwish"})
+    for (bool clamps : {true, false}) {
+      INFO(act << (clamps ? " + clamps" : " + affine"));
+      const ModelBuilder b = conv_then_epilogue(act, clamps);
+      const Session plain(b.model);
+      const Session fused(b.model, {.observed = std::set<std::string>{}});
+      CHECK(plain.graph().nodes.size() == 5);
+      // After an affine, Max ends the chain (a clamp after an affine is not clamp-then-affine).
+      CHECK(fused.graph().nodes.size() == (clamps ? 1u : 2u));
+      check_same(plain, fused, x, 1e-6f);
+    }
+}
+
+TEST_CASE("the Conv epilogue stops at an observed tensor") {
+  const Tensor x = ramp({1, 3, 6, 6}, 0.6f);
+  const ModelBuilder b = conv_then_epilogue("Relu", true);
+  const Session s(b.model, {.observed = std::set<std::string>{"m"}});
+  CHECK(s.graph().nodes.size() == 3);  // Conv+Relu+Min, Relu, Max
+  CHECK(tapped(s, x).count("m") == 1);
+  check_same(Session(b.model), s, x, 1e-6f);
+}
