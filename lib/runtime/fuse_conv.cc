@@ -164,21 +164,16 @@ int fold_conv_affine(Graph& g, const std::set<std::string>& keep) {
     std::vector<float> scale(static_cast<size_t>(M), 1.f), bias(static_cast<size_t>(M), 0.f);
     if (b) bias.assign(b->data<float>(), b->data<float>() + M);
     int steps = 0;
-    for (;;) {
-      const int t = p.outputs[0];
-      if (!u.single_hidden_use(t)) break;
-      const size_t ci = u.consumers[t][0];
-      if (removed[ci]) break;
-      GraphNode& c = g.nodes[ci];
-      const auto a = affine_of(c, t, w->rank(), M);
+    while (const auto ci = fusion::sole_reader(u, p, removed)) {
+      const GraphNode& c = g.nodes[*ci];
+      const auto a = affine_of(c, p.outputs[0], w->rank(), M);
       if (!a) break;
       for (size_t m = 0; m < scale.size(); ++m) {
         scale[m] *= a->s[m];
         bias[m] = bias[m] * a->s[m] + a->h[m];
       }
-      p.outputs[0] = c.outputs[0];
-      p.info.outputs[0] = c.info.outputs[0];
-      removed[ci] = true;
+      fusion::take_output(p, c);
+      removed[*ci] = true;
       ++steps;
     }
     if (steps == 0) continue;
@@ -230,12 +225,9 @@ int fuse_conv_epilogue(Graph& g, const std::set<std::string>& keep) {
                                 std::vector<float>(Ms, 0.f)};
     bool affine = false;  // a clamp after an affine step is not of the form clamp-then-affine: the chain ends there
     int steps = 0;
-    for (;;) {
+    while (const auto ci = fusion::sole_reader(u, p, removed)) {
+      const GraphNode& c = g.nodes[*ci];
       const int t = p.outputs[0];
-      if (!u.single_hidden_use(t)) break;
-      const size_t ci = u.consumers[t][0];
-      if (removed[ci]) break;
-      const GraphNode& c = g.nodes[ci];
       if (const auto a = affine_of(c, t, w->rank(), M); a) {
         for (size_t m = 0; m < Ms; ++m) {
           e.scale[m] *= a->s[m];
@@ -252,9 +244,8 @@ int fuse_conv_epilogue(Graph& g, const std::set<std::string>& keep) {
       } else {
         break;
       }
-      p.outputs[0] = c.outputs[0];
-      p.info.outputs[0] = c.info.outputs[0];
-      removed[ci] = true;
+      fusion::take_output(p, c);
+      removed[*ci] = true;
       ++steps;
     }
     if (steps == 0) continue;

@@ -44,6 +44,20 @@ struct Uses {
 };
 Uses uses_of(const Graph& g, const std::set<std::string>& keep);
 
+// The node that alone reads p's single output, when that output may disappear (Uses::single_hidden_use) and the node
+// is not already marked in `removed`: the next link of a chain a pass folds into p.
+inline std::optional<size_t> sole_reader(const Uses& u, const GraphNode& p, const std::vector<bool>& removed) {
+  const int t = p.outputs.size() == 1 ? p.outputs[0] : -1;
+  if (!u.single_hidden_use(t) || removed[u.consumers[t][0]]) return std::nullopt;
+  return u.consumers[t][0];
+}
+
+// p now computes c's output too (c's work folded into p); the caller marks c removed.
+inline void take_output(GraphNode& p, const GraphNode& c) {
+  p.outputs[0] = c.outputs[0];
+  p.info.outputs[0] = c.info.outputs[0];
+}
+
 // Drops the nodes marked in `removed` (indexed like g.nodes), keeping the order of the rest.
 void erase_nodes(Graph& g, const std::vector<bool>& removed);
 
