@@ -152,8 +152,7 @@ int fold_conv_affine(Graph& g, const std::set<std::string>& keep) {
   int fused = 0;
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     GraphNode& p = g.nodes[k];
-    if (!onnx_op(p, "Conv") || p.outputs.size() != 1 || p.info.activation.kind != FusedActivation::Kind::None)
-      continue;
+    if (!onnx_op(p, "Conv") || p.outputs.size() != 1 || p.info.activation.kind != FusedActivation::Kind::None) continue;
     const Tensor* w = p.inputs.size() > 1 ? p.info.const_inputs[1] : nullptr;
     if (!w || w->dtype() != DType::Float32 || w->rank() < 3) continue;
     const bool has_bias = p.inputs.size() > 2 && p.inputs[2] >= 0;
@@ -215,8 +214,8 @@ int fuse_conv_epilogue(Graph& g, const std::set<std::string>& keep) {
   int fused = 0;
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     GraphNode& p = g.nodes[k];
-    const Tensor* w = onnx_op(p, "Conv") && p.outputs.size() == 1 && p.inputs.size() > 1 ? p.info.const_inputs[1]
-                                                                                          : nullptr;
+    const Tensor* w =
+        onnx_op(p, "Conv") && p.outputs.size() == 1 && p.inputs.size() > 1 ? p.info.const_inputs[1] : nullptr;
     if (!w || w->dtype() != DType::Float32 || w->rank() < 3 || p.info.activation.channels) continue;
     const int64_t M = w->dim(0);
     const auto Ms = static_cast<size_t>(M);
