@@ -63,6 +63,13 @@ class NodeAttrs {
 struct FusedActivation {
   enum class Kind { None, Relu, Clip, HardSigmoid, HardSwish, Silu } kind = Kind::None;
   float a = 0, b = 0;
+  // Conv only, CPU sessions only (runtime/fuse_conv.h fuse_conv_epilogue): after the activation, per output channel
+  // m, y = min(max(y, lo[m]), hi[m]) * scale[m] + shift[m]. Null when the Conv has none.
+  struct Channels {
+    std::vector<float> lo, hi, scale, shift;
+  };
+  std::shared_ptr<const Channels> channels;
+  bool any() const { return kind != Kind::None || channels; }
 };
 
 // What a kernel factory sees of its node.

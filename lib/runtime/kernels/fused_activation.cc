@@ -33,6 +33,17 @@ void apply_activation(const FusedActivation& act, float* y, int64_t n) {
   }
 }
 
+QTOOL_HOT_LOOP
+void apply_conv_epilogue(const FusedActivation& act, float* y, int64_t n, int64_t m) {
+  apply_activation(act, y, n);
+  if (!act.channels) return;
+  const auto& c = *act.channels;
+  const float lo = c.lo[m], hi = c.hi[m], s = c.scale[m], h = c.shift[m];
+  // The clamp gives Min's and Max's values exactly (a NaN stays NaN); the multiply-add may contract into one fused
+  // multiply-add, one rounding fewer than the unfused Mul and Add.
+  for (int64_t i = 0; i < n; ++i) y[i] = std::min(std::max(y[i], lo), hi) * s + h;
+}
+
 void apply_activation(const FusedActivation& act, Tensor& Y, int threads) {
   if (act.kind == FusedActivation::Kind::None) return;
   constexpr int64_t kChunk = 1 << 14;
