@@ -29,4 +29,9 @@ void gelu_approx(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = 0.5f * x[i] * (1.f + erf_approx(x[i] * 0.70710678118654752440f));
 }
 
+QTOOL_HOT_LOOP
+void silu_approx(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * (1.f / (1.f + exp_approx(-x[i])));
+}
+
 }  // namespace qtool::runtime::kernels::compute

@@ -1,7 +1,8 @@
 // exp and erf for float32 written so that GCC vectorises loops over them (no branches, no libm calls):
 // the Softmax, Exp, Erf and Gelu kernels spent most of their time in scalar libm calls (__erff: 21 % of
-// digits-vit's 1-thread samples, __expf 9 % of llama2c's). Sigmoid and the fused SiLU keep std::exp: the CUDA
-// emulation test pins them bit for bit against the device formula.
+// digits-vit's 1-thread samples, __expf 9 % of llama2c's). The standalone Sigmoid keeps std::exp: the CUDA
+// emulation test pins it bit for bit against the device formula. The fused SiLU uses exp_approx (silu_approx):
+// the test holds it, like the device's expf, to float tolerance.
 //
 // Reference twins are std::exp / std::erf; tests/kernels/vector_math_test.cc pins the error bound over a
 // sweep of every exponent range: exp_approx within 2 ulp, erf_approx within 3 ulp (the bound the test
@@ -75,5 +76,8 @@ void erf_approx(const float* x, float* y, int64_t n);
 float exp_shifted_sum(const float* x, float shift, float* y, int64_t n);
 // y = x/2 · (1 + erf(x/√2)), Gelu's exact form
 void gelu_approx(const float* x, float* y, int64_t n);
+// y = x · 1/(1 + e^-x), SiLU (Sigmoid·x, the activation fusion folds into a MatMul or Conv): the formula of the
+// unfused Sigmoid and Mul with exp_approx for std::exp, so within a few ulp of them.
+void silu_approx(const float* x, float* y, int64_t n);
 
 }  // namespace qtool::runtime::kernels::compute
