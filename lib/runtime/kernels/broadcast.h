@@ -77,6 +77,22 @@ void broadcast_binary(const BroadcastPlan& p, const TA* a, const TB* b, TO* out,
   });
 }
 
+// out = input k of the plan broadcast to the output shape (a copy; out must not alias it).
+template <class T>
+void broadcast_fill(const BroadcastPlan& p, int k, const T* in, T* out, int threads) {
+  const int64_t s = p.strides[k].back();
+  for_each_block(p, threads, [&](int64_t o, int64_t len, const int64_t* off) {
+    const T* pi = in + off[k];
+    T* po = out + o;
+    if (s == 1)
+      std::copy_n(pi, len, po);
+    else if (s == 0)
+      std::fill_n(po, len, *pi);
+    else
+      for (int64_t j = 0; j < len; ++j) po[j] = pi[j * s];
+  });
+}
+
 template <class TA, class TB, class TC, class TO, class F>
 void broadcast_ternary(const BroadcastPlan& p, const TA* a, const TB* b, const TC* c, TO* out, int threads, F f) {
   const int64_t sa = p.strides[0].back(), sb = p.strides[1].back(), sc = p.strides[2].back();
