@@ -110,6 +110,25 @@ std::vector<float> broadcast_to(const NodeInfo& node, const Tensor& t, const Sha
   return out;
 }
 
+// One row of LayerNormalization: mean, mean of squared deviations (two passes, each summed in 8 partial sums as
+// compute::sum_of does, so both vectorise), then y = (x - mean)·inv·scale + bias. A serial sum per row was most of
+// the op's time on transformer rows of 64 values (10.6 % of digits-vit's 1-thread samples).
+QTOOL_HOT_LOOP
+static void layer_norm_row(const float* x, int64_t D, float eps, const float* scale, const float* bias, float* y,
+                           float& mean_out, float& inv_out) {
+  const float mean = sum_of(x, D) / static_cast<float>(D);
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= D; i += 8)
+    for (int k = 0; k < 8; ++k) acc[k] += (x[i + k] - mean) * (x[i + k] - mean);
+  float sq = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (; i < D; ++i) sq += (x[i] - mean) * (x[i] - mean);
+  const float inv = 1.f / std::sqrt(sq / static_cast<float>(D) + eps);
+  for (int64_t j = 0; j < D; ++j) y[j] = (x[j] - mean) * inv * scale[j] + bias[j];
+  mean_out = mean;
+  inv_out = inv;
+}
+
 void layer_norm(KernelContext& ctx) {
   const Tensor& X = float_input(ctx, 0);
   const int64_t axis = normalize_axis(ctx.node.attrs.get_int("axis", -1), X.rank(), ctx.node);
@@ -125,17 +144,10 @@ void layer_norm(KernelContext& ctx) {
   Tensor mean_t(DType::Float32, stat_shape), inv_t(DType::Float32, stat_shape);
   const float* x = X.data<float>();
   float* y = Y.data<float>();
+  float* means = mean_t.data<float>();
+  float* invs = inv_t.data<float>();
   parallel_for(rows, threads_for(X.numel(), ctx.threads), [&](int64_t r) {
-    const float* xr = x + r * D;
-    float sum = 0;
-    for (int64_t j = 0; j < D; ++j) sum += xr[j];
-    const float mean = sum / static_cast<float>(D);
-    float sq = 0;
-    for (int64_t j = 0; j < D; ++j) sq += (xr[j] - mean) * (xr[j] - mean);
-    const float inv = 1.f / std::sqrt(sq / static_cast<float>(D) + eps);
-    for (int64_t j = 0; j < D; ++j) y[r * D + j] = (xr[j] - mean) * inv * scale[j] + bias[j];
-    mean_t.data<float>()[r] = mean;
-    inv_t.data<float>()[r] = inv;
+    layer_norm_row(x + r * D, D, eps, scale.data(), bias.data(), y + r * D, means[r], invs[r]);
   });
   ctx.outputs[0] = std::move(Y);
   if (ctx.outputs.size() > 1) ctx.outputs[1] = std::move(mean_t);
