@@ -44,10 +44,9 @@ void softmax_like(KernelContext& ctx) {
     float* ys = y + o * len * inner + in;
     if constexpr (K == SoftKind::Softmax) {
       if (inner == 1) {  // contiguous row
-        float mx = -INFINITY;
-        for (int64_t j = 0; j < len; ++j) mx = xs[j] > mx ? xs[j] : mx;
+        const float mx = max_of(xs, len);
         const float inv = 1.f / exp_shifted_sum(xs, mx, ys, len);
-        for (int64_t j = 0; j < len; ++j) ys[j] *= inv;
+        scale_shift(ys, inv, 0.f, ys, len);  // y·inv + 0: y >= 0, so the same bits as y·inv
         return;
       }
     }

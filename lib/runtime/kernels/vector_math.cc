@@ -1,5 +1,7 @@
 #include "runtime/kernels/vector_math.h"
 
+#include <limits>
+
 #include "runtime/kernels/compute_common.h"
 
 namespace qtool::runtime::kernels::compute {
@@ -12,6 +14,18 @@ void exp_approx(const float* x, float* y, int64_t n) {
 QTOOL_HOT_LOOP
 void erf_approx(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = erf_approx(x[i]);
+}
+
+QTOOL_HOT_LOOP
+float max_of(const float* x, int64_t n) {
+  constexpr float kLow = -std::numeric_limits<float>::infinity();
+  float m[8] = {kLow, kLow, kLow, kLow, kLow, kLow, kLow, kLow};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; ++k) m[k] = x[i + k] > m[k] ? x[i + k] : m[k];
+  for (; i < n; ++i) m[0] = x[i] > m[0] ? x[i] : m[0];
+  for (int k = 1; k < 8; ++k) m[0] = m[k] > m[0] ? m[k] : m[0];
+  return m[0];
 }
 
 QTOOL_HOT_LOOP

@@ -72,6 +72,9 @@ inline float erf_approx(float x) {
 // Array forms (multiversioned loops, compute_common.h's QTOOL_HOT_LOOP); y may alias x.
 void exp_approx(const float* x, float* y, int64_t n);
 void erf_approx(const float* x, float* y, int64_t n);
+// The largest of x[0..n) ignoring NaN (-inf when there is none), with 8 partial maxima so that it vectorises
+// (Softmax's shift; a select, hence this file's -fno-trapping-math).
+float max_of(const float* x, int64_t n);
 // y = exp(x - shift), returning the sum of y in a fixed order (softmax's numerator and denominator).
 float exp_shifted_sum(const float* x, float shift, float* y, int64_t n);
 // y = x/2 · (1 + erf(x/√2)), Gelu's exact form
