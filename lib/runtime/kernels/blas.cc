@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <mutex>
 
+#include "runtime/kernels/gemm_small.h"
+
 namespace qtool::runtime::kernels::compute {
 namespace {
 
@@ -50,6 +52,17 @@ GemmBlocks gemm_blocks(int64_t M, int64_t N, int64_t K) {
 
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc, int threads) {
+  if (M > 0 && N > 0 && use_sgemm_small(trans_a, trans_b, M, N, K)) {
+    // Not cut into gemm_blocks (narrow blocks would leave sgemm_small one accumulator chain per row); its results
+    // do not depend on how rows are shared between threads.
+    constexpr int64_t kRows = 16;
+    const int64_t chunks = (M + kRows - 1) / kRows;
+    parallel_for(chunks, threads_for(M * N * K, threads), [&](int64_t c) {
+      const int64_t r0 = c * kRows, rows = std::min(kRows, M - r0);
+      sgemm_small(rows, N, K, alpha, A + r0 * lda, lda, B, ldb, beta, C + r0 * ldc, ldc);
+    });
+    return;
+  }
   ensure_blas_single_threaded();
   const GemmBlocks blocks = gemm_blocks(M, N, K);
   if (blocks.count <= 1) {
