@@ -28,14 +28,13 @@ namespace qtool::runtime::kernels::compute {
 // smallest denormal) the result is 0, selected at the end, with x replaced by 0 for the arithmetic in between:
 // computing 2^-150 would cost a denormal assist in every such lane (Softmax rows behind a causal mask are half
 // -inf: 1.7 against 1.0 ns per value before this). NaN passes both selects and propagates.
-inline float exp_approx(float x) {
-  const bool underflow = x < -104.f;
-  x = underflow ? 0.f : x;
-  x = x > 89.f ? 89.f : x;
+namespace detail {
+// e^x = 2^n·e^r as above: returns the polynomial e^r and sets n (x already in [-104, 89]).
+inline float exp_reduced(float x, int32_t& n_out) {
   constexpr float kShifter = 12582912.f;  // 1.5·2^23: adding it rounds to an integer held in the low bits
   const float t = x * 1.44269504088896341f + kShifter;
   const float n = t - kShifter;
-  const int32_t ni = std::bit_cast<int32_t>(t) - std::bit_cast<int32_t>(kShifter);
+  n_out = std::bit_cast<int32_t>(t) - std::bit_cast<int32_t>(kShifter);
   const float r = (x - n * 0.693145751953125f) - n * 1.42860682030941723e-06f;
   float p = 1.f / 5040.f;
   p = std::fma(p, r, 1.f / 720.f);
@@ -45,9 +44,28 @@ inline float exp_approx(float x) {
   p = std::fma(p, r, 0.5f);
   p = std::fma(p, r, 1.f);
   p = std::fma(p, r, 1.f);
-  const int32_t n1 = ni >> 1, n2 = ni - n1;
+  return p;
+}
+}  // namespace detail
+
+inline float exp_approx(float x) {
+  const bool underflow = x < -104.f;
+  x = underflow ? 0.f : x;
+  x = x > 89.f ? 89.f : x;
+  int32_t n;
+  const float p = detail::exp_reduced(x, n);
+  const int32_t n1 = n >> 1, n2 = n - n1;
   const float y = p * std::bit_cast<float>((n1 + 127) << 23) * std::bit_cast<float>((n2 + 127) << 23);
   return underflow ? 0.f : y;
+}
+
+// e^x for x in [-80, 80] (NaN propagates): exp_approx without its range selects and with 2^n as one factor,
+// which gives exp_approx's bits wherever the result is a normal float (both scalings by powers of two are exact
+// there). erf_approx's argument stays in [-19, 0.001]; 15 fewer instructions per vector there.
+inline float exp_approx_normal(float x) {
+  int32_t n;
+  const float p = detail::exp_reduced(x, n);
+  return p * std::bit_cast<float>((n + 127) << 23);
 }
 
 // erf(x) = sign(x)·erf(|x|). For |x| <= 0.921875: |x|·P(x²), P of degree 6; above: 1 - e^Q(|x|), Q of
@@ -74,7 +92,7 @@ inline float erf_approx(float x) {
   q = std::fma(q, t, -0.633297622f);
   q = std::fma(q, t, -1.12953842f);
   q = std::fma(q, t, 0.000179402137f);
-  float big = 1.f - exp_approx(q);
+  float big = 1.f - exp_approx_normal(q);  // q in [-19, 0.001]
   big = a > 3.925f ? 1.f : big;
   a = a <= 0.921875f ? small : big;  // NaN: both comparisons fail, big is NaN
   return std::bit_cast<float>(std::bit_cast<uint32_t>(a) | sign);
