@@ -7,6 +7,8 @@
 // LayerNormalization (opset 17): over axes [axis, rank): Y = (X - mean) * InvStdDev * Scale + B, with
 //   InvStdDev = 1 / sqrt(var + epsilon); Scale and B broadcast to the normalised shape. Optional outputs
 //   Mean and InvStdDev have X's shape with the normalised axes set to 1. Computed in float (stash_type 1).
+// RMSNormalization (opset 23; also the node runtime/fuse_rmsnorm.h forms, which may omit Scale): over axes
+//   [axis, rank): Y = X · 1/sqrt(mean(X²) + epsilon) · Scale, Scale broadcast to the normalised shape, in float.
 // LRN: Y = X / (bias + alpha / size * sum_{c' in window(c)} X[c']^2)^beta, window [c - (size-1)/2, c +
 // ceil((size-1)/2)].
 #include <cmath>
@@ -154,6 +156,40 @@ void layer_norm(KernelContext& ctx) {
   if (ctx.outputs.size() > 2) ctx.outputs[2] = std::move(inv_t);
 }
 
+// One row of RMSNormalization: the mean of squares in 8 partial sums (vectorised), then y = x·inv·scale.
+QTOOL_HOT_LOOP
+static void rms_norm_row(const float* x, int64_t D, float eps, const float* scale, float* y) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= D; i += 8)
+    for (int k = 0; k < 8; ++k) acc[k] += x[i + k] * x[i + k];
+  float sq = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (; i < D; ++i) sq += x[i] * x[i];
+  const float inv = 1.f / std::sqrt(sq / static_cast<float>(D) + eps);
+  if (scale)
+    for (int64_t j = 0; j < D; ++j) y[j] = x[j] * inv * scale[j];
+  else
+    for (int64_t j = 0; j < D; ++j) y[j] = x[j] * inv;
+}
+
+void rms_norm(KernelContext& ctx) {
+  const Tensor& X = float_input(ctx, 0);
+  const int64_t axis = normalize_axis(ctx.node.attrs.get_int("axis", -1), X.rank(), ctx.node);
+  const float eps = ctx.node.attrs.get_float("epsilon", 1e-5f);
+  const Shape norm_shape(X.shape().begin() + axis, X.shape().end());
+  const int64_t D = shape_numel(norm_shape), rows = D ? X.numel() / D : 0;
+  // The fused RMSNorm (runtime/fuse_rmsnorm.h) may have no scale; the ONNX op always has one.
+  const std::vector<float> scale =
+      ctx.has_input(1) ? broadcast_to(ctx.node, float_input(ctx, 1), norm_shape, "scale") : std::vector<float>{};
+  Tensor Y(DType::Float32, X.shape());
+  const float* x = X.data<float>();
+  float* y = Y.data<float>();
+  parallel_for(rows, threads_for(X.numel(), ctx.threads), [&](int64_t r) {
+    rms_norm_row(x + r * D, D, eps, scale.empty() ? nullptr : scale.data(), y + r * D);
+  });
+  ctx.outputs[0] = std::move(Y);
+}
+
 void lrn(KernelContext& ctx) {
   const Tensor& X = float_input(ctx, 0);
   if (X.rank() < 3) throw BadInputError(ctx.node.label() + ": X must have rank >= 3, got " + shape_str(X.shape()));
@@ -184,6 +220,7 @@ void lrn(KernelContext& ctx) {
 std::unique_ptr<Kernel> make_batch_norm(const NodeInfo& node) { return std::make_unique<BatchNormKernel>(node); }
 std::unique_ptr<Kernel> make_instance_norm(const NodeInfo& node) { return make_function_kernel<instance_norm>(node); }
 std::unique_ptr<Kernel> make_layer_norm(const NodeInfo& node) { return make_function_kernel<layer_norm>(node); }
+std::unique_ptr<Kernel> make_rms_norm(const NodeInfo& node) { return make_function_kernel<rms_norm>(node); }
 std::unique_ptr<Kernel> make_lrn(const NodeInfo& node) { return make_function_kernel<lrn>(node); }
 
 }  // namespace qtool::runtime::kernels
