@@ -11,17 +11,12 @@ namespace {
 
 using fusion::const_scalar;
 using fusion::onnx_op;
+using fusion::other_operand;
 
 // The reader of v when v is hideable and read by one node (not yet removed); nullopt otherwise.
 std::optional<size_t> sole_reader(const fusion::Uses& u, const std::vector<bool>& removed, int v) {
   if (v < 0 || !u.single_hidden_use(v) || removed[u.consumers[v][0]]) return std::nullopt;
   return u.consumers[v][0];
-}
-
-// The operand of binary node n that is not v (-1 when v is not an operand or n is not binary).
-int other_operand(const GraphNode& n, int v) {
-  if (n.inputs.size() != 2 || n.outputs.size() != 1) return -1;
-  return n.inputs[0] == v ? n.inputs[1] : n.inputs[1] == v ? n.inputs[0] : -1;
 }
 
 // ReduceMean over the last axis only, keeping it: axes = [-1] as the attribute (opset < 18) or a constant input.
