@@ -23,6 +23,12 @@ inline std::optional<float> const_scalar(const GraphNode& n, size_t i, std::opti
   return t->data<float>()[0];
 }
 
+// The operand of binary node n that is not v; -1 when v is not an operand or n is not a one-output binary node.
+inline int other_operand(const GraphNode& n, int v) {
+  if (n.inputs.size() != 2 || n.outputs.size() != 1) return -1;
+  return n.inputs[0] == v ? n.inputs[1] : n.inputs[1] == v ? n.inputs[0] : -1;
+}
+
 // Binary node n reads v as its first operand (or as either, with either_order) and the constant float scalar c as
 // the other.
 bool has_const_operand(const GraphNode& n, int v, float c, bool either_order);

@@ -12,6 +12,7 @@
 #include "runtime/fuse_gelu.h"
 #include "runtime/fuse_hardswish.h"
 #include "runtime/fuse_matmul_epilogue.h"
+#include "runtime/fuse_rmsnorm.h"
 
 namespace qtool::runtime {
 namespace {
@@ -331,6 +332,7 @@ std::shared_ptr<Graph> Builder::build(const onnx::GraphProto& gp, const Scope* p
   if (is_main && options_.fuse) {
     fuse_hard_swish(*g, options_.keep);  // first: a HardSwish it forms can then fold into the Conv before it
     fuse_gelu(*g, options_.keep);
+    fuse_rmsnorm(*g, options_.keep);
     fold_pad_into_conv(*g, options_.keep);
     fold_conv_affine(*g, options_.keep);  // before the activation pass: an activation after the affine folds in too
     // The GPU MatMul (cuda_kernels.cu) has no scale or bias epilogue: only CPU sessions fold them.

@@ -85,7 +85,7 @@ struct NodeInfo {
   std::vector<const qtool::Tensor*> const_inputs;
   FusedActivation activation;  // set only by graph preparation's fusion, never by the model
   // MatMul only, set by graph preparation (runtime/fuse_matmul_epilogue.h): Y = matmul_alpha · A·B (+ input 2, a
-  // constant bias [N], when fusion gave the node a third input).
+  // constant bias [N], + input 3, a tensor broadcast to Y, when fusion gave the node those inputs).
   float matmul_alpha = 1.f;
 
   // "Conv 'conv1'" for messages.

@@ -1,11 +1,13 @@
 // The epilogue of Conv/Gemm/MatMul when graph preparation fused the following activation into them
 // (runtime/fuse.h). Each formula is the one the standalone kernel (elementwise_unary.cc) uses, so a fused
-// and an unfused graph give the same values; tests/runtime/fuse_test.cc compares them.
+// and an unfused graph give the same values (SiLU: with exp_approx for the standalone Sigmoid's std::exp, within
+// a few ulp); tests/runtime/fuse_test.cc compares them.
 #include <algorithm>
 #include <cmath>
 
 #include "runtime/kernels/blas.h"
 #include "runtime/kernels/compute_common.h"
+#include "runtime/kernels/vector_math.h"
 
 namespace qtool::runtime::kernels::compute {
 
@@ -28,7 +30,7 @@ void apply_activation(const FusedActivation& act, float* y, int64_t n) {
       for (int64_t i = 0; i < n; ++i) y[i] = y[i] * std::max(0.f, std::min(1.f, y[i] / 6.f + 0.5f));
       return;
     case FusedActivation::Kind::Silu:
-      for (int64_t i = 0; i < n; ++i) y[i] = y[i] * (1.f / (1.f + std::exp(-y[i])));
+      silu_approx(y, y, n);  // vector_math.h: exp_approx, not a libm call per value
       return;
   }
 }
