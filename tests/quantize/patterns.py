@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Structure rules of the default int8 path on small synthetic models, each checked in ONNX Runtime 1.30 against the
-float model on inputs the calibration did not see (issue 12: mask fills, -inf sentinels, mixed Concat).
+float model on inputs the calibration did not see (issue 12: mask fills, -inf sentinels, mixed Concat; a Softmax
+over a few classes, which ORT runs as QLinearSoftmax).
 
 usage: patterns.py [PATTERN ...]     (default: all). Exit 1 when a check fails.
 
@@ -95,6 +96,23 @@ def mixed_concat(path, c=8):
     g = helper.make_graph(nodes, 'mixed_concat', [helper.make_tensor_value_info('x', TensorProto.FLOAT, ['B', 3, 8, 8])],
                           [helper.make_tensor_value_info('y', TensorProto.FLOAT, ['B', 7, 64])], inits)
     save(g, path)
+
+
+def short_softmax(path, c=4):
+    """Per-pixel class probabilities as torch exports softmax(dim=1) at opset 11: Conv -> Transpose -> Softmax over the
+    last axis (c = 4 classes, near-uniform) -> Transpose back. ORT moves the Transposes and runs the Softmax as one
+    QLinearSoftmax."""
+    rng = np.random.default_rng(4)
+    nodes = [
+        helper.make_node('Conv', ['x', 'w', 'b'], ['logit'], kernel_shape=[1, 1]),
+        helper.make_node('Transpose', ['logit'], ['t'], perm=[0, 3, 2, 1]),
+        helper.make_node('Softmax', ['t'], ['p'], axis=3),
+        helper.make_node('Transpose', ['p'], ['y'], perm=[0, 3, 2, 1]),
+    ]
+    inits = [init('w', rng.normal(0, 0.1, (c, 3, 1, 1))), init('b', np.zeros(c))]
+    g = helper.make_graph(nodes, 'short_softmax', [helper.make_tensor_value_info('x', TensorProto.FLOAT, ['B', 3, 8, 8])],
+                          [helper.make_tensor_value_info('y', TensorProto.FLOAT, ['B', c, 8, 8])], inits)
+    save(g, path, opset=11)
 
 
 def mlp(path, sizes=(16, 32, 32, 10), logit_offset=0.0, logit_gain=1.0):
@@ -275,6 +293,16 @@ def main():
         perr = float(np.abs(yf[:, 4:] - yq[:, 4:]).max())
         bdb = sqnr(yf[:, :4], yq[:, :4])
         check('mixed_concat', perr < 0.05 and bdb >= 20, {'prob_max_abs_err': round(perr, 4), 'box_sqnr_db': round(bdb, 1)})
+    if not wanted or 'short_softmax' in wanted:
+        m = os.path.join(work, 'short_softmax.onnx')
+        short_softmax(m)
+        rng = np.random.default_rng(15)
+        yf, yq, _ = quantize_and_run(work, m, rng.normal(0, 1, (8, 3, 8, 8)).astype(np.float32),
+                                     rng.normal(0, 1, (8, 3, 8, 8)).astype(np.float32), 'short_softmax')
+        # Probabilities near 1/4 (calibrated max ~0.3): with that as the output range ORT's QLinearSoftmax overflowed
+        # and wrote 0 everywhere (SQNR 0 dB); on a range reaching 2/n it is int8 rounding (above 30 dB).
+        db = sqnr(yf, yq)
+        check('short_softmax', db >= 20, {'sqnr_db': round(db, 1)})
     if not wanted or 'broken_range' in wanted:
         broken_range(work)
     if not wanted or 'clear_top1' in wanted:

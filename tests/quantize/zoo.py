@@ -366,6 +366,64 @@ class BNUnfolded(nn.Module):
         return torch.softmax(self.f(x).reshape(-1, 4, 3, 3), 1)
 
 
+class TinyGPT(nn.Module):
+    """Causal LM: token + position embeddings, causal mask filled with -inf (masked_fill), pre-norm attention and
+    GELU MLP, output projection tied to the token embedding (one initializer read by Gather and by MatMul)."""
+    def __init__(self, vocab=64, d=32, seq=12):
+        super().__init__()
+        self.emb, self.pos = nn.Embedding(vocab, d), nn.Embedding(seq, d)
+        self.ln1, self.ln2, self.lnf = nn.LayerNorm(d), nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+        self.register_buffer('causal', torch.triu(torch.ones(seq, seq, dtype=torch.bool), 1))
+
+    def forward(self, tokens):
+        b, n = tokens.shape
+        h = self.emb(tokens) + self.pos(torch.arange(n))
+        q, k, v = self.qkv(self.ln1(h)).reshape(b, n, 3, 4, -1).permute(2, 0, 3, 1, 4)
+        a = (q @ k.transpose(-1, -2)) * 0.35
+        a = torch.softmax(a.masked_fill(self.causal[:n, :n], float('-inf')), -1)
+        h = h + self.proj((a @ v).transpose(1, 2).reshape(b, n, -1))
+        h = h + self.mlp(self.ln2(h))
+        return torch.log_softmax(self.lnf(h) @ self.emb.weight.t(), -1)
+
+
+class Siamese(nn.Module):
+    """One conv tower applied to two inputs (shared initializers), cosine similarity and the embeddings out."""
+    def __init__(self):
+        super().__init__()
+        self.tower = nn.Sequential(conv_bn(3, 16, s=2), conv_bn(16, 16, s=2), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+
+    def forward(self, a, b):
+        ea, eb = self.tower(a), self.tower(b)
+        return F.cosine_similarity(ea, eb, dim=1), ea
+
+
+class Video3d(nn.Module):
+    """Conv3d, BatchNorm3d, MaxPool3d, GLU gate over channels, ReLU6 as clamp (Clip), global average pool."""
+    def __init__(self):
+        super().__init__()
+        self.c1, self.bn, self.c2 = nn.Conv3d(3, 8, 3, 1, 1), nn.BatchNorm3d(8), nn.Conv3d(8, 16, (1, 3, 3), 1, (0, 1, 1))
+        self.fc = nn.Linear(8, 5)
+
+    def forward(self, x):
+        x = F.max_pool3d(F.relu(self.bn(self.c1(x))), 2)
+        x = torch.clamp(F.glu(self.c2(x), 1), 0, 6)
+        return self.fc(x.mean((2, 3, 4)))
+
+
+class Upsample1d(nn.Module):
+    """Audio upsampling by nearest and linear Resize on 3-D tensors; the input is also passed to an output."""
+    def __init__(self):
+        super().__init__()
+        self.c1, self.c2 = nn.Conv1d(4, 8, 3, 1, 1), nn.Conv1d(8, 4, 3, 1, 1)
+
+    def forward(self, x):
+        y = F.interpolate(F.relu(self.c1(x)), scale_factor=2, mode='nearest')
+        y = F.interpolate(self.c2(y), scale_factor=2, mode='linear', align_corners=False)
+        return y, x
+
+
 def img(c, h, w):
     return [('x', (c, h, w), 'normal')]
 
@@ -412,6 +470,11 @@ CASES = {
     'rmsnorm_swiglu_o17': (RMSNormMLP, [('x', (10, 32), 'normal')], 17, True, {}),
     'decoder_convt1d_o13': (Decoder1d, [('x', (16, 50), 'normal')], 13, True, {}),
     'bn_unfolded_softmax4d_o11': (BNUnfolded, [('x', (24,), 'normal')], 11, True, {}),
+    'tiny_gpt_tied_o13': (TinyGPT, [('tokens', (12,), 'tokens:64')], 13, True, {}),
+    'tiny_gpt_tied_o17': (TinyGPT, [('tokens', (12,), 'tokens:64')], 17, False, {}),
+    'siamese_shared_o13': (Siamese, [('x', (3, 24, 24), 'normal'), ('x2', (3, 24, 24), 'normal')], 13, True, {}),
+    'video_conv3d_o13': (Video3d, [('x', (3, 4, 12, 12), 'normal')], 13, True, {}),
+    'upsample1d_passthrough_o11': (Upsample1d, [('x', (4, 20), 'normal')], 11, True, {}),
 }
 # A case that fails for a reason not fixed yet: name -> the reason (documented in docs/reliability.md). The check
 # still runs and prints its result; it does not fail the test.
@@ -449,7 +512,8 @@ def export(name, work):
         example = tuple(e.transpose(0, 1).contiguous() for e in example)
     path = os.path.join(work, name + '.onnx')
     names = [n for n, _, _ in inputs]
-    outs = ['y', 'score', 'cls'] if build is Yolo else ['y', 'h', 'c'] if build is StatefulLSTM else ['y']
+    outs = {Yolo: ['y', 'score', 'cls'], StatefulLSTM: ['y', 'h', 'c'], Siamese: ['y', 'emb'],
+            Upsample1d: ['y', 'x_out']}.get(build, ['y'])
     axes = {n: {0: 'B', **dyn.get(n, {})} for n in names + outs}
     if build is StatefulLSTM:
         axes.update({n: {1: 'B'} for n in ('h0', 'c0', 'h', 'c')})
