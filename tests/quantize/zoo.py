@@ -428,7 +428,9 @@ def img(c, h, w):
     return [('x', (c, h, w), 'normal')]
 
 
-# name: (builder, inputs [(name, per-sample shape, kind)], opset, fast, dynamic axes beyond batch {input: {axis: name}})
+# name: (builder, inputs [(name, per-sample shape, kind)], opset, fast, dynamic axes beyond batch {input: {axis: name}}
+#        [, options: static = batch fixed at export (calibration samples are batch-1 rows of one array per input),
+#                    fp16_weights = weights stored float16 behind Cast nodes, as fp16 converters keep io types])
 CASES = {
     'resnet_o13': (ResNet, img(3, 32, 32), 13, True, {}),
     'resnet_o11': (ResNet, img(3, 32, 32), 11, False, {}),
@@ -475,6 +477,9 @@ CASES = {
     'siamese_shared_o13': (Siamese, [('x', (3, 24, 24), 'normal'), ('x2', (3, 24, 24), 'normal')], 13, True, {}),
     'video_conv3d_o13': (Video3d, [('x', (3, 4, 12, 12), 'normal')], 13, True, {}),
     'upsample1d_passthrough_o11': (Upsample1d, [('x', (4, 20), 'normal')], 11, True, {}),
+    'resnet_static_batch1_o13': (ResNet, img(3, 32, 32), 13, True, {}, {'static': True}),
+    'mobilenetv3_fp16_weights_o13': (lambda: MobileNet(nn.Hardswish, lambda c: SE(c, nn.Hardsigmoid), nn.Hardswish),
+                                     img(3, 32, 32), 13, True, {}, {'fp16_weights': True}),
 }
 # A case that fails for a reason not fixed yet: name -> the reason (documented in docs/reliability.md). The check
 # still runs and prints its result; it does not fail the test.
@@ -495,8 +500,31 @@ def make_input(kind, shape, batch, rng):
     raise ValueError(kind)
 
 
+def options(name):
+    return CASES[name][5] if len(CASES[name]) > 5 else {}
+
+
+def fp16_weights(path):
+    """Stores every float initializer with more than one element as float16 behind a Cast to float."""
+    import onnx
+    from onnx import numpy_helper
+    m = onnx.load(path)
+    casts = []
+    for init in list(m.graph.initializer):
+        a = numpy_helper.to_array(init)
+        if a.dtype == np.float32 and a.size > 1:
+            m.graph.initializer.remove(init)
+            m.graph.initializer.append(numpy_helper.from_array(a.astype(np.float16), init.name + '_fp16'))
+            casts.append(onnx.helper.make_node('Cast', [init.name + '_fp16'], [init.name], to=onnx.TensorProto.FLOAT))
+    nodes = casts + list(m.graph.node)
+    del m.graph.node[:]
+    m.graph.node.extend(nodes)
+    onnx.checker.check_model(m)
+    onnx.save(m, path)
+
+
 def export(name, work):
-    build, inputs, opset, _, dyn = CASES[name]
+    build, inputs, opset, _, dyn = CASES[name][:5]
     torch.manual_seed(0)
     model = build().eval()
     with torch.no_grad():  # non-trivial BatchNorm statistics, as a trained model has
@@ -507,7 +535,8 @@ def export(name, work):
                 m.weight.uniform_(0.5, 1.5)
                 m.bias.uniform_(-0.3, 0.3)
     rng = np.random.default_rng(1)
-    example = tuple(torch.from_numpy(make_input(k, s, 2, rng)) for _, s, k in inputs)
+    example = tuple(torch.from_numpy(make_input(k, s, 1 if options(name).get('static') else 2, rng))
+                    for _, s, k in inputs)
     if 'seqfirst' in name:
         example = tuple(e.transpose(0, 1).contiguous() for e in example)
     path = os.path.join(work, name + '.onnx')
@@ -520,13 +549,17 @@ def export(name, work):
     if 'seqfirst' in name:  # sequence-first RNN: axis 1 is the batch
         axes = {'x': {1: 'B'}, 'y': {1: 'B'}}
     with torch.enable_grad():  # autograd on: nn.MultiheadAttention's fused inference path has no ONNX export
-        torch.onnx.export(model, example, path, input_names=names, output_names=outs, dynamic_axes=axes,
-                          opset_version=opset, do_constant_folding=True)
+        torch.onnx.export(model, example, path, input_names=names, output_names=outs,
+                          dynamic_axes=None if options(name).get('static') else axes, opset_version=opset,
+                          do_constant_folding=True)
+    if options(name).get('fp16_weights'):
+        fp16_weights(path)
     return path, inputs
 
 
 def batches(name, inputs, work):
-    """Calibration: 4 samples of batch 2 (one .npz each); evaluation: one disjoint batch of 3."""
+    """Calibration: 4 samples of batch 2 (one .npz each; static batch: 8 rows of one array per input); evaluation:
+    one disjoint batch of 3 (static: 1). Returns the --data arguments and {input: eval .npy}."""
     rng = np.random.default_rng(2)
     seqfirst = 'seqfirst' in name
 
@@ -536,18 +569,28 @@ def batches(name, inputs, work):
             a = make_input(k, s, batch, rng)
             d[n] = np.swapaxes(a, 0, 1).copy() if seqfirst else a
         return d
-    calib_dir = os.path.join(work, name + '_calib')
-    os.makedirs(calib_dir, exist_ok=True)
-    for i in range(4):
-        np.savez(os.path.join(calib_dir, f'sample_{i:04d}.npz'), **one(2))
-    ev = one(3)
+    if options(name).get('static'):  # one array per input, axis 0 = samples of batch 1
+        calib = one(8)
+        calib_args = []
+        for n, a in calib.items():
+            f = os.path.join(work, f'{name}_calib_{n}.npy')
+            np.save(f, a)
+            calib_args += ['--data', f'{n}={f}']
+        ev = one(1)
+    else:
+        calib_dir = os.path.join(work, name + '_calib')
+        os.makedirs(calib_dir, exist_ok=True)
+        for i in range(4):
+            np.savez(os.path.join(calib_dir, f'sample_{i:04d}.npz'), **one(2))
+        calib_args = ['--data', calib_dir]
+        ev = one(3)
     if name.startswith('fully_conv_dynamic'):  # evaluated at a size the calibration never saw
         ev['x'] = rng.normal(0, 1, (3, 3, 40, 24)).astype(np.float32)
     files = {}
     for n, a in ev.items():
         files[n] = os.path.join(work, f'{name}_eval_{n}.npy')
         np.save(files[n], a)
-    return calib_dir, files
+    return calib_args, files
 
 
 def run(cmd):
@@ -584,7 +627,7 @@ def check_case(name, work):
         model, inputs = export(name, work)
     except Exception as e:  # the case itself is broken (torch cannot export it)
         return ['torch export: ' + str(e).splitlines()[0]], rec
-    calib_dir, files = batches(name, inputs, work)
+    calib_args, files = batches(name, inputs, work)
     yf, err = ort(model, files, os.path.join(work, name + '_ortf'))
     if yf is None:
         return ['ORT cannot run the float model: ' + err], rec
@@ -610,7 +653,7 @@ def check_case(name, work):
                                 f'(max |err| {rec["float_max_abs_err"]:.3g})')
     # 2. quantize with the default config.
     q = os.path.join(work, name + '.int8.onnx')
-    rc, out, err = run([qtest.qtool(), 'quantize', model, '-o', q, '--data', calib_dir, '--json', '-t', '1'])
+    rc, out, err = run([qtest.qtool(), 'quantize', model, '-o', q, '--json', '-t', '1'] + calib_args)
     rec['quantize_exit'] = rc
     if rc in (2, 4):
         rec['quantize_message'] = last_line(err)
