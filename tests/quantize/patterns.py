@@ -148,6 +148,15 @@ def quantize_and_run(work, model, calib_x, eval_x, name):
     return yf, yq, summary
 
 
+def build_and_run(work, name, build, seed, shape):
+    """Writes the model `build` makes, calibrates it on one seeded normal batch of `shape`, scores on another."""
+    m = os.path.join(work, name + '.onnx')
+    build(m)
+    rng = np.random.default_rng(seed)
+    return quantize_and_run(work, m, rng.normal(0, 1, shape).astype(np.float32),
+                            rng.normal(0, 1, shape).astype(np.float32), name)
+
+
 def sqnr(f, q):
     return float(10 * np.log10((f.astype(np.float64) ** 2).sum() / max(((f - q).astype(np.float64) ** 2).sum(), 1e-30)))
 
@@ -273,32 +282,20 @@ def main():
     if not wanted or 'mask_inf' in wanted:
         run_attention(work, -np.inf, 'mask_inf')
     if not wanted or 'max_sentinel' in wanted:
-        m = os.path.join(work, 'max_sentinel.onnx')
-        max_sentinel(m)
-        rng = np.random.default_rng(11)
-        yf, yq, s = quantize_and_run(work, m, rng.normal(0, 1, (32, 10)).astype(np.float32),
-                                     rng.normal(0, 1, (32, 10)).astype(np.float32), 'max_sentinel')
+        yf, yq, s = build_and_run(work, 'max_sentinel', max_sentinel, 11, (32, 10))
         # Before the rewrite, quantize exited 2 ("cannot choose a scale for the range [-inf, -inf]").
         db = sqnr(yf, yq)
         check('max_sentinel', db >= 20 and s['prepare']['drop_infinite_bound'] == 1,
               {'sqnr_db': round(db, 1), 'drop_infinite_bound': s['prepare'].get('drop_infinite_bound')})
     if not wanted or 'mixed_concat' in wanted:
-        m = os.path.join(work, 'mixed_concat.onnx')
-        mixed_concat(m)
-        rng = np.random.default_rng(12)
-        yf, yq, _ = quantize_and_run(work, m, rng.normal(0, 1, (8, 3, 8, 8)).astype(np.float32),
-                                     rng.normal(0, 1, (8, 3, 8, 8)).astype(np.float32), 'mixed_concat')
+        yf, yq, _ = build_and_run(work, 'mixed_concat', mixed_concat, 12, (8, 3, 8, 8))
         # Channels 4..6 are the probabilities: on the boxes' grid (a step of ~5 here) they would be 0 or 1; on their own
         # 1/256 grid they move by a few hundredths (out-of-sample logits may clip).
         perr = float(np.abs(yf[:, 4:] - yq[:, 4:]).max())
         bdb = sqnr(yf[:, :4], yq[:, :4])
         check('mixed_concat', perr < 0.05 and bdb >= 20, {'prob_max_abs_err': round(perr, 4), 'box_sqnr_db': round(bdb, 1)})
     if not wanted or 'short_softmax' in wanted:
-        m = os.path.join(work, 'short_softmax.onnx')
-        short_softmax(m)
-        rng = np.random.default_rng(15)
-        yf, yq, _ = quantize_and_run(work, m, rng.normal(0, 1, (8, 3, 8, 8)).astype(np.float32),
-                                     rng.normal(0, 1, (8, 3, 8, 8)).astype(np.float32), 'short_softmax')
+        yf, yq, _ = build_and_run(work, 'short_softmax', short_softmax, 15, (8, 3, 8, 8))
         # Probabilities near 1/4 (calibrated max ~0.3): with that as the output range ORT's QLinearSoftmax overflowed
         # and wrote 0 everywhere (SQNR 0 dB); on a range reaching 2/n it is int8 rounding (above 30 dB).
         db = sqnr(yf, yq)
