@@ -430,7 +430,8 @@ def img(c, h, w):
 
 # name: (builder, inputs [(name, per-sample shape, kind)], opset, fast, dynamic axes beyond batch {input: {axis: name}}
 #        [, options: static = batch fixed at export (calibration samples are batch-1 rows of one array per input),
-#                    fp16_weights = weights stored float16 behind Cast nodes, as fp16 converters keep io types])
+#                    fp16_weights = weights stored float16 behind Cast nodes, as fp16 converters keep io types,
+#                    eval_shape = {input: per-sample shape} evaluated at a size calibration never saw])
 CASES = {
     'resnet_o13': (ResNet, img(3, 32, 32), 13, True, {}),
     'resnet_o11': (ResNet, img(3, 32, 32), 11, False, {}),
@@ -461,8 +462,10 @@ CASES = {
     'einsum_attention_o13': (EinsumAttention, [('x', (10, 32), 'normal')], 13, True, {}),
     'pools_o11': (Pools, img(3, 30, 30), 11, True, {}),
     'shufflenet_o13': (ShuffleNet, img(3, 32, 32), 13, True, {}),
-    'fully_conv_dynamic_hw_o17': (FullyConv, img(3, 32, 32), 17, True, {'x': {2: 'H', 3: 'W'}}),
-    'fully_conv_dynamic_hw_o11': (FullyConv, img(3, 32, 32), 11, True, {'x': {2: 'H', 3: 'W'}}),
+    'fully_conv_dynamic_hw_o17': (FullyConv, img(3, 32, 32), 17, True, {'x': {2: 'H', 3: 'W'}},
+                                  {'eval_shape': {'x': (3, 40, 24)}}),
+    'fully_conv_dynamic_hw_o11': (FullyConv, img(3, 32, 32), 11, True, {'x': {2: 'H', 3: 'W'}},
+                                  {'eval_shape': {'x': (3, 40, 24)}}),
     'yolo_head_o13': (Yolo, img(3, 32, 32), 13, True, {}),
     'yolo_head_o11': (Yolo, img(3, 32, 32), 11, False, {}),
     'misc_glue_o13': (Misc, img(3, 20, 20), 13, True, {}),
@@ -474,6 +477,8 @@ CASES = {
     'bn_unfolded_softmax4d_o11': (BNUnfolded, [('x', (24,), 'normal')], 11, True, {}),
     'tiny_gpt_tied_o13': (TinyGPT, [('tokens', (12,), 'tokens:64')], 13, True, {}),
     'tiny_gpt_tied_o17': (TinyGPT, [('tokens', (12,), 'tokens:64')], 17, False, {}),
+    'tiny_gpt_dynamic_len_o13': (TinyGPT, [('tokens', (12,), 'tokens:64')], 13, True, {'tokens': {1: 'T'}},
+                                 {'eval_shape': {'tokens': (7,)}}),
     'siamese_shared_o13': (Siamese, [('x', (3, 24, 24), 'normal'), ('x2', (3, 24, 24), 'normal')], 13, True, {}),
     'video_conv3d_o13': (Video3d, [('x', (3, 4, 12, 12), 'normal')], 13, True, {}),
     'upsample1d_passthrough_o11': (Upsample1d, [('x', (4, 20), 'normal')], 11, True, {}),
@@ -584,8 +589,9 @@ def batches(name, inputs, work):
             np.savez(os.path.join(calib_dir, f'sample_{i:04d}.npz'), **one(2))
         calib_args = ['--data', calib_dir]
         ev = one(3)
-    if name.startswith('fully_conv_dynamic'):  # evaluated at a size the calibration never saw
-        ev['x'] = rng.normal(0, 1, (3, 3, 40, 24)).astype(np.float32)
+    for n, shape in options(name).get('eval_shape', {}).items():  # a size the calibration never saw
+        kind = next(k for m, _, k in inputs if m == n)
+        ev[n] = make_input(kind, shape, len(ev[n]), rng)
     files = {}
     for n, a in ev.items():
         files[n] = os.path.join(work, f'{name}_eval_{n}.npy')
