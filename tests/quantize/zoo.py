@@ -2,8 +2,9 @@
 """A zoo of small, realistic architectures built in torch (seeded random weights), exported at opsets 11, 13 and 17,
 each run through qtool as a new user would (issue 12: models qtool was not tuned on).
 
-usage: zoo.py [--all] [--json FILE] [NAME ...]
-  default: the cases marked fast (the ctest run); --all: every case; NAME ...: just those.
+usage: zoo.py [--all] [--json FILE] [--config QCONFIG.json] [NAME ...]
+  default: the cases marked fast (the ctest run); --all: every case; NAME ...: just those; --config: quantize with
+  that config instead of the default.
 
 Per model, on seeded inputs with batch > 1 (a calibration set of a few samples and a disjoint evaluation batch):
   1. `qtool run` on the float model against ONNX Runtime 1.30: within float tolerance (see FLOAT_TOL);
@@ -625,7 +626,7 @@ def sqnr(f, q):
     return float(10 * np.log10((f ** 2).sum() / max(((f - q) ** 2).sum(), 1e-30)))
 
 
-def check_case(name, work):
+def check_case(name, work, config=None):
     """Returns (problems: list of str, record: dict)."""
     t0 = time.time()
     rec, problems = {'name': name, 'opset': CASES[name][2]}, []
@@ -659,7 +660,8 @@ def check_case(name, work):
                                 f'(max |err| {rec["float_max_abs_err"]:.3g})')
     # 2. quantize with the default config.
     q = os.path.join(work, name + '.int8.onnx')
-    rc, out, err = run([qtest.qtool(), 'quantize', model, '-o', q, '--json', '-t', '1'] + calib_args)
+    rc, out, err = run([qtest.qtool(), 'quantize', model, '-o', q, '--json', '-t', '1'] + calib_args +
+                         (['--config', config] if config else []))
     rec['quantize_exit'] = rc
     if rc in (2, 4):
         rec['quantize_message'] = last_line(err)
@@ -685,10 +687,13 @@ def check_case(name, work):
 def main():
     args = sys.argv[1:]
     run_all = '--all' in args
-    json_out = None
+    json_out, config = None, None
     if '--json' in args:
         json_out = args[args.index('--json') + 1]
         args = [a for a in args if a not in ('--json', json_out)]
+    if '--config' in args:
+        config = os.path.abspath(args[args.index('--config') + 1])
+        args = [a for a in args if a not in ('--config', config) and os.path.abspath(a) != config]
     names = [a for a in args if not a.startswith('--')]
     unknown = [n for n in names if n not in CASES]
     if unknown:
@@ -698,7 +703,7 @@ def main():
     work = tempfile.mkdtemp(prefix='qtool-zoo-')
     failures, records = [], []
     for name in names:
-        problems, rec = check_case(name, work)
+        problems, rec = check_case(name, work, config)
         rec['problems'] = problems
         records.append(rec)
         status = 'ok   ' if not problems else ('known' if name in KNOWN else 'FAIL ')
