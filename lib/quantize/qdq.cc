@@ -211,6 +211,7 @@ class QdqBuilder {
       r = range_of(t, s->method);
       if (!r) return std::nullopt;
       if (const auto floor = softmax_floor(t, *s)) r->first = std::max(r->first, std::min(*floor, r->second));
+      if (const auto ceiling = softmax_output_ceiling(t, *s)) r->second = std::max(r->second, *ceiling);
       // A tensor read only by a clamp (Min/Clip with constant bounds) needs no more range than the clamp's
       // output: quantizing with that range clips nothing the clamp would not, and resolves values finer.
       const auto& cons = g_.consumers(t);
@@ -231,6 +232,22 @@ class QdqBuilder {
     if (!c || !c->softmax_rows || info.cls != DTypeClass::Integer) return std::nullopt;
     const double n = static_cast<double>(std::max<int64_t>(c->softmax_rows->row_length, 1));
     return c->softmax_rows->min_row_max - (std::log(n) + (info.bits + 1) * std::log(2.0));
+  }
+
+  // Softmax outputs in 8 bits, for ONNX Runtime: ORT fuses DQ -> Softmax -> Q into QLinearSoftmax, whose kernel
+  // (contrib_ops/cpu/quantization/qlinear_softmax.cc) scales an exp lookup table to about 2^32 / (e^5·n) for rows of
+  // length n and multiplies it by ⌊1 / y_scale⌋ before dividing by the row sum; past 1 / y_scale ≈ e^5·n the
+  // product overflows and every output reads 0 (found with tests/quantize/zoo.py: a 4-class segmentation Softmax,
+  // calibrated maximum 0.31, 1 / y_scale = 829). The top of the range is raised to 2/n (1 / y_scale ≤ 127.5·n for
+  // 255 steps), capped at 1: it binds only for short, near-uniform rows (n = 4: 0.5; n = 100: 0.02) and costs them at
+  // most one bit.
+  std::optional<double> softmax_output_ceiling(const std::string& t, const TensorSettings& s) const {
+    const int p = g_.producer(t);
+    if (p < 0 || g_.node(p).op_type() != "Softmax") return std::nullopt;
+    const auto& info = dtype_info(s.dtype);
+    const calib::TensorCalibration* c = ranges_.find(g_.node(p).input(0));
+    if (info.cls != DTypeClass::Integer || info.bits != 8 || !c || !c->softmax_rows) return std::nullopt;
+    return std::min(1.0, 2.0 / static_cast<double>(std::max<int64_t>(c->softmax_rows->row_length, 1)));
   }
 
   // The calibrated range of `t` for `method`; nullopt when the table has no finite value of `t`.

@@ -399,6 +399,29 @@ TEST_CASE("passes: opset 9 -> 13 converts Clip, Squeeze, Slice and Softmax and k
   CHECK(max_diff(before, run1(m, x)) < 1e-6);
 }
 
+TEST_CASE("passes: opset 13 -> 21 gives a Split without split sizes its num_outputs") {
+  // torch exports GLU as an even Split with no sizes; from opset 18 ONNX Runtime refuses that without num_outputs
+  // (found by tests/quantize/zoo.py video_conv3d_o13 under configs/int4-weight-only.json, which targets opset 21).
+  Builder b(13);
+  b.input("x", {1, 4, 3});
+  attr_i(b.node("Split", {"x"}, {"a", "g"}), "axis", 1);
+  b.node("Sigmoid", {"g"}, {"s"});
+  b.node("Mul", {"a", "s"}, {"y"});
+  b.output("y");
+  const Tensor x = random_tensor({1, 4, 3}, 12);
+  const Tensor before = run1(b.m, x);
+  onnx::ModelProto m = b.m;
+  prepare_model(m, 21);
+  CHECK(Graph(m).opset() == 21);
+  for (const auto& n : m.graph().node())
+    if (n.op_type() == "Split") {
+      const auto* a = find_attr(n, "num_outputs");
+      REQUIRE(a != nullptr);
+      CHECK(a->i() == 2);
+    }
+  CHECK(max_diff(before, run1(m, x)) == 0.0);
+}
+
 TEST_CASE("passes: Relu -> Min(C >= 0) -> Relu loses the redundant Relu") {
   Builder b(13);
   b.input("x", {1, 4, 2, 2});

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Structure rules of the default int8 path on small synthetic models, each checked in ONNX Runtime 1.30 against the
-float model on inputs the calibration did not see (issue 12: mask fills, -inf sentinels, mixed Concat).
+float model on inputs the calibration did not see (issue 12: mask fills, -inf sentinels, mixed Concat; a Softmax
+over a few classes, which ORT runs as QLinearSoftmax).
 
 usage: patterns.py [PATTERN ...]     (default: all). Exit 1 when a check fails.
 
@@ -97,6 +98,23 @@ def mixed_concat(path, c=8):
     save(g, path)
 
 
+def short_softmax(path, c=4):
+    """Per-pixel class probabilities as torch exports softmax(dim=1) at opset 11: Conv -> Transpose -> Softmax over the
+    last axis (c = 4 classes, near-uniform) -> Transpose back. ORT moves the Transposes and runs the Softmax as one
+    QLinearSoftmax."""
+    rng = np.random.default_rng(4)
+    nodes = [
+        helper.make_node('Conv', ['x', 'w', 'b'], ['logit'], kernel_shape=[1, 1]),
+        helper.make_node('Transpose', ['logit'], ['t'], perm=[0, 3, 2, 1]),
+        helper.make_node('Softmax', ['t'], ['p'], axis=3),
+        helper.make_node('Transpose', ['p'], ['y'], perm=[0, 3, 2, 1]),
+    ]
+    inits = [init('w', rng.normal(0, 0.1, (c, 3, 1, 1))), init('b', np.zeros(c))]
+    g = helper.make_graph(nodes, 'short_softmax', [helper.make_tensor_value_info('x', TensorProto.FLOAT, ['B', 3, 8, 8])],
+                          [helper.make_tensor_value_info('y', TensorProto.FLOAT, ['B', c, 8, 8])], inits)
+    save(g, path, opset=11)
+
+
 def mlp(path, sizes=(16, 32, 32, 10), logit_offset=0.0, logit_gain=1.0):
     """A small classifier: Gemm -> Relu -> Gemm -> Relu -> Gemm (logits). logit_offset is added to every logit's bias
     (softmax and top-1 do not see it; the logits' SQNR does)."""
@@ -128,6 +146,15 @@ def quantize_and_run(work, model, calib_x, eval_x, name):
     yf = list(qtest.ort_run(model, {'x': ex}, os.path.join(work, name + '_f'))[0].values())[0]
     yq = list(qtest.ort_run(q, {'x': ex}, os.path.join(work, name + '_q'))[0].values())[0]
     return yf, yq, summary
+
+
+def build_and_run(work, name, build, seed, shape):
+    """Writes the model `build` makes, calibrates it on one seeded normal batch of `shape`, scores on another."""
+    m = os.path.join(work, name + '.onnx')
+    build(m)
+    rng = np.random.default_rng(seed)
+    return quantize_and_run(work, m, rng.normal(0, 1, shape).astype(np.float32),
+                            rng.normal(0, 1, shape).astype(np.float32), name)
 
 
 def sqnr(f, q):
@@ -255,26 +282,24 @@ def main():
     if not wanted or 'mask_inf' in wanted:
         run_attention(work, -np.inf, 'mask_inf')
     if not wanted or 'max_sentinel' in wanted:
-        m = os.path.join(work, 'max_sentinel.onnx')
-        max_sentinel(m)
-        rng = np.random.default_rng(11)
-        yf, yq, s = quantize_and_run(work, m, rng.normal(0, 1, (32, 10)).astype(np.float32),
-                                     rng.normal(0, 1, (32, 10)).astype(np.float32), 'max_sentinel')
+        yf, yq, s = build_and_run(work, 'max_sentinel', max_sentinel, 11, (32, 10))
         # Before the rewrite, quantize exited 2 ("cannot choose a scale for the range [-inf, -inf]").
         db = sqnr(yf, yq)
         check('max_sentinel', db >= 20 and s['prepare']['drop_infinite_bound'] == 1,
               {'sqnr_db': round(db, 1), 'drop_infinite_bound': s['prepare'].get('drop_infinite_bound')})
     if not wanted or 'mixed_concat' in wanted:
-        m = os.path.join(work, 'mixed_concat.onnx')
-        mixed_concat(m)
-        rng = np.random.default_rng(12)
-        yf, yq, _ = quantize_and_run(work, m, rng.normal(0, 1, (8, 3, 8, 8)).astype(np.float32),
-                                     rng.normal(0, 1, (8, 3, 8, 8)).astype(np.float32), 'mixed_concat')
+        yf, yq, _ = build_and_run(work, 'mixed_concat', mixed_concat, 12, (8, 3, 8, 8))
         # Channels 4..6 are the probabilities: on the boxes' grid (a step of ~5 here) they would be 0 or 1; on their own
         # 1/256 grid they move by a few hundredths (out-of-sample logits may clip).
         perr = float(np.abs(yf[:, 4:] - yq[:, 4:]).max())
         bdb = sqnr(yf[:, :4], yq[:, :4])
         check('mixed_concat', perr < 0.05 and bdb >= 20, {'prob_max_abs_err': round(perr, 4), 'box_sqnr_db': round(bdb, 1)})
+    if not wanted or 'short_softmax' in wanted:
+        yf, yq, _ = build_and_run(work, 'short_softmax', short_softmax, 15, (8, 3, 8, 8))
+        # Probabilities near 1/4 (calibrated max ~0.3): with that as the output range ORT's QLinearSoftmax overflowed
+        # and wrote 0 everywhere (SQNR 0 dB); on a range reaching 2/n it is int8 rounding (above 30 dB).
+        db = sqnr(yf, yq)
+        check('short_softmax', db >= 20, {'sqnr_db': round(db, 1)})
     if not wanted or 'broken_range' in wanted:
         broken_range(work)
     if not wanted or 'clear_top1' in wanted:

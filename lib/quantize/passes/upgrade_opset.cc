@@ -65,6 +65,23 @@ class ReduceAxesToInput final : public Converter {
   void rewrite(Graph& g, int i) const override { attr_to_input(g, i, "axes", 1, "axes"); }
 };
 
+// Split (18): without a `split` input the output count is no longer implied; num_outputs must say it (ONNX Runtime
+// refuses the model otherwise: "Neither 'split' input nor 'num_outputs' attribute has been given").
+class SplitNumOutputs final : public Converter {
+ public:
+  using Converter::Converter;
+  std::string_view name() const override { return "opset18_split_num_outputs"; }
+  std::vector<std::string_view> op_types() const override { return {"Split"}; }
+  bool match(const Graph& g, int i) const override {
+    const auto& n = g.node(i);
+    return Converter::match(g, i) && (n.input_size() < 2 || n.input(1).empty()) && !find_attr(n, "num_outputs");
+  }
+  void rewrite(Graph& g, int i) const override {
+    auto& n = g.node(i);
+    set_attr_int(n, "num_outputs", n.output_size());
+  }
+};
+
 // Clip (11): min/max attributes -> inputs 1, 2 (float scalars; attribute Clip only took float types).
 class ClipToInputs final : public Converter {
  public:
@@ -245,6 +262,7 @@ void upgrade_opset(Graph& g, int64_t target) {
   converters.push_back(std::make_unique<DropoutToIdentity>(12, from));
   converters.push_back(std::make_unique<AxesToInput>(13, from));
   converters.push_back(std::make_unique<ReduceAxesToInput>(18, from));
+  converters.push_back(std::make_unique<SplitNumOutputs>(18, from));
   if (from < 13 && target >= 13)
     converters.push_back(std::make_unique<SoftmaxAxis13>(13, from, infer_ranks(g.model())));
   for (const auto& c : converters)

@@ -38,7 +38,8 @@ const Tensor& float_input(const KernelContext& ctx, size_t i) {
   if (t.dtype() != DType::Float32)
     throw UnsupportedError(ctx.node.label() + ": input " + std::to_string(i) + " ('" +
                            (i < ctx.node.inputs.size() ? ctx.node.inputs[i] : std::string()) + "') has dtype " +
-                           std::string(dtype_name(t.dtype())) + "; only float is supported");
+                           std::string(dtype_name(t.dtype())) +
+                           "; only float is supported: convert the model's float16/float64 tensors to float32 first");
   return t;
 }
 

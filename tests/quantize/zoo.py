@@ -1,0 +1,726 @@
+#!/usr/bin/python3
+"""A zoo of small, realistic architectures built in torch (seeded random weights), exported at opsets 11, 13 and 17,
+each run through qtool as a new user would (issue 12: models qtool was not tuned on).
+
+usage: zoo.py [--all] [--json FILE] [--config QCONFIG.json] [NAME ...]
+  default: the cases marked fast (the ctest run); --all: every case; NAME ...: just those; --config: quantize with
+  that config instead of the default.
+
+Per model, on seeded inputs with batch > 1 (a calibration set of a few samples and a disjoint evaluation batch):
+  1. `qtool run` on the float model against ONNX Runtime 1.30: within float tolerance (see FLOAT_TOL);
+  2. `qtool quantize MODEL -o Q --data ...` with the default config: exit 0, or 2/4 with a one-line message
+     (recorded, not a failure);
+  3. ONNX Runtime loads and runs Q; the SQNR of Q's output against float on the evaluation batch is reported
+     (random weights: indicative; no bar is fitted to it).
+Fails (exit 1) on: a crash or exit 3 of any qtool command, exit 2 of `qtool run` on the float model (every op here is
+a standard ONNX op a deployment model contains), a float mismatch, ORT refusing or failing to run Q, and a float
+output Q no longer follows at all (SQNR < COLLAPSE_DB: the error as large as the signal, as when ORT's
+QLinearSoftmax wrote zeros; int8 rounding on these models is 20-70 dB away from it).
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import qtest  # noqa: E402
+
+# Float outputs of qtool and ORT differ by summation order only: |a - b| <= ATOL * (1 + max|b|) + RTOL * |b|.
+FLOAT_ATOL, FLOAT_RTOL = 1e-4, 1e-3
+COLLAPSE_DB = 3.0
+
+
+def conv_bn(cin, cout, k=3, s=1, groups=1, dil=1, act=nn.ReLU):
+    layers = [nn.Conv2d(cin, cout, k, s, dil * (k // 2), dilation=dil, groups=groups, bias=False), nn.BatchNorm2d(cout)]
+    return nn.Sequential(*layers, act()) if act else nn.Sequential(*layers)
+
+
+class ResNet(nn.Module):
+    """Stem, maxpool, two basic blocks (one strided with a 1x1 projection), global pool, Linear, Softmax."""
+    def __init__(self):
+        super().__init__()
+        self.stem, self.pool = conv_bn(3, 16, s=2), nn.MaxPool2d(3, 2, 1)
+        self.b1 = nn.Sequential(conv_bn(16, 16), conv_bn(16, 16, act=None))
+        self.b2 = nn.Sequential(conv_bn(16, 32, s=2), conv_bn(32, 32, act=None))
+        self.proj = conv_bn(16, 32, k=1, s=2, act=None)
+        self.fc = nn.Linear(32, 10)
+
+    def forward(self, x):
+        x = self.pool(self.stem(x))
+        x = F.relu(x + self.b1(x))
+        x = F.relu(self.proj(x) + self.b2(x))
+        return torch.softmax(self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)), 1)
+
+
+class InvertedResidual(nn.Module):
+    def __init__(self, c, e, act=nn.ReLU6, se=None):
+        super().__init__()
+        self.expand, self.dw = conv_bn(c, c * e, k=1, act=act), conv_bn(c * e, c * e, groups=c * e, act=act)
+        self.se = se(c * e) if se else nn.Identity()
+        self.project = conv_bn(c * e, c, k=1, act=None)
+
+    def forward(self, x):
+        return x + self.project(self.se(self.dw(self.expand(x))))
+
+
+class SE(nn.Module):
+    """Squeeze-excitation: global pool, two 1x1 convs, gate (sigmoid or hard sigmoid) multiplied into the input."""
+    def __init__(self, c, gate=nn.Sigmoid, act=nn.ReLU):
+        super().__init__()
+        self.f = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(c, c // 4, 1), act(), nn.Conv2d(c // 4, c, 1), gate())
+
+    def forward(self, x):
+        return x * self.f(x)
+
+
+class MobileNet(nn.Module):
+    def __init__(self, act=nn.ReLU6, se=None, head_act=nn.ReLU6):
+        super().__init__()
+        self.stem = conv_bn(3, 16, s=2, act=act)
+        self.blocks = nn.Sequential(InvertedResidual(16, 4, act, se), InvertedResidual(16, 4, act, se))
+        self.head = nn.Sequential(conv_bn(16, 64, k=1, act=head_act), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                                  nn.Dropout(0.2), nn.Linear(64, 10))
+
+    def forward(self, x):
+        return self.head(self.blocks(self.stem(x)))
+
+
+class GroupedDilated(nn.Module):
+    """ResNeXt-style grouped conv, a dilated conv (DeepLab), AvgPool with ceil_mode and no padded zeros counted."""
+    def __init__(self):
+        super().__init__()
+        self.a, self.g = conv_bn(3, 32), conv_bn(32, 32, groups=4)
+        self.d = conv_bn(32, 32, dil=2)
+        self.pool = nn.AvgPool2d(3, 2, 1, ceil_mode=True, count_include_pad=False)
+        self.out = nn.Conv2d(32, 8, 1)
+
+    def forward(self, x):
+        x = self.a(x)
+        return self.out(self.pool(self.d(self.g(x) + x)))
+
+
+class UNet(nn.Module):
+    """Two levels down (MaxPool), up with ConvTranspose or Upsample, skip connections concatenated."""
+    def __init__(self, up='convt', norm=nn.BatchNorm2d):
+        super().__init__()
+        def block(ci, co):
+            return nn.Sequential(nn.Conv2d(ci, co, 3, 1, 1), norm(co), nn.ReLU())
+        self.e1, self.e2, self.mid = block(3, 8), block(8, 16), block(16, 32)
+        if up == 'convt':
+            self.u2, self.u1 = nn.ConvTranspose2d(32, 16, 2, 2), nn.ConvTranspose2d(16, 8, 2, 2)
+        else:
+            mode, ac = up
+            kw = {} if mode == 'nearest' else {'align_corners': ac}
+            self.u2 = nn.Sequential(nn.Upsample(scale_factor=2, mode=mode, **kw), nn.Conv2d(32, 16, 1))
+            self.u1 = nn.Sequential(nn.Upsample(scale_factor=2, mode=mode, **kw), nn.Conv2d(16, 8, 1))
+        self.d2, self.d1, self.out = block(32, 16), block(16, 8), nn.Conv2d(8, 2, 1)
+
+    def forward(self, x):
+        s1 = self.e1(x)
+        s2 = self.e2(F.max_pool2d(s1, 2))
+        m = self.mid(F.max_pool2d(s2, 2))
+        y = self.d2(torch.cat([self.u2(m), s2], 1))
+        y = self.d1(torch.cat([self.u1(y), s1], 1))
+        return torch.sigmoid(self.out(y))
+
+
+class SuperRes(nn.Module):
+    """ESPCN: convs, then PixelShuffle x3 to the output image."""
+    def __init__(self):
+        super().__init__()
+        self.f = nn.Sequential(nn.Conv2d(1, 32, 5, 1, 2), nn.Tanh(), nn.Conv2d(32, 16, 3, 1, 1), nn.Tanh(),
+                               nn.Conv2d(16, 9, 3, 1, 1), nn.PixelShuffle(3))
+
+    def forward(self, x):
+        return self.f(x)
+
+
+class NormNet(nn.Module):
+    """Convs with GroupNorm or InstanceNorm (affine), SiLU, ConvTranspose with output_padding."""
+    def __init__(self, kind):
+        super().__init__()
+        norm = (lambda c: nn.GroupNorm(4, c)) if kind == 'group' else (lambda c: nn.InstanceNorm2d(c, affine=True))
+        self.f = nn.Sequential(nn.Conv2d(3, 16, 3, 2, 1), norm(16), nn.SiLU(), nn.Conv2d(16, 16, 3, 1, 1), norm(16),
+                               nn.SiLU(), nn.ConvTranspose2d(16, 8, 3, 2, 1, output_padding=1), nn.Tanh())
+
+    def forward(self, x):
+        return self.f(x)
+
+
+class Activations(nn.Module):
+    """Linear layers separated by each common activation, LayerNorm, LogSoftmax head."""
+    def __init__(self):
+        super().__init__()
+        acts = [nn.GELU(), nn.SiLU(), nn.Mish(), nn.LeakyReLU(0.1), nn.PReLU(24), nn.ELU(), nn.Softplus(),
+                nn.Hardswish(), nn.Hardsigmoid(), nn.Tanh()]
+        self.layers = nn.ModuleList([nn.Linear(24, 24) for _ in acts])
+        self.acts = nn.ModuleList(acts)
+        self.norm, self.head = nn.LayerNorm(24), nn.Linear(24, 12)
+
+    def forward(self, x):
+        for lin, act in zip(self.layers, self.acts):
+            x = act(lin(x))
+        return torch.log_softmax(self.head(self.norm(x)), -1)
+
+
+class Encoder(nn.Module):
+    """Token embedding + learned positions, nn.TransformerEncoder (pre-norm, GELU) with a key padding mask,
+    mean pool, classifier."""
+    def __init__(self, vocab=100, d=32, seq=16, layers=2, mask=True):
+        super().__init__()
+        self.emb, self.pos = nn.Embedding(vocab, d), nn.Parameter(torch.randn(1, seq, d) * 0.1)
+        layer = nn.TransformerEncoderLayer(d, 4, 64, dropout=0.0, activation='gelu', batch_first=True, norm_first=True)
+        self.enc = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.head, self.mask = nn.Linear(d, 5), mask
+
+    def forward(self, tokens, pad=None):
+        h = self.enc(self.emb(tokens) + self.pos, src_key_padding_mask=pad if self.mask else None)
+        return self.head(h.mean(1))
+
+
+class MHA(nn.Module):
+    """nn.MultiheadAttention (self-attention, batch_first) with key_padding_mask, residual, LayerNorm."""
+    def __init__(self, d=32):
+        super().__init__()
+        self.attn, self.norm = nn.MultiheadAttention(d, 4, batch_first=True), nn.LayerNorm(d)
+
+    def forward(self, x, pad):
+        y, _ = self.attn(x, x, x, key_padding_mask=pad, need_weights=False)
+        return self.norm(x + y)
+
+
+class Recurrent(nn.Module):
+    """LSTM or GRU (optionally bidirectional, stacked) over features, then a Linear per step."""
+    def __init__(self, cell, bidir, layers=1, batch_first=True):
+        super().__init__()
+        self.rnn = cell(20, 24, layers, batch_first=batch_first, bidirectional=bidir)
+        self.out = nn.Linear(48 if bidir else 24, 6)
+
+    def forward(self, x):
+        y, _ = self.rnn(x)
+        return self.out(y)
+
+
+class Audio1d(nn.Module):
+    """KWS-style: Conv1d/BN/ReLU stack with strides and a dilated layer, MaxPool1d, global avg pool, LogSoftmax."""
+    def __init__(self):
+        super().__init__()
+        self.f = nn.Sequential(nn.Conv1d(1, 16, 80, 4, 38), nn.BatchNorm1d(16), nn.ReLU(), nn.MaxPool1d(4),
+                               nn.Conv1d(16, 32, 3, 1, 2, dilation=2), nn.BatchNorm1d(32), nn.ReLU(),
+                               nn.Conv1d(32, 32, 3, 1, 1, groups=32), nn.ReLU(), nn.AdaptiveAvgPool1d(1))
+        self.fc = nn.Linear(32, 8)
+
+    def forward(self, x):
+        return F.log_softmax(self.fc(self.f(x).squeeze(-1)), -1)
+
+
+class EinsumAttention(nn.Module):
+    """Multi-head attention written with einsum (as many research exports are)."""
+    def __init__(self, d=32, h=4):
+        super().__init__()
+        self.qkv, self.o, self.h = nn.Linear(d, 3 * d), nn.Linear(d, d), h
+
+    def forward(self, x):
+        b, n, d = x.shape
+        q, k, v = self.qkv(x).reshape(b, n, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4)
+        a = torch.softmax(torch.einsum('bhqd,bhkd->bhqk', q, k) * (d // self.h) ** -0.5, -1)
+        return self.o(torch.einsum('bhqk,bhkd->bqhd', a, v).reshape(b, n, d))
+
+
+class Pools(nn.Module):
+    """MaxPool with padding and dilation, AvgPool ceil_mode, global max pool, adaptive avg pool to 2x2."""
+    def __init__(self):
+        super().__init__()
+        self.c1, self.c2 = nn.Conv2d(3, 8, 3, 1, 1), nn.Conv2d(8, 8, 3, 1, 1)
+
+    def forward(self, x):
+        a = F.max_pool2d(F.relu(self.c1(x)), 3, 2, 1, dilation=1)
+        b = F.avg_pool2d(self.c2(a), 2, 2, ceil_mode=True)
+        g = F.adaptive_max_pool2d(b, 1).flatten(1)
+        p = F.adaptive_avg_pool2d(F.max_pool2d(b, 3, 1, 1), 2).flatten(1)
+        return torch.cat([g, p], 1)
+
+
+class ShuffleNet(nn.Module):
+    """ShuffleNet channel shuffle (Reshape, Transpose, Reshape), split into branches, Concat."""
+    def __init__(self):
+        super().__init__()
+        self.stem = conv_bn(3, 16, s=2)
+        self.branch = nn.Sequential(conv_bn(8, 8, k=1), conv_bn(8, 8, groups=8, act=None), conv_bn(8, 8, k=1))
+
+    def forward(self, x):
+        x = self.stem(x)
+        a, b = x.chunk(2, 1)
+        x = torch.cat([a, self.branch(b)], 1)
+        n, c, h, w = x.shape
+        return x.view(n, 2, c // 2, h, w).transpose(1, 2).reshape(n, c, h, w)
+
+
+class FullyConv(nn.Module):
+    """A segmentation net with dynamic H and W: bilinear resize of the logits back to the input size."""
+    def __init__(self):
+        super().__init__()
+        self.f = nn.Sequential(conv_bn(3, 16, s=2), conv_bn(16, 16, s=2), nn.Conv2d(16, 4, 1))
+
+    def forward(self, x):
+        return torch.softmax(F.interpolate(self.f(x), size=x.shape[2:], mode='bilinear', align_corners=False), 1)
+
+
+class Yolo(nn.Module):
+    """An anchor-free detection head: two scales, Sigmoid, grid offsets, stride Mul, Reshape/Transpose/Concat of the
+    scales, then three outputs: boxes (pixels), best score and class id (int64 ArgMax)."""
+    def __init__(self):
+        super().__init__()
+        self.s1, self.s2 = conv_bn(3, 16, s=2, act=nn.SiLU), conv_bn(16, 32, s=2, act=nn.SiLU)
+        self.h1, self.h2 = nn.Conv2d(16, 4 + 3, 1), nn.Conv2d(32, 4 + 3, 1)
+
+    def level(self, f, head, stride):
+        p = head(f)
+        n, c, h, w = p.shape
+        gy, gx = torch.meshgrid(torch.arange(h, dtype=torch.float32), torch.arange(w, dtype=torch.float32), indexing='ij')
+        xy = (torch.sigmoid(p[:, :2]) + torch.stack([gx, gy])) * stride
+        wh = torch.exp(p[:, 2:4].clamp(max=4.0)) * stride
+        return torch.cat([xy, wh, torch.sigmoid(p[:, 4:])], 1).reshape(n, c, -1).transpose(1, 2)
+
+    def forward(self, x):
+        a = self.s1(x)
+        b = self.s2(a)
+        d = torch.cat([self.level(a, self.h1, 2), self.level(b, self.h2, 4)], 1)
+        score, cls = d[..., 4:].max(-1)
+        return d[..., :4], score, cls
+
+
+class Misc(nn.Module):
+    """Ops of export glue: reflection and replicate padding, asymmetric padding for an even kernel, non-integer
+    bicubic resize, flip, cumsum, F.normalize (ReduceL2), TopK, Where, Expand, Tile, Split with sizes."""
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 8, 3)
+        self.c2 = nn.Conv2d(8, 8, 4)
+
+    def forward(self, x):
+        x = self.c1(F.pad(x, (1, 1, 1, 1), mode='reflect'))
+        x = self.c2(F.pad(x, (2, 1, 1, 2), mode='replicate'))
+        x = F.interpolate(x, scale_factor=1.5, mode='bicubic', align_corners=False)
+        x = x + torch.flip(x, [3])
+        v = F.normalize(x.flatten(2).mean(-1), dim=1)
+        a, b = torch.split(x.flatten(2), [100, x.shape[2] * x.shape[3] - 100], 2)
+        c = torch.cumsum(a, 2)
+        top, _ = torch.topk(b.mean(1), 5, dim=1)
+        w = torch.where(c > 0, c, 0.1 * c).mean(1)
+        return torch.cat([v, top, w[:, :10], v.unsqueeze(1).expand(-1, 2, -1).reshape(v.shape[0], -1),
+                          top.repeat(1, 2)], 1)
+
+
+class StatefulLSTM(nn.Module):
+    """A streaming LSTM as deployed: state h0, c0 are inputs and the new state is an output."""
+    def __init__(self):
+        super().__init__()
+        self.rnn, self.out = nn.LSTM(20, 24, batch_first=True), nn.Linear(24, 2)
+
+    def forward(self, x, h0, c0):
+        y, (h, c) = self.rnn(x, (h0, c0))
+        return torch.sigmoid(self.out(y)), h, c
+
+
+class RMSNormMLP(nn.Module):
+    """Llama-style block without attention: RMSNorm written out (Pow, ReduceMean, Sqrt, Reciprocal), SwiGLU."""
+    def __init__(self, d=32):
+        super().__init__()
+        self.g, self.w1, self.w2, self.w3 = nn.Parameter(torch.ones(d)), nn.Linear(d, 64, False), \
+            nn.Linear(64, d, False), nn.Linear(d, 64, False)
+
+    def forward(self, x):
+        h = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * self.g
+        return x + self.w2(F.silu(self.w1(h)) * self.w3(h))
+
+
+class Decoder1d(nn.Module):
+    """Audio decoder: ConvTranspose1d upsampling with groups and dilation, LeakyReLU, Tanh waveform."""
+    def __init__(self):
+        super().__init__()
+        self.f = nn.Sequential(nn.Conv1d(16, 32, 7, 1, 3), nn.LeakyReLU(0.2),
+                               nn.ConvTranspose1d(32, 16, 8, 4, 2), nn.LeakyReLU(0.2),
+                               nn.ConvTranspose1d(16, 8, 4, 2, 1, groups=2, dilation=1), nn.LeakyReLU(0.2),
+                               nn.Conv1d(8, 1, 7, 1, 6, dilation=2), nn.Tanh())
+
+    def forward(self, x):
+        return self.f(x)
+
+
+class BNUnfolded(nn.Module):
+    """Linear -> BatchNorm1d on 2-D (kept as BatchNormalization), Hardtanh, Dropout, Linear, Softmax on axis 1 of a
+    4-D tensor (opset 11's Softmax flattens from the axis)."""
+    def __init__(self):
+        super().__init__()
+        self.f = nn.Sequential(nn.Linear(24, 32), nn.BatchNorm1d(32), nn.Hardtanh(-2, 2), nn.Dropout(0.1),
+                               nn.Linear(32, 4 * 3 * 3))
+
+    def forward(self, x):
+        return torch.softmax(self.f(x).reshape(-1, 4, 3, 3), 1)
+
+
+class TinyGPT(nn.Module):
+    """Causal LM: token + position embeddings, causal mask filled with -inf (masked_fill), pre-norm attention and
+    GELU MLP, output projection tied to the token embedding (one initializer read by Gather and by MatMul)."""
+    def __init__(self, vocab=64, d=32, seq=12):
+        super().__init__()
+        self.emb, self.pos = nn.Embedding(vocab, d), nn.Embedding(seq, d)
+        self.ln1, self.ln2, self.lnf = nn.LayerNorm(d), nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+        self.register_buffer('causal', torch.triu(torch.ones(seq, seq, dtype=torch.bool), 1))
+
+    def forward(self, tokens):
+        b, n = tokens.shape
+        h = self.emb(tokens) + self.pos(torch.arange(n))
+        q, k, v = self.qkv(self.ln1(h)).reshape(b, n, 3, 4, -1).permute(2, 0, 3, 1, 4)
+        a = (q @ k.transpose(-1, -2)) * 0.35
+        a = torch.softmax(a.masked_fill(self.causal[:n, :n], float('-inf')), -1)
+        h = h + self.proj((a @ v).transpose(1, 2).reshape(b, n, -1))
+        h = h + self.mlp(self.ln2(h))
+        return torch.log_softmax(self.lnf(h) @ self.emb.weight.t(), -1)
+
+
+class Siamese(nn.Module):
+    """One conv tower applied to two inputs (shared initializers), cosine similarity and the embeddings out."""
+    def __init__(self):
+        super().__init__()
+        self.tower = nn.Sequential(conv_bn(3, 16, s=2), conv_bn(16, 16, s=2), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+
+    def forward(self, a, b):
+        ea, eb = self.tower(a), self.tower(b)
+        return F.cosine_similarity(ea, eb, dim=1), ea
+
+
+class Video3d(nn.Module):
+    """Conv3d, BatchNorm3d, MaxPool3d, GLU gate over channels, ReLU6 as clamp (Clip), global average pool."""
+    def __init__(self):
+        super().__init__()
+        self.c1, self.bn, self.c2 = nn.Conv3d(3, 8, 3, 1, 1), nn.BatchNorm3d(8), nn.Conv3d(8, 16, (1, 3, 3), 1, (0, 1, 1))
+        self.fc = nn.Linear(8, 5)
+
+    def forward(self, x):
+        x = F.max_pool3d(F.relu(self.bn(self.c1(x))), 2)
+        x = torch.clamp(F.glu(self.c2(x), 1), 0, 6)
+        return self.fc(x.mean((2, 3, 4)))
+
+
+class Upsample1d(nn.Module):
+    """Audio upsampling by nearest and linear Resize on 3-D tensors; the input is also passed to an output."""
+    def __init__(self):
+        super().__init__()
+        self.c1, self.c2 = nn.Conv1d(4, 8, 3, 1, 1), nn.Conv1d(8, 4, 3, 1, 1)
+
+    def forward(self, x):
+        y = F.interpolate(F.relu(self.c1(x)), scale_factor=2, mode='nearest')
+        y = F.interpolate(self.c2(y), scale_factor=2, mode='linear', align_corners=False)
+        return y, x
+
+
+def img(c, h, w):
+    return [('x', (c, h, w), 'normal')]
+
+
+# name: (builder, inputs [(name, per-sample shape, kind)], opset, fast, dynamic axes beyond batch {input: {axis: name}}
+#        [, options: static = batch fixed at export (calibration samples are batch-1 rows of one array per input),
+#                    fp16_weights = weights stored float16 behind Cast nodes, as fp16 converters keep io types,
+#                    eval_shape = {input: per-sample shape} evaluated at a size calibration never saw])
+CASES = {
+    'resnet_o13': (ResNet, img(3, 32, 32), 13, True, {}),
+    'resnet_o11': (ResNet, img(3, 32, 32), 11, False, {}),
+    'mobilenetv2_o11': (MobileNet, img(3, 32, 32), 11, True, {}),
+    'mobilenetv3_o17': (lambda: MobileNet(nn.Hardswish, lambda c: SE(c, nn.Hardsigmoid), nn.Hardswish),
+                        img(3, 32, 32), 17, True, {}),
+    'efficientnet_se_o13': (lambda: MobileNet(nn.SiLU, SE, nn.SiLU), img(3, 32, 32), 13, True, {}),
+    'grouped_dilated_o13': (GroupedDilated, img(3, 24, 24), 13, True, {}),
+    'unet_convt_o13': (UNet, img(3, 32, 32), 13, True, {}),
+    'unet_nearest_o11': (lambda: UNet(('nearest', None)), img(3, 32, 32), 11, True, {}),
+    'unet_bilinear_ac_o11': (lambda: UNet(('bilinear', True)), img(3, 32, 32), 11, True, {}),
+    'unet_bilinear_o17': (lambda: UNet(('bilinear', False)), img(3, 32, 32), 17, True, {}),
+    'unet_groupnorm_o13': (lambda: UNet(norm=lambda c: nn.GroupNorm(4, c)), img(3, 32, 32), 13, False, {}),
+    'superres_pixelshuffle_o13': (SuperRes, img(1, 24, 24), 13, True, {}),
+    'groupnorm_o13': (lambda: NormNet('group'), img(3, 24, 24), 13, True, {}),
+    'instancenorm_o11': (lambda: NormNet('instance'), img(3, 24, 24), 11, True, {}),
+    'activations_o17': (Activations, [('x', (24,), 'normal')], 17, True, {}),
+    'activations_o13': (Activations, [('x', (24,), 'normal')], 13, False, {}),
+    'encoder_o13': (Encoder, [('tokens', (16,), 'tokens:100'), ('pad', (16,), 'pad')], 13, True, {}),
+    'encoder_nomask_o17': (lambda: Encoder(mask=False), [('tokens', (16,), 'tokens:100')], 17, False, {}),
+    'mha_padmask_o14': (MHA, [('x', (10, 32), 'normal'), ('pad', (10,), 'pad')], 14, True, {}),
+    'lstm_o11': (lambda: Recurrent(nn.LSTM, False), [('x', (12, 20), 'normal')], 11, True, {}),
+    'gru_bidir_o13': (lambda: Recurrent(nn.GRU, True), [('x', (12, 20), 'normal')], 13, True, {}),
+    'lstm_bidir2_o17': (lambda: Recurrent(nn.LSTM, True, 2), [('x', (12, 20), 'normal')], 17, False, {}),
+    'gru_seqfirst_o11': (lambda: Recurrent(nn.GRU, False, 2, batch_first=False), [('x', (12, 20), 'normal')], 11,
+                         False, {}),
+    'audio_conv1d_o13': (Audio1d, [('x', (1, 1600), 'normal')], 13, True, {}),
+    'einsum_attention_o13': (EinsumAttention, [('x', (10, 32), 'normal')], 13, True, {}),
+    'pools_o11': (Pools, img(3, 30, 30), 11, True, {}),
+    'shufflenet_o13': (ShuffleNet, img(3, 32, 32), 13, True, {}),
+    'fully_conv_dynamic_hw_o17': (FullyConv, img(3, 32, 32), 17, True, {'x': {2: 'H', 3: 'W'}},
+                                  {'eval_shape': {'x': (3, 40, 24)}}),
+    'fully_conv_dynamic_hw_o11': (FullyConv, img(3, 32, 32), 11, True, {'x': {2: 'H', 3: 'W'}},
+                                  {'eval_shape': {'x': (3, 40, 24)}}),
+    'yolo_head_o13': (Yolo, img(3, 32, 32), 13, True, {}),
+    'yolo_head_o11': (Yolo, img(3, 32, 32), 11, False, {}),
+    'misc_glue_o13': (Misc, img(3, 20, 20), 13, True, {}),
+    'misc_glue_o11': (Misc, img(3, 20, 20), 11, False, {}),
+    'stateful_lstm_o13': (StatefulLSTM, [('x', (12, 20), 'normal'), ('h0', (1, 24), 'state'), ('c0', (1, 24), 'state')],
+                          13, True, {}),
+    'rmsnorm_swiglu_o17': (RMSNormMLP, [('x', (10, 32), 'normal')], 17, True, {}),
+    'decoder_convt1d_o13': (Decoder1d, [('x', (16, 50), 'normal')], 13, True, {}),
+    'bn_unfolded_softmax4d_o11': (BNUnfolded, [('x', (24,), 'normal')], 11, True, {}),
+    'tiny_gpt_tied_o13': (TinyGPT, [('tokens', (12,), 'tokens:64')], 13, True, {}),
+    'tiny_gpt_tied_o17': (TinyGPT, [('tokens', (12,), 'tokens:64')], 17, False, {}),
+    'tiny_gpt_dynamic_len_o13': (TinyGPT, [('tokens', (12,), 'tokens:64')], 13, True, {'tokens': {1: 'T'}},
+                                 {'eval_shape': {'tokens': (7,)}}),
+    'siamese_shared_o13': (Siamese, [('x', (3, 24, 24), 'normal'), ('x2', (3, 24, 24), 'normal')], 13, True, {}),
+    'video_conv3d_o13': (Video3d, [('x', (3, 4, 12, 12), 'normal')], 13, True, {}),
+    'upsample1d_passthrough_o11': (Upsample1d, [('x', (4, 20), 'normal')], 11, True, {}),
+    'resnet_static_batch1_o13': (ResNet, img(3, 32, 32), 13, True, {}, {'static': True}),
+    'mobilenetv3_fp16_weights_o13': (lambda: MobileNet(nn.Hardswish, lambda c: SE(c, nn.Hardsigmoid), nn.Hardswish),
+                                     img(3, 32, 32), 13, True, {}, {'fp16_weights': True}),
+}
+# A case that fails for a reason not fixed yet: name -> the reason (documented in docs/reliability.md). The check
+# still runs and prints its result; it does not fail the test.
+KNOWN = {}
+
+
+def make_input(kind, shape, batch, rng):
+    if kind == 'normal':
+        return rng.normal(0, 1, (batch,) + shape).astype(np.float32)
+    if kind.startswith('tokens:'):
+        return rng.integers(0, int(kind.split(':')[1]), (batch,) + shape).astype(np.int64)
+    if kind == 'state':  # LSTM state [layers, B, hidden]: batch on axis 1
+        return rng.normal(0, 0.5, (shape[0], batch) + shape[1:]).astype(np.float32)
+    if kind == 'pad':  # key padding mask: True = padding, the last 0..n/2 positions of each row
+        n = shape[-1]
+        lens = rng.integers(n // 2, n + 1, batch)
+        return np.arange(n)[None, :] >= lens[:, None]
+    raise ValueError(kind)
+
+
+def options(name):
+    return CASES[name][5] if len(CASES[name]) > 5 else {}
+
+
+def fp16_weights(path):
+    """Stores every float initializer with more than one element as float16 behind a Cast to float."""
+    import onnx
+    from onnx import numpy_helper
+    m = onnx.load(path)
+    casts = []
+    for init in list(m.graph.initializer):
+        a = numpy_helper.to_array(init)
+        if a.dtype == np.float32 and a.size > 1:
+            m.graph.initializer.remove(init)
+            m.graph.initializer.append(numpy_helper.from_array(a.astype(np.float16), init.name + '_fp16'))
+            casts.append(onnx.helper.make_node('Cast', [init.name + '_fp16'], [init.name], to=onnx.TensorProto.FLOAT))
+    nodes = casts + list(m.graph.node)
+    del m.graph.node[:]
+    m.graph.node.extend(nodes)
+    onnx.checker.check_model(m)
+    onnx.save(m, path)
+
+
+def export(name, work):
+    build, inputs, opset, _, dyn = CASES[name][:5]
+    torch.manual_seed(0)
+    model = build().eval()
+    with torch.no_grad():  # non-trivial BatchNorm statistics, as a trained model has
+        for m in model.modules():
+            if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.3, 0.3)
+    rng = np.random.default_rng(1)
+    example = tuple(torch.from_numpy(make_input(k, s, 1 if options(name).get('static') else 2, rng))
+                    for _, s, k in inputs)
+    if 'seqfirst' in name:
+        example = tuple(e.transpose(0, 1).contiguous() for e in example)
+    path = os.path.join(work, name + '.onnx')
+    names = [n for n, _, _ in inputs]
+    outs = {Yolo: ['y', 'score', 'cls'], StatefulLSTM: ['y', 'h', 'c'], Siamese: ['y', 'emb'],
+            Upsample1d: ['y', 'x_out']}.get(build, ['y'])
+    axes = {n: {0: 'B', **dyn.get(n, {})} for n in names + outs}
+    if build is StatefulLSTM:
+        axes.update({n: {1: 'B'} for n in ('h0', 'c0', 'h', 'c')})
+    if 'seqfirst' in name:  # sequence-first RNN: axis 1 is the batch
+        axes = {'x': {1: 'B'}, 'y': {1: 'B'}}
+    with torch.enable_grad():  # autograd on: nn.MultiheadAttention's fused inference path has no ONNX export
+        torch.onnx.export(model, example, path, input_names=names, output_names=outs,
+                          dynamic_axes=None if options(name).get('static') else axes, opset_version=opset,
+                          do_constant_folding=True)
+    if options(name).get('fp16_weights'):
+        fp16_weights(path)
+    return path, inputs
+
+
+def batches(name, inputs, work):
+    """Calibration: 4 samples of batch 2 (one .npz each; static batch: 8 rows of one array per input); evaluation:
+    one disjoint batch of 3 (static: 1). Returns the --data arguments and {input: eval .npy}."""
+    rng = np.random.default_rng(2)
+    seqfirst = 'seqfirst' in name
+
+    def one(batch):
+        d = {}
+        for n, s, k in inputs:
+            a = make_input(k, s, batch, rng)
+            d[n] = np.swapaxes(a, 0, 1).copy() if seqfirst else a
+        return d
+    if options(name).get('static'):  # one array per input, axis 0 = samples of batch 1
+        calib = one(8)
+        calib_args = []
+        for n, a in calib.items():
+            f = os.path.join(work, f'{name}_calib_{n}.npy')
+            np.save(f, a)
+            calib_args += ['--data', f'{n}={f}']
+        ev = one(1)
+    else:
+        calib_dir = os.path.join(work, name + '_calib')
+        os.makedirs(calib_dir, exist_ok=True)
+        for i in range(4):
+            np.savez(os.path.join(calib_dir, f'sample_{i:04d}.npz'), **one(2))
+        calib_args = ['--data', calib_dir]
+        ev = one(3)
+    for n, shape in options(name).get('eval_shape', {}).items():  # a size the calibration never saw
+        kind = next(k for m, _, k in inputs if m == n)
+        ev[n] = make_input(kind, shape, len(ev[n]), rng)
+    files = {}
+    for n, a in ev.items():
+        files[n] = os.path.join(work, f'{name}_eval_{n}.npy')
+        np.save(files[n], a)
+    return calib_args, files
+
+
+def run(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    return r.returncode, r.stdout, r.stderr
+
+
+def last_line(s):
+    lines = [ln for ln in s.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else ''
+
+
+def ort(model, files, outdir, opt_level=None):
+    cmd = ['node', qtest.ORT_RUN, model, '--output-dir', outdir, '--threads', '1']
+    if opt_level:
+        cmd += ['--opt-level', opt_level]
+    for k, v in files.items():
+        cmd += ['--input', f'{k}={v}']
+    rc, out, err = run(cmd)
+    if rc != 0:
+        return None, last_line(err) or last_line(out)
+    res = json.loads(last_line(out))
+    return {k: np.load(v['file']) for k, v in res['outputs'].items()}, ''
+
+
+def sqnr(f, q):
+    f, q = f.astype(np.float64), q.astype(np.float64)
+    return float(10 * np.log10((f ** 2).sum() / max(((f - q) ** 2).sum(), 1e-30)))
+
+
+def check_case(name, work, config=None):
+    """Returns (problems: list of str, record: dict)."""
+    t0 = time.time()
+    rec, problems = {'name': name, 'opset': CASES[name][2]}, []
+    try:
+        model, inputs = export(name, work)
+    except Exception as e:  # the case itself is broken (torch cannot export it)
+        return ['torch export: ' + str(e).splitlines()[0]], rec
+    calib_args, files = batches(name, inputs, work)
+    yf, err = ort(model, files, os.path.join(work, name + '_ortf'))
+    if yf is None:
+        return ['ORT cannot run the float model: ' + err], rec
+    # 1. qtool's interpreter against ORT on the float model.
+    outdir = os.path.join(work, name + '_qrun')
+    cmd = [qtest.qtool(), 'run', model, '-o', outdir, '-t', '1'] + [a for k, v in files.items() for a in ('-i', f'{k}={v}')]
+    rc, out, err = run(cmd)
+    rec['run_exit'] = rc
+    if rc != 0:
+        problems.append(f'qtool run exit {rc}: {last_line(err)}')
+    else:
+        for k, ref in yf.items():
+            got = np.load(os.path.join(outdir, k + '.npy'))
+            if got.shape != ref.shape:
+                problems.append(f'qtool run output {k} shape {got.shape}, ORT {ref.shape}')
+                continue
+            tol = FLOAT_ATOL * (1 + np.abs(ref).max()) + FLOAT_RTOL * np.abs(ref)
+            bad = np.abs(got.astype(np.float64) - ref) > tol
+            bad |= np.isnan(got) != np.isnan(ref)
+            rec['float_max_abs_err'] = float(np.nanmax(np.abs(got.astype(np.float64) - ref)))
+            if bad.any():
+                problems.append(f'qtool run output {k}: {int(bad.sum())} of {bad.size} values off float tolerance '
+                                f'(max |err| {rec["float_max_abs_err"]:.3g})')
+    # 2. quantize with the default config.
+    q = os.path.join(work, name + '.int8.onnx')
+    rc, out, err = run([qtest.qtool(), 'quantize', model, '-o', q, '--json', '-t', '1'] + calib_args +
+                         (['--config', config] if config else []))
+    rec['quantize_exit'] = rc
+    if rc in (2, 4):
+        rec['quantize_message'] = last_line(err)
+        if len([ln for ln in err.strip().splitlines() if ln.startswith('error')]) > 1:
+            problems.append('quantize exit %d with more than one error line' % rc)
+    elif rc != 0:
+        problems.append(f'qtool quantize exit {rc}: {last_line(err)}')
+    else:
+        # 3. ORT loads and runs Q.
+        # A config for another runtime (e.g. TensorRT with FP8 activations) runs in ORT's CPU provider only with graph
+        # optimizations off (docs/fp8.md), as acceptance.py scores it.
+        target = json.load(open(config)).get('target', 'ort-cpu') if config else 'ort-cpu'
+        yq, err = ort(q, files, os.path.join(work, name + '_ortq'), None if target == 'ort-cpu' else 'disabled')
+        if yq is None:
+            problems.append('ORT cannot run the quantized model: ' + err)
+        else:
+            rec['sqnr_db'] = {k: round(sqnr(yf[k], yq[k]), 1) for k in yf if yf[k].dtype.kind == 'f'}
+            rec['int_agreement'] = {k: float((yf[k] == yq[k]).mean()) for k in yf if yf[k].dtype.kind != 'f'}
+            collapsed = [k for k, db in rec['sqnr_db'].items() if db < COLLAPSE_DB]
+            if collapsed:
+                problems.append(f'quantized output(s) {", ".join(collapsed)} collapsed in ORT (SQNR < {COLLAPSE_DB} dB)')
+    rec['seconds'] = round(time.time() - t0, 1)
+    return problems, rec
+
+
+def main():
+    args = sys.argv[1:]
+    run_all = '--all' in args
+    json_out, config = None, None
+    if '--json' in args:
+        json_out = args[args.index('--json') + 1]
+        args = [a for a in args if a not in ('--json', json_out)]
+    if '--config' in args:
+        config = os.path.abspath(args[args.index('--config') + 1])
+        args = [a for a in args if a not in ('--config', config) and os.path.abspath(a) != config]
+    names = [a for a in args if not a.startswith('--')]
+    unknown = [n for n in names if n not in CASES]
+    if unknown:
+        sys.stderr.write(f"zoo.py: unknown case {', '.join(unknown)}; cases: {', '.join(CASES)}\n")
+        return 2
+    names = names or [n for n, c in CASES.items() if run_all or c[3]]
+    work = tempfile.mkdtemp(prefix='qtool-zoo-')
+    failures, records = [], []
+    for name in names:
+        problems, rec = check_case(name, work, config)
+        rec['problems'] = problems
+        records.append(rec)
+        status = 'ok   ' if not problems else ('known' if name in KNOWN else 'FAIL ')
+        detail = {k: v for k, v in rec.items() if k not in ('name', 'problems')}
+        print(f'{status} {name}: {json.dumps(detail)}' + ''.join(f'\n      {p}' for p in problems), flush=True)
+        if problems and name not in KNOWN:
+            failures.append(name)
+    if json_out:
+        json.dump(records, open(json_out, 'w'), indent=1)
+    print(json.dumps({'ok': not failures, 'failures': failures, 'cases': len(names)}))
+    return 1 if failures else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
