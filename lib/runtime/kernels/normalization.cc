@@ -68,7 +68,7 @@ void instance_norm(KernelContext& ctx) {
   Tensor Y(DType::Float32, X.shape());
   const float* x = X.data<float>();
   float* y = Y.data<float>();
-  parallel_for(N * C, threads_for(X.numel(), ctx.threads), [&](int64_t i) {
+  parallel_for(N * C, threads_for(X.numel() * 3, ctx.threads), [&](int64_t i) {  // 3 passes: mean, variance, y
     const float* xs = x + i * S;
     double sum = 0, sq = 0;
     for (int64_t j = 0; j < S; ++j) sum += xs[j];
@@ -125,7 +125,7 @@ void layer_norm(KernelContext& ctx) {
   Tensor mean_t(DType::Float32, stat_shape), inv_t(DType::Float32, stat_shape);
   const float* x = X.data<float>();
   float* y = Y.data<float>();
-  parallel_for(rows, threads_for(X.numel(), ctx.threads), [&](int64_t r) {
+  parallel_for(rows, threads_for(X.numel() * 3, ctx.threads), [&](int64_t r) {  // 3 passes: mean, variance, y
     const float* xr = x + r * D;
     float sum = 0;
     for (int64_t j = 0; j < D; ++j) sum += xr[j];
