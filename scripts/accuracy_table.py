@@ -11,10 +11,8 @@ Environment: QTOOL_EXE (default build/bin/qtool), QTOOL_SHARED_DIR (default ../s
 Exit status: 0 when every check passed, 1 when one failed. To compare range methods, run it once per config.
 """
 import argparse
-import datetime
 import io
 import json
-import re
 import os
 import subprocess
 import sys
@@ -23,6 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ACCEPTANCE = os.path.join(HERE, '..', 'tests', 'quantize', 'acceptance.py')
 sys.path.insert(0, os.path.dirname(ACCEPTANCE))
 from acceptance import CHECKS  # noqa: E402
+from readme_block import write_into  # noqa: E402
 
 
 def cell(v):
@@ -31,18 +30,6 @@ def cell(v):
     if isinstance(v, float):
         return f'{v:.4g}'
     return str(v).replace('|', '\\|')
-
-
-def write_into(path, table, command):
-    """Replaces the table after the '<!-- generated: ... accuracy_table.py' line of `path`."""
-    text = open(path, encoding='utf-8').read()
-    marker = re.compile(r'<!-- generated: [^\n]*accuracy_table\.py[^\n]*-->\n.*?models meet their bars\.\n', re.S)
-    if not marker.search(text):
-        sys.exit(f'{path}: no "<!-- generated: ... accuracy_table.py ... -->" line followed by a table')
-    stamp = f'<!-- generated: {command} ({datetime.date.today().isoformat()}) -->\n'
-    text = marker.sub(lambda _: stamp + table, text, count=1)
-    with open(path, 'w', encoding='utf-8') as f:
-        f.write(text)
 
 
 def main():
@@ -95,7 +82,9 @@ def main():
     sys.stdout = stdout
     print(table.getvalue(), end='')
     if a.readme:
-        write_into(a.readme, table.getvalue(), ' '.join(['/usr/bin/python3', 'scripts/accuracy_table.py'] + sys.argv[1:]))
+        write_into(a.readme, 'accuracy_table.py', table.getvalue(),
+                   ' '.join(['/usr/bin/python3', 'scripts/accuracy_table.py'] + sys.argv[1:]),
+                   end=r'models meet their bars\.')
     if a.json:
         with open(a.json, 'w', encoding='utf-8') as f:
             json.dump(results, f, ensure_ascii=False, indent=1)

@@ -165,6 +165,10 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
   s.weight_bytes_before = initializer_bytes(model);
   // Opset 13 at least: per-channel DequantizeLinear, and ONNX Runtime's QDQ fusions expect it.
   s.prepare = prepare_model(model, std::max<int64_t>(13, config.required_opset()));
+  if (config.target() == Target::OrtCpu) {  // ONNX Runtime CPU layouts (passes/pin_resize_layout.cc)
+    Graph g(model);
+    s.prepare.rewrites["pin_resize_layout"] = run_pass(g, *make_pin_resize_layout_pass());
+  }
   const AccuracyGuardSettings& gs = config.accuracy_guard();
   const bool guard = gs.enabled && !options.samples.empty();
   // GPTQ and AWQ layers: the Hessians of their inputs, from the float model on the calibration samples.

@@ -55,6 +55,24 @@ void erase_nodes(Graph& g, const std::vector<bool>& removed) {
   g.nodes = std::move(kept);
 }
 
+int add_constant(Graph& g, const std::string& hint, Tensor t) {
+  std::string name = hint;
+  for (int k = 1; g.value_ids.count(name); ++k) name = hint + "_" + std::to_string(k);
+  const int id = static_cast<int>(g.value_names.size());
+  g.value_names.push_back(name);
+  g.value_ids.emplace(name, id);
+  g.constants[id] = std::move(t);
+  return id;
+}
+
+void drop_unread_constants(Graph& g, const std::vector<int>& ids) {
+  if (ids.empty()) return;
+  const std::set<std::string> none;
+  const Uses u = uses_of(g, none);
+  for (int id : ids)
+    if (u.consumers[id].empty() && !u.is_output[id]) g.constants.erase(id);
+}
+
 }  // namespace fusion
 
 namespace {

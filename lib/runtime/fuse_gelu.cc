@@ -11,12 +11,7 @@ namespace qtool::runtime {
 namespace {
 
 using fusion::onnx_op;
-
-// The other operand of binary node n when one operand is v; -1 when v is not an operand.
-int other_operand(const GraphNode& n, int v) {
-  if (n.inputs.size() != 2 || n.outputs.size() != 1) return -1;
-  return n.inputs[0] == v ? n.inputs[1] : n.inputs[1] == v ? n.inputs[0] : -1;
-}
+using fusion::other_operand;
 
 // n = op(v, c) or op(c, v) (commutative ops only for the second form) with c the constant float `value`.
 bool with_constant(const GraphNode& n, const char* op, int v, float value, bool commutative) {

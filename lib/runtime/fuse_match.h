@@ -23,6 +23,12 @@ inline std::optional<float> const_scalar(const GraphNode& n, size_t i, std::opti
   return t->data<float>()[0];
 }
 
+// The operand of binary node n that is not v; -1 when v is not an operand or n is not a one-output binary node.
+inline int other_operand(const GraphNode& n, int v) {
+  if (n.inputs.size() != 2 || n.outputs.size() != 1) return -1;
+  return n.inputs[0] == v ? n.inputs[1] : n.inputs[1] == v ? n.inputs[0] : -1;
+}
+
 // Binary node n reads v as its first operand (or as either, with either_order) and the constant float scalar c as
 // the other.
 bool has_const_operand(const GraphNode& n, int v, float c, bool either_order);
@@ -44,7 +50,29 @@ struct Uses {
 };
 Uses uses_of(const Graph& g, const std::set<std::string>& keep);
 
+// The node that alone reads p's single output, when that output may disappear (Uses::single_hidden_use) and the node
+// is not already marked in `removed`: the next link of a chain a pass folds into p.
+inline std::optional<size_t> sole_reader(const Uses& u, const GraphNode& p, const std::vector<bool>& removed) {
+  const int t = p.outputs.size() == 1 ? p.outputs[0] : -1;
+  if (!u.single_hidden_use(t) || removed[u.consumers[t][0]]) return std::nullopt;
+  return u.consumers[t][0];
+}
+
+// p now computes c's output too (c's work folded into p); the caller marks c removed.
+inline void take_output(GraphNode& p, const GraphNode& c) {
+  p.outputs[0] = c.outputs[0];
+  p.info.outputs[0] = c.info.outputs[0];
+}
+
 // Drops the nodes marked in `removed` (indexed like g.nodes), keeping the order of the rest.
 void erase_nodes(Graph& g, const std::vector<bool>& removed);
+
+// Adds t to g.constants under a new value name made from `hint`; returns its id. The tensor's address is stable
+// (std::map), so a NodeInfo::const_inputs entry may point at it.
+int add_constant(Graph& g, const std::string& hint, Tensor t);
+
+// Drops the constants among `ids` that no node reads any more and that are not graph outputs (the weights a
+// fold replaced with new ones), so the session does not hold both copies.
+void drop_unread_constants(Graph& g, const std::vector<int>& ids);
 
 }  // namespace qtool::runtime::fusion

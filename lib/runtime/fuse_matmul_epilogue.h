@@ -1,17 +1,22 @@
-// Graph preparation pass: folds a constant scale and a constant bias that follow a MatMul into it.
+// Graph preparation pass: folds a constant scale, a constant bias and an added tensor that follow a MatMul into it.
 //
 //   t = MatMul(A, B);  y = Mul(t, c) | Mul(c, t) | Div(t, c)        c a constant float scalar
 //   t = MatMul(A, B);  y = Add(t, b) | Add(b, t)                    b a constant float [N], N = B's last dim
-// become one MatMul -> y with NodeInfo::matmul_alpha = c (1/c for Div) and the bias as its input 2. The kernel
-// fills Y with b and accumulates alpha·A·B onto it (OpenBLAS beta = 1), so t is never written and read back,
-// and the output is not zeroed first either (OpenBLAS's sgemm_beta pass for beta = 0: 7-9 % of llama2c's and
-// digits-vit's 1-thread samples). Attention's QK^T/√d (Div) and ViT's linear layers (Add) are the targets;
-// ORT fuses the same (FusedMatMul, MatMul + Add bias).
+//   t = MatMul(A, B);  y = Add(t, r) | Add(r, t)                    r any other tensor computed before the MatMul
+// become one MatMul -> y with NodeInfo::matmul_alpha = c (1/c for Div), the bias as its input 2 and r (the
+// "addend": a residual branch, attention's mask) as its input 3 (input 2 then omitted when there is no bias). The
+// kernel fills Y with r and b and accumulates alpha·A·B onto it (OpenBLAS beta = 1), so t is never written and
+// read back, the Add's pass over Y is saved, and the output is not zeroed first either (OpenBLAS's sgemm_beta
+// pass for beta = 0: 7-9 % of llama2c's and digits-vit's 1-thread samples). An r that broadcasts Y up (y larger
+// than t) is added after the GEMM instead. Attention's QK^T/√d (Div) + mask, ViT's linear layers (Add) and the
+// residual Adds after a block's last MatMul are the targets; ORT fuses the scale and bias (FusedMatMul, MatMul +
+// Add bias).
 //
-// Rounding: alpha·(A·B) is rounded once instead of twice, and 1/c replaces a division, so y moves in the last
-// bit; tests/runtime/fuse_test.cc compares fused and unfused graphs within float tolerance.
+// Rounding: alpha·(A·B) is rounded once instead of twice, 1/c replaces a division, and r + b + A·B is summed in
+// that order instead of (A·B + b) + r, so y moves in the last bits; tests/runtime/fuse_matmul_epilogue_test.cc
+// compares fused and unfused graphs within float tolerance.
 // Same rule as the other fusions: t must not be a graph output, not in `keep`, and have no other reader. A scale
-// folds before a bias (y = alpha·A·B + b), never after it.
+// folds before a bias and an addend (y = alpha·A·B + b + r), never after them.
 #pragma once
 
 #include <set>

@@ -8,9 +8,11 @@
 
 #include "onnx/tensor_proto.h"
 #include "runtime/fuse.h"
+#include "runtime/fuse_conv.h"
 #include "runtime/fuse_gelu.h"
 #include "runtime/fuse_hardswish.h"
 #include "runtime/fuse_matmul_epilogue.h"
+#include "runtime/fuse_rmsnorm.h"
 
 namespace qtool::runtime {
 namespace {
@@ -330,9 +332,14 @@ std::shared_ptr<Graph> Builder::build(const onnx::GraphProto& gp, const Scope* p
   if (is_main && options_.fuse) {
     fuse_hard_swish(*g, options_.keep);  // first: a HardSwish it forms can then fold into the Conv before it
     fuse_gelu(*g, options_.keep);
+    fuse_rmsnorm(*g, options_.keep);
+    fold_pad_into_conv(*g, options_.keep);
+    fold_conv_affine(*g, options_.keep);  // before the activation pass: an activation after the affine folds in too
     // The GPU MatMul (cuda_kernels.cu) has no scale or bias epilogue: only CPU sessions fold them.
     if (options_.device == device::DeviceKind::Cpu) fuse_matmul_epilogue(*g, options_.keep);
-    fuse_activations(*g, options_.keep);  // last: an activation after a fused bias folds in too
+    fuse_activations(*g, options_.keep);  // an activation after a fused bias folds in too
+    // The GPU Conv has no per-channel epilogue either.
+    if (options_.device == device::DeviceKind::Cpu) fuse_conv_epilogue(*g, options_.keep);
   }
 
   g->use_counts.assign(g->value_names.size(), 0);

@@ -52,8 +52,10 @@ struct GraphNode {
 
 // How much preparation may rewrite the main graph.
 struct PrepareOptions {
-  // Run written-out HardSwish and Gelu as one op (runtime/fuse_hardswish.h, fuse_gelu.h), fold a constant
-  // scale and bias into the MatMul before them (runtime/fuse_matmul_epilogue.h, CPU only), then fold
+  // Run written-out HardSwish, Gelu and RMSNorm as one op (runtime/fuse_hardswish.h, fuse_gelu.h,
+  // fuse_rmsnorm.h), fold a zero Pad and a constant per-channel Mul/Add/BatchNormalization into the Conv around
+  // them (runtime/fuse_conv.h), fold a constant scale, a constant bias and an added tensor into the MatMul before
+  // them (runtime/fuse_matmul_epilogue.h, CPU only), then fold
   // activations into the Conv/Gemm/MatMul before them (runtime/fuse.h). The folded-away tensors
   // then never exist, so a tap cannot see them: only tensors named in `keep` (and graph outputs) are
   // guaranteed to stay.

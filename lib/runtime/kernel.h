@@ -63,6 +63,13 @@ class NodeAttrs {
 struct FusedActivation {
   enum class Kind { None, Relu, Clip, HardSigmoid, HardSwish, Silu } kind = Kind::None;
   float a = 0, b = 0;
+  // Conv only, CPU sessions only (runtime/fuse_conv.h fuse_conv_epilogue): after the activation, per output channel
+  // m, y = min(max(y, lo[m]), hi[m]) * scale[m] + shift[m]. Null when the Conv has none.
+  struct Channels {
+    std::vector<float> lo, hi, scale, shift;
+  };
+  std::shared_ptr<const Channels> channels;
+  bool any() const { return kind != Kind::None || channels; }
 };
 
 // What a kernel factory sees of its node.
@@ -78,7 +85,7 @@ struct NodeInfo {
   std::vector<const qtool::Tensor*> const_inputs;
   FusedActivation activation;  // set only by graph preparation's fusion, never by the model
   // MatMul only, set by graph preparation (runtime/fuse_matmul_epilogue.h): Y = matmul_alpha · A·B (+ input 2, a
-  // constant bias [N], when fusion gave the node a third input).
+  // constant bias [N], + input 3, a tensor broadcast to Y, when fusion gave the node those inputs).
   float matmul_alpha = 1.f;
 
   // "Conv 'conv1'" for messages.

@@ -76,20 +76,46 @@ TEST_CASE("erf_approx is within 3 ulp of erf over the float range, odd, exact at
   CHECK(std::isnan(erf_approx(std::numeric_limits<float>::quiet_NaN())));
 }
 
+TEST_CASE("silu_approx is within 4 ulp of the unfused Sigmoid·x over the float range") {
+  float worst = 0, at = 0;
+  for_sampled_floats([&](float x) {
+    float y;
+    silu_approx(&x, &y, 1);
+    const float want = x * (1.f / (1.f + std::exp(-x)));  // the standalone Sigmoid's formula, then Mul
+    // Below the smallest normal (x < -87) both lose bits to gradual underflow: they must agree there in
+    // absolute terms, within that smallest normal.
+    const double e = std::fabs(want) < std::numeric_limits<float>::min()
+                         ? (std::fabs(y - want) <= std::numeric_limits<float>::min() ? 0 : INFINITY)
+                         : ulps(y, want);
+    if (e > worst) worst = static_cast<float>(e), at = x;
+  });
+  INFO("worst " << worst << " ulp at x = " << at);
+  CHECK(worst <= 4);
+  const float specials[] = {0.f, -0.f, std::numeric_limits<float>::infinity(), -200.f};
+  float got[4];
+  silu_approx(specials, got, 4);
+  CHECK(got[0] == 0.f);
+  CHECK(got[1] == 0.f);
+  CHECK(std::isinf(got[2]));
+  CHECK(got[3] == 0.f);  // -200 · 1/(1 + inf): -0, as the unfused Sigmoid and Mul give
+}
+
 TEST_CASE("the array forms equal the scalar forms bit for bit") {
   std::vector<float> x;
   for (int i = -3000; i <= 3000; ++i) x.push_back(static_cast<float>(i) * 0.00731f);
-  std::vector<float> e(x.size()), r(x.size()), g(x.size()), s(x.size());
+  std::vector<float> e(x.size()), r(x.size()), g(x.size()), s(x.size()), si(x.size());
   exp_approx(x.data(), e.data(), static_cast<int64_t>(x.size()));
   erf_approx(x.data(), r.data(), static_cast<int64_t>(x.size()));
   gelu_approx(x.data(), g.data(), static_cast<int64_t>(x.size()));
   exp_shifted_sum(x.data(), 1.5f, s.data(), static_cast<int64_t>(x.size()));
+  silu_approx(x.data(), si.data(), static_cast<int64_t>(x.size()));
   for (size_t i = 0; i < x.size(); ++i) {
     INFO("x = " << x[i]);
     REQUIRE(e[i] == exp_approx(x[i]));
     REQUIRE(r[i] == erf_approx(x[i]));
     REQUIRE(g[i] == 0.5f * x[i] * (1.f + erf_approx(x[i] * 0.70710678118654752440f)));
     REQUIRE(s[i] == exp_approx(x[i] - 1.5f));
+    REQUIRE(si[i] == x[i] * (1.f / (1.f + exp_approx(-x[i]))));
   }
 }
 

@@ -266,6 +266,110 @@ TEST_CASE("passes: a zero spatial Pad folds into the Conv after it; other Pads s
   }
 }
 
+TEST_CASE("passes: a 2^k nearest asymmetric/floor Resize becomes 2x steps and an identity Reshape, others stay") {
+  auto build = [](std::vector<float> scales, const std::string& coords, const std::string& mode) {
+    Builder b(13);
+    b.input("x", {2, 3, 4, 5});
+    b.init("roi", Tensor::from_vector<float>({0}, {}));
+    b.init("scales", Tensor::from_vector<float>({4}, scales));
+    onnx::NodeProto& r = b.node("Resize", {"x", "roi", "scales"}, {"r"});
+    for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
+             {"mode", mode}, {"coordinate_transformation_mode", coords}, {"nearest_mode", "floor"}}) {
+      auto* a = r.add_attribute();
+      a->set_name(k);
+      a->set_type(onnx::AttributeProto::STRING);
+      a->set_s(v);
+    }
+    b.node("Relu", {"r"}, {"y"});
+    b.output("y");
+    return b.m;
+  };
+  const Tensor x = random_tensor({2, 3, 4, 5}, 71);
+  const onnx::ModelProto original = build({1, 1, 2, 2}, "asymmetric", "nearest");
+  onnx::ModelProto m = original;
+  {
+    Graph g(m);
+    CHECK(run_pass(g, *make_pin_resize_layout_pass()) == 1);
+  }
+  REQUIRE(count_op(m, "Reshape") == 1);
+  // The Reshape writes the Resize's old output name (calibration tables keep matching) with shape [0, 0, 0, 0].
+  const auto& reshape = m.graph().node(1);
+  CHECK(reshape.op_type() == "Reshape");
+  CHECK(reshape.output(0) == "r");
+  CHECK(m.graph().node(0).output(0) == reshape.input(0));
+  CHECK(max_diff(run1(original, x), run1(m, x)) == 0.0);
+  {
+    Graph g(m);  // already pinned
+    CHECK(run_pass(g, *make_pin_resize_layout_pass()) == 0);
+  }
+  // 8x becomes three 2x Resizes (ONNX Runtime's fast kernel is 2x only), then the Reshape: same values.
+  const onnx::ModelProto x8 = build({1, 1, 8, 8}, "asymmetric", "nearest");
+  onnx::ModelProto split = x8;
+  {
+    Graph g(split);
+    CHECK(run_pass(g, *make_pin_resize_layout_pass()) == 1);
+  }
+  CHECK(count_op(split, "Resize") == 3);
+  CHECK(count_op(split, "Reshape") == 1);
+  CHECK(max_diff(run1(x8, x), run1(split, x)) == 0.0);
+  // The fast kernel takes only 2x with asymmetric / floor; other factors and modes are left alone.
+  for (const auto& [scales, coords, mode] : std::vector<std::tuple<std::vector<float>, std::string, std::string>>{
+           {{1, 1, 3, 3}, "asymmetric", "nearest"},
+           {{1, 1, 2, 4}, "asymmetric", "nearest"},
+           {{1, 1, 2, 2}, "half_pixel", "nearest"},
+           {{1, 1, 2, 2}, "asymmetric", "linear"},
+       }) {
+    onnx::ModelProto other = build(scales, coords, mode);
+    Graph g(other);
+    CHECK(run_pass(g, *make_pin_resize_layout_pass()) == 0);
+    CHECK(count_op(other, "Reshape") == 0);
+  }
+}
+
+TEST_CASE("qdq: a pinned Resize and its Reshape keep the producer's parameters, so ORT runs both on uint8") {
+  Builder b(13);
+  b.input("x", {1, 2, 4, 4});
+  b.init("w", random_tensor({3, 2, 1, 1}, 81));
+  b.init("w2", random_tensor({2, 3, 1, 1}, 82));
+  b.init("roi", Tensor::from_vector<float>({0}, {}));
+  b.init("scales", Tensor::from_vector<float>({4}, {1, 1, 2, 2}));
+  b.node("Conv", {"x", "w"}, {"c"});
+  onnx::NodeProto& r = b.node("Resize", {"c", "roi", "scales"}, {"r"});
+  for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
+           {"mode", "nearest"}, {"coordinate_transformation_mode", "asymmetric"}, {"nearest_mode", "floor"}}) {
+    auto* a = r.add_attribute();
+    a->set_name(k);
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(v);
+  }
+  b.node("Conv", {"r", "w2"}, {"y"});
+  b.output("y");
+  onnx::ModelProto m = b.m;
+  {
+    Graph g(m);
+    REQUIRE(run_pass(g, *make_pin_resize_layout_pass()) == 1);
+  }
+  calib::CalibrationTable ranges;  // names of the original model: the pin keeps them
+  for (const auto& [name, lo, hi] :
+       std::vector<std::tuple<std::string, float, float>>{{"x", -1, 1}, {"c", -2, 3}, {"r", -2, 3}, {"y", -4, 4}}) {
+    calib::TensorCalibration tc;
+    tc.minmax = calib::Range{lo, hi};
+    tc.ranges[calib::RangeMethod::Percentile] = *tc.minmax;
+    ranges.tensors[name] = tc;
+  }
+  const Tensor x = random_tensor({1, 2, 4, 4}, 83);
+  const Tensor before = run1(b.m, x);
+  insert_qdq(m, QConfig::builtin_default(), ranges);
+  Graph g(m);
+  // DQ -> Resize -> Q and DQ -> Reshape -> Q with one scale and zero point: ORT drops both pairs.
+  const float s_c = g.initializer_tensor("c_scale").data<float>()[0];
+  CHECK(g.initializer_tensor("r_nchw_scale").data<float>()[0] == s_c);
+  CHECK(g.initializer_tensor("r_scale").data<float>()[0] == s_c);
+  const uint8_t z_c = g.initializer_tensor("c_zero_point").data<uint8_t>()[0];
+  CHECK(g.initializer_tensor("r_zero_point").data<uint8_t>()[0] == z_c);
+  CHECK(max_diff(before, run1(m, x)) < 0.05);
+}
+
 TEST_CASE("passes: opset 9 -> 13 converts Clip, Squeeze, Slice and Softmax and keeps results") {
   Builder b(9);
   b.input("x", {2, 1, 3, 5});

@@ -57,8 +57,11 @@ Errors errors_of(const Tensor& w, int64_t k_axis, bool blocked, const LayerHessi
     WeightInput in{w, s, axis, k_axis, &h};
     return quantize_weight_values(in);
   };
+  // GPTQ's core, whatever the Hessian's rows: one sample gives fewer rows than columns on some layers, where
+  // quantize_weight_values rounds to nearest instead (gptq_has_rows); the in-sample error is the core's claim.
+  const TensorSettings gs = blocked ? int4_blocks(WeightAlgorithm::Gptq) : int8_channels(WeightAlgorithm::Gptq);
   const WeightResult rtn = run(WeightAlgorithm::Rtn), clip = run(WeightAlgorithm::ClipSearch),
-                     gptq = run(WeightAlgorithm::Gptq), awq = run(WeightAlgorithm::Awq);
+                     gptq = quantize_gptq(WeightInput{w, gs, axis, k_axis, &h}), awq = run(WeightAlgorithm::Awq);
   e.rtn_w = rtn.error;
   e.clip_w = clip.error;
   e.rtn_out = output_sse(w, rtn.codes, rtn.params, k_axis, h);
@@ -154,6 +157,41 @@ TEST_CASE("clip search and GPTQ beat round to nearest on a weight with outliers 
       CHECK(gptq.error < 0.8 * output_sse(w, rtn.codes, rtn.params, 0, h));
       // The error it reports is that of the FP8 codes it wrote (GPTQ's q values lie on the format's grid).
       CHECK(output_sse(w, gptq.codes, gptq.params, 0, h) == Approx(gptq.error).epsilon(1e-9));
+    }
+  }
+  SECTION("fewer calibration rows than columns: GPTQ rounds to nearest (gptq_has_rows)") {
+    // A Hessian of K / 2 rows (rank K / 2, as mobilenetv2's classifier with 3 images for K = 1280) and one of fresh
+    // rows from the same inputs, standing for data calibration never saw.
+    auto hessian_of = [&](int64_t n) {
+      LayerHessian hn{K, n, std::vector<double>(static_cast<size_t>(K * K), 0.0)};
+      for (int64_t r = 0; r < n; ++r) {
+        for (auto& v : z) v = g(rng);
+        for (int64_t k = 0; k < K; ++k)
+          x[static_cast<size_t>(k)] = z[static_cast<size_t>(k)] + 0.5 * z[static_cast<size_t>(k + 1)];
+        for (int64_t i = 0; i < K; ++i)
+          for (int64_t j = 0; j < K; ++j)
+            hn.h[static_cast<size_t>(i * K + j)] += x[static_cast<size_t>(i)] * x[static_cast<size_t>(j)];
+      }
+      return hn;
+    };
+    const LayerHessian few = hessian_of(K / 2), fresh = hessian_of(4 * K);
+    CHECK_FALSE(gptq_has_rows(few));
+    CHECK(gptq_has_rows(hessian_of(K)));
+    for (bool blocked : {true, false}) {
+      INFO((blocked ? "int4 blocks of 32" : "int8 per channel"));
+      TensorSettings s = blocked ? int4_blocks(WeightAlgorithm::Gptq) : int8_channels(WeightAlgorithm::Gptq);
+      const int64_t axis = blocked ? 0 : 1;
+      const WeightResult got = quantize_weight_values(WeightInput{w, s, axis, 0, &few});
+      s.algorithm = WeightAlgorithm::Rtn;
+      const WeightResult rtn = quantize_weight_values(WeightInput{w, s, axis, 0, &few});
+      CHECK(std::string(got.metric) == "weight_sse");
+      REQUIRE(got.codes.numel() == rtn.codes.numel());
+      CHECK(std::memcmp(got.codes.raw(), rtn.codes.raw(), storage_bytes(got.codes.dtype(), got.codes.numel())) == 0);
+      // Why: the core fits the K / 2 rows it saw (lower error there) and loses on fresh ones.
+      s.algorithm = WeightAlgorithm::Gptq;
+      const WeightResult core = quantize_gptq(WeightInput{w, s, axis, 0, &few});
+      CHECK(core.error < output_sse(w, rtn.codes, rtn.params, 0, few));
+      CHECK(output_sse(w, core.codes, core.params, 0, fresh) > output_sse(w, rtn.codes, rtn.params, 0, fresh));
     }
   }
   SECTION("a Gemm transB weight [N, K] is read along its second axis") {

@@ -1,6 +1,6 @@
 // MatMul epilogue fusion (runtime/fuse_matmul_epilogue.h): a fused session gives the unfused session's numbers
-// with fewer nodes, folds only a constant scalar scale and a constant [N] bias, and never hides a graph output or
-// an observed tensor.
+// with fewer nodes, folds a constant scalar scale, a constant [N] bias and an added tensor that exists before the
+// MatMul, and never hides a graph output or an observed tensor.
 #include "runtime/fuse_matmul_epilogue.h"
 
 #include <catch2/catch.hpp>
@@ -61,7 +61,7 @@ TEST_CASE("MatMul epilogue fusion: scale and bias fold into the MatMul with the 
   check_close(fused, plain);
 }
 
-TEST_CASE("MatMul epilogue fusion keeps observed tensors and graph outputs, and folds only constants of its shape") {
+TEST_CASE("MatMul epilogue fusion keeps observed tensors and graph outputs, and folds only what it can") {
   SECTION("an observed scaled score and a bias-add output that is a graph output stay") {
     ModelBuilder b = block();
     b.output("tb");
@@ -75,11 +75,11 @@ TEST_CASE("MatMul epilogue fusion keeps observed tensors and graph outputs, and 
     CHECK(seen.count("tb"));
     check_close(s, Session(b.model));
   }
-  SECTION("a bias of another shape, a scale after the bias and a non-constant operand stay") {
+  SECTION("a scale after the bias, a Mul by a tensor and a constant divided by the product stay") {
     ModelBuilder b(13);
     b.input("x", DType::Float32, {4, 8});
     b.initializer("w", ramp({8, 6}, 0.2f));
-    b.initializer("row", ramp({4, 1}, 0.3f));  // broadcasts, but is not a [N] bias
+    b.initializer("row", ramp({4, 1}, 0.3f));  // not a [N] bias: folds as an addend
     b.initializer("bias", ramp({6}, 0.6f));
     b.initializer("two", Tensor::from_vector<float>({}, {2.f}));
     b.node("MatMul", {"x", "w"}, {"t1"}, "mm1");
@@ -97,7 +97,7 @@ TEST_CASE("MatMul epilogue fusion keeps observed tensors and graph outputs, and 
     b.output("y3");
     b.output("y4");
     const Session s(b.model, {.observed = std::set<std::string>{}});
-    CHECK(s.graph().nodes.size() == 8);  // only add_bias folds into mm2
+    CHECK(s.graph().nodes.size() == 7);  // add_row folds into mm1, add_bias into mm2
     const Session plain(b.model);
     const std::map<std::string, Tensor> in = {{"x", ramp({4, 8}, 0.1f)}, {"x4", ramp({4, 6}, 0.7f)}};
     const auto want = plain.run(in);
@@ -105,5 +105,63 @@ TEST_CASE("MatMul epilogue fusion keeps observed tensors and graph outputs, and 
     for (const char* o : {"y1", "y2", "y3", "y4"})
       for (int64_t i = 0; i < want.at(o).numel(); ++i)
         CHECK(got.at(o).data<float>()[i] == Approx(want.at(o).data<float>()[i]).margin(1e-5));
+  }
+}
+
+TEST_CASE("MatMul epilogue fusion: an added tensor (residual, mask) folds into the MatMul with the unfused numbers") {
+  ModelBuilder b(13);
+  b.input("x", DType::Float32, {2, 5, 8});
+  b.input("mask", DType::Float32, {5, 5});
+  b.input("late", DType::Float32, {8});
+  b.initializer("w", ramp({8, 8}, 0.2f));
+  b.initializer("bias", ramp({8}, 0.6f));
+  b.initializer("k", ramp({2, 8, 5}, 0.4f));
+  b.initializer("big", ramp({3, 2, 5, 8}, 0.5f));
+  // Residual block: r = Relu(x + (x·w + bias)); the Relu folds after the addend.
+  b.node("MatMul", {"x", "w"}, {"h"}, "fc");
+  b.node("Add", {"h", "bias"}, {"hb"}, "fc_bias");
+  b.node("Add", {"x", "hb"}, {"res"}, "residual");
+  b.node("Relu", {"res"}, {"r"}, "act");
+  // Masked scores: (r·k)·0.5 + mask [5,5] broadcast over the batch.
+  b.node("MatMul", {"r", "k"}, {"s"}, "qk");
+  b.initializer("half", Tensor::from_vector<float>({}, {0.5f}));
+  b.node("Mul", {"s", "half"}, {"ss"}, "scale");
+  b.node("Add", {"ss", "mask"}, {"y1"}, "add_mask");
+  // An addend that broadcasts the product up: [2,5,8] + [3,2,5,8] -> [3,2,5,8], added after the GEMM.
+  b.node("MatMul", {"x", "w"}, {"t2"}, "mm_up");
+  b.node("Add", {"big", "t2"}, {"y2"}, "add_big");
+  // An addend computed after the MatMul stays a node of its own.
+  b.node("MatMul", {"x", "w"}, {"t3"}, "mm_before");
+  b.node("Neg", {"late"}, {"later"}, "after");
+  b.node("Add", {"t3", "later"}, {"y3"}, "add_later");
+  b.output("y1");
+  b.output("y2");
+  b.output("y3");
+  const Session plain(b.model);
+  const Session fused(b.model, {.observed = std::set<std::string>{}});
+  CHECK(plain.graph().nodes.size() == 12);
+  CHECK(fused.graph().nodes.size() == 6);  // fc, qk, mm_up, mm_before, after, add_later
+  for (const auto& n : fused.graph().nodes)
+    if (n.info.name == "fc") {
+      REQUIRE(n.inputs.size() == 4);
+      CHECK(n.info.inputs[2] == "bias");
+      CHECK(n.info.inputs[3] == "x");
+    }
+  const std::map<std::string, Tensor> in = {
+      {"x", ramp({2, 5, 8}, 0.1f)}, {"mask", ramp({5, 5}, 0.3f)}, {"late", ramp({8}, 0.7f)}};
+  const auto want = plain.run(in);
+  const auto got = fused.run(in);
+  for (const char* o : {"y1", "y2", "y3"}) {
+    INFO(o);
+    REQUIRE(got.at(o).shape() == want.at(o).shape());
+    for (int64_t i = 0; i < want.at(o).numel(); ++i)
+      CHECK(got.at(o).data<float>()[i] == Approx(want.at(o).data<float>()[i]).margin(1e-5));
+  }
+  SECTION("an observed residual sum stays") {
+    const Session s(b.model, {.observed = std::set<std::string>{"res"}});
+    std::set<std::string> seen;
+    s.run(in, {.tap = [&](const std::string& name, const Tensor&) { seen.insert(name); }});
+    CHECK(seen.count("res"));
+    CHECK_FALSE(seen.count("hb"));  // the bias still folds
   }
 }

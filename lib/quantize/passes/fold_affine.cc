@@ -76,17 +76,6 @@ int constant_input(const Graph& g, const onnx::NodeProto& n) {
   return c0 == c1 ? -1 : (c0 ? 0 : 1);
 }
 
-// C broadcasts against a rank-R conv output [N, channels, ...] without changing its shape and varies at most
-// along the channel axis: one value, or `channels` values on axis 1.
-bool per_channel_broadcast(const Tensor& c, int64_t rank, int64_t channels) {
-  if (c.rank() > rank) return false;
-  for (int64_t j = 0; j < c.rank(); ++j) {
-    const int64_t axis = rank - c.rank() + j;
-    if (c.dim(j) != 1 && !(axis == 1 && c.dim(j) == channels)) return false;
-  }
-  return true;
-}
-
 class FoldBiasAdd final : public NodePass {
  public:
   std::string_view name() const override { return "fold_bias_add"; }
@@ -101,7 +90,7 @@ class FoldBiasAdd final : public NodePass {
     const auto c = finite_constant(g, n.input(k));
     if (!c) return false;
     const Tensor w = g.initializer_tensor(g.node(p).input(1));
-    return per_channel_broadcast(*c, w.rank(), output_channels(g.node(p), w));
+    return runtime::conv_fold::per_channel(c->shape(), w.rank(), output_channels(g.node(p), w));
   }
   void rewrite(Graph& g, int i) const override {
     const onnx::NodeProto n = g.node(i);
@@ -111,7 +100,7 @@ class FoldBiasAdd final : public NodePass {
     const Tensor w0 = g.initializer_tensor(g.node(p).input(1));
     const int64_t channels = output_channels(g.node(p), w0);
     std::vector<float> b = bias_of(g, g.node(p), channels);
-    for (int64_t ch = 0; ch < channels; ++ch) b[ch] += c.data<float>()[c.numel() == 1 ? 0 : ch];
+    for (int64_t ch = 0; ch < channels; ++ch) b[ch] += runtime::conv_fold::channel_value(c, ch);
     set_weights(g, p, nullptr, b);
     g.remove_node(i);
     g.set_output(p, 0, n.output(0));

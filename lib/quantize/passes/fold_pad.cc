@@ -3,9 +3,11 @@
 // Exact (a Conv pads with zeros). It matters after quantization: ONNX Runtime does not run a Pad between
 // quantized tensors in uint8, so each one became DequantizeLinear -> Pad -> QuantizeLinear in float (the
 // four Pads of mobilenetv2: 29 % of its int8 time), while QLinearConv pads with the input's zero point itself.
-// Only mode "constant" with value 0 (absent, or a zero initializer), no padding on the batch and channel
-// axes, no negative pads, no `axes` input, and a Conv with explicit padding (auto_pad NOTSET) as the only reader.
+// The rule is runtime/conv_fold.h pads_with_pad (the interpreter's graph preparation folds the same). Only mode
+// "constant" with value 0 (absent, or a zero initializer), no padding on the batch and channel axes, no negative
+// pads, no `axes` input, and a Conv with explicit padding (auto_pad NOTSET) as the only reader.
 #include "quantize/passes/passes.h"
+#include "runtime/conv_fold.h"
 
 namespace qtool::quantize {
 namespace {
@@ -42,28 +44,14 @@ class FoldPadIntoConv final : public NodePass {
     if (conv.op_type() != "Conv" || conv.input(0) != y || attr_string(conv, "auto_pad", "NOTSET") != "NOTSET")
       return false;
     const auto p = pad_amounts(g, pad);
-    if (!p || p->size() < 6 || p->size() % 2) return false;  // N, C and at least one spatial axis
-    const size_t rank = p->size() / 2;
-    for (size_t a = 0; a < p->size(); ++a) {
-      if ((*p)[a] < 0) return false;
-      if ((a % rank) < 2 && (*p)[a] != 0) return false;  // batch or channel padding
-    }
-    const auto cp = attr_ints(conv, "pads");
-    return cp.empty() || cp.size() == 2 * (rank - 2);
+    return p && runtime::conv_fold::pads_with_pad(*p, attr_ints(conv, "pads"));
   }
 
   void rewrite(Graph& g, int i) const override {
     const auto pad = g.node(i);
     const int c = g.consumers(pad.output(0))[0];
     auto& conv = g.node(c);
-    const std::vector<int64_t> p = *pad_amounts(g, pad);
-    const size_t rank = p.size() / 2, spatial = rank - 2;
-    std::vector<int64_t> cp = attr_ints(conv, "pads");
-    cp.resize(2 * spatial, 0);
-    for (size_t d = 0; d < spatial; ++d) {
-      cp[d] += p[2 + d];                   // begin of spatial axis d
-      cp[spatial + d] += p[rank + 2 + d];  // end
-    }
+    const std::vector<int64_t> cp = *runtime::conv_fold::pads_with_pad(*pad_amounts(g, pad), attr_ints(conv, "pads"));
     remove_attr(conv, "pads");
     auto* a = conv.add_attribute();
     a->set_name("pads");

@@ -7,6 +7,7 @@
 
 #include "core/tensor.h"
 #include "quantize/graph.h"
+#include "runtime/conv_fold.h"
 
 namespace qtool::quantize {
 
@@ -24,22 +25,10 @@ inline int64_t output_channels(const onnx::NodeProto& producer, const Tensor& w)
   return w.rank() > axis ? w.dim(axis) * group : 0;
 }
 
-// W[...] *= s[channel the element feeds]. W viewed as [outer, per, inner] with per = W's size on the channel axis;
-// element (o, c, k) feeds channel c, plus (o / (outer / group))·per for a grouped ConvTranspose (outer = C_in).
+// W[...] *= s[channel the element feeds] (runtime/conv_fold.h scale_channels, on this producer's axis and group).
 inline void scale_output_channels(const onnx::NodeProto& producer, Tensor& w, const std::vector<float>& s) {
-  const int64_t axis = output_channel_axis(producer);
   const int64_t group = producer.op_type() == "ConvTranspose" ? attr_int(producer, "group", 1) : 1;
-  const int64_t per = w.dim(axis);
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < axis; ++d) outer *= w.dim(d);
-  for (int64_t d = axis + 1; d < w.rank(); ++d) inner *= w.dim(d);
-  const int64_t outer_per_group = outer / group;
-  float* wd = w.data<float>();
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t c = 0; c < per; ++c) {
-      const float f = s[static_cast<size_t>((o / outer_per_group) * per + c)];
-      for (int64_t k = 0; k < inner; ++k) wd[(o * per + c) * inner + k] *= f;
-    }
+  runtime::conv_fold::scale_channels(w, output_channel_axis(producer), group, s);
 }
 
 }  // namespace qtool::quantize

@@ -28,6 +28,10 @@ std::unique_ptr<NodePass> make_div_to_mul_pass();
 // A constant bias Add after a Conv / ConvTranspose and a scalar Mul / Add before a Conv fold into its weights and
 // bias where exact, and chained scalar Muls merge, until none is left; returns the number of rewrites (fold_affine.cc).
 int fold_affine(Graph& g);
+// Target ONNX Runtime CPU: a 2x nearest Resize (asymmetric, floor) gets an identity Reshape after it, so ORT keeps
+// it in NCHW, where it has a fast kernel for it, instead of moving it into the NHWC integer region
+// (pin_resize_layout.cc). Run by quantize_model, not prepare_model: other runtimes do not need it.
+std::unique_ptr<NodePass> make_pin_resize_layout_pass();
 // Max(x, -inf) and Min(x, +inf) become Identity(x) (drop_infinite_bound.cc).
 std::unique_ptr<NodePass> make_drop_infinite_bound_pass();
 // Nodes whose outputs nobody reads (and that are not graph outputs) and unused initializers go away.

@@ -19,6 +19,8 @@ Tensor dequantized(const Tensor& codes, const QParams& p) {
 
 }  // namespace
 
+bool gptq_has_rows(const LayerHessian& h) { return h.rows >= h.k; }
+
 WeightResult quantize_weight_values(const WeightInput& in) {
   switch (in.settings.algorithm) {
     case WeightAlgorithm::Rtn:
@@ -26,7 +28,8 @@ WeightResult quantize_weight_values(const WeightInput& in) {
     case WeightAlgorithm::ClipSearch:
       return quantize_clip_search(in);
     case WeightAlgorithm::Gptq:
-      return in.w.rank() > 2 ? quantize_conv_gptq(in) : quantize_gptq(in);
+      if (in.w.rank() > 2) return quantize_conv_gptq(in);
+      return in.hessian && !gptq_has_rows(*in.hessian) ? quantize_rtn(in) : quantize_gptq(in);
     case WeightAlgorithm::Awq:
       return quantize_awq(in);
   }

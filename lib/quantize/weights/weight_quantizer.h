@@ -50,11 +50,23 @@ struct WeightResult {
 
 WeightResult quantize_rtn(const WeightInput& in);
 WeightResult quantize_clip_search(const WeightInput& in);
+// GPTQ core: runs on any Hessian (the test of its in-sample error calls it directly).
 WeightResult quantize_gptq(const WeightInput& in);
 WeightResult quantize_conv_gptq(const WeightInput& in);  // conv_gptq.h
 WeightResult quantize_awq(const WeightInput& in);
-// Dispatch on settings.algorithm (GPTQ: by the weight's rank, 2-D MatMul/Gemm or Conv).
+// Dispatch on settings.algorithm (GPTQ: by the weight's rank, 2-D MatMul/Gemm or Conv). A 2-D weight whose
+// Hessian has fewer rows than columns (gptq_has_rows) is rounded to nearest instead (metric "weight_sse").
 WeightResult quantize_weight_values(const WeightInput& in);
+
+// Whether a MatMul/Gemm Hessian pins every direction GPTQ moves weights in: rows >= K. H = X^T X has rank at most
+// rows, so below K rows it has a null space of K - rows directions that no calibration input ever reached; GPTQ's
+// error feedback then shifts weight along them freely (only the 1 % dampening holds them), lowering the error on the
+// calibration rows and adding it on any other input (Marchenko-Pastur: the smallest eigenvalue of a sample
+// covariance of n rows of K columns is (1 - sqrt(K / n))^2 of the true one, zero at n = K). mobilenetv2's classifier
+// sees one row per calibration image, 3 for K = 1280. Convs ask more (kConvGptqRowsPerColumn, conv_gptq.h); that
+// figure would also take GPTQ from digits-vit (2176 token rows for K = 64) and llama2c's down projection (4096 for
+// K = 172), where GPTQ lowers held-out error (docs/fp8.md), so MatMul keeps the bare rank condition.
+bool gptq_has_rows(const LayerHessian& h);
 
 // Clip search for one group (clip_search.cc): the scale a * `scale`, a on the search grid, with the least
 // sum (v - DQ(Q(v)))^2 over `values` for zero point `zp`.

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <mutex>
 
+#include "runtime/kernels/gemm_small.h"
+
 namespace qtool::runtime::kernels::compute {
 namespace {
 
@@ -30,11 +32,15 @@ void ensure_blas_single_threaded() {
 
 // Blocks are a function of the shape only (never of `threads`): OpenBLAS picks different micro-kernels
 // (small-matrix paths, edge tiles) for different block shapes, so a thread-count-dependent split gave
-// results that differed in the last bits between 1, 2, 3 and 8 threads. K is never split.
+// results that differed in the last bits between 1, 2, 3 and 8 threads. K is never split. Each block is its own
+// OpenBLAS call, which packs the operand shared by all blocks again: A [M,K] when C is cut along N, B [K,N] when
+// cut along M; so C is cut along the longer of M and N, and the smaller operand is the one re-packed (digits-vit's
+// [1088,64]x[64,256] MLP was cut along N and re-packed its activations 8 times: sgemm_oncopy 8.8 -> 5.4 % of the
+// 1-thread samples).
 GemmBlocks gemm_blocks(int64_t M, int64_t N, int64_t K) {
   const int64_t work = M * N * std::max<int64_t>(K, 1);
   if (work < kGemmSplitWork) return {false, 1, M};
-  const bool split_n = N >= M || N >= kGemmMaxBlocks * 16;
+  const bool split_n = N >= M;
   const int64_t len = split_n ? N : M, other = split_n ? M : N;
   const int64_t align = split_n ? 16 : 4;
   auto round_up = [](int64_t v, int64_t a) { return (v + a - 1) / a * a; };
@@ -46,6 +52,17 @@ GemmBlocks gemm_blocks(int64_t M, int64_t N, int64_t K) {
 
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc, int threads) {
+  if (M > 0 && N > 0 && use_sgemm_small(trans_a, trans_b, M, N, K)) {
+    // Not cut into gemm_blocks (narrow blocks would leave sgemm_small one accumulator chain per row); its results
+    // do not depend on how rows are shared between threads.
+    constexpr int64_t kRows = 16;
+    const int64_t chunks = (M + kRows - 1) / kRows;
+    parallel_for(chunks, threads_for(M * N * K, threads), [&](int64_t c) {
+      const int64_t r0 = c * kRows, rows = std::min(kRows, M - r0);
+      sgemm_small(rows, N, K, alpha, A + r0 * lda, lda, B, ldb, beta, C + r0 * ldc, ldc);
+    });
+    return;
+  }
   ensure_blas_single_threaded();
   const GemmBlocks blocks = gemm_blocks(M, N, K);
   if (blocks.count <= 1) {

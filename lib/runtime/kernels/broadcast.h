@@ -32,26 +32,32 @@ Shape broadcast_shape(std::initializer_list<const Shape*> shapes, const NodeInfo
 BroadcastPlan plan_broadcast(std::initializer_list<const Shape*> shapes, const NodeInfo& node);
 
 // Calls fn(out_offset, length, in_offsets) for contiguous runs of the output along the last collapsed
-// dimension, covering [0, numel) once; runs are split across threads.
+// dimension, covering [0, numel) once; runs are split across threads. Rows are walked with an odometer (no
+// division per run: llama2c's rotary Muls broadcast in runs of 4 values).
 template <class Fn>
 void for_each_block(const BroadcastPlan& p, int threads, Fn&& fn) {
   const int64_t inner = p.dims.back();
   const int nd = static_cast<int>(p.dims.size());
   parallel_range(p.numel, threads, [&](int64_t begin, int64_t end) {
-    int64_t i = begin;
-    std::array<int64_t, kMaxBroadcastInputs> off{};
-    while (i < end) {
-      int64_t row = i / inner;
-      const int64_t col = i % inner;
+    std::vector<int64_t> idx(static_cast<size_t>(nd - 1));  // coordinates of the current row
+    std::array<int64_t, kMaxBroadcastInputs> base{}, off{};  // per input: offset of the row's first value
+    int64_t row = begin / inner, col = begin % inner;
+    for (int d = nd - 2; d >= 0; --d) {
+      idx[d] = row % p.dims[d];
+      row /= p.dims[d];
+      for (int k = 0; k < p.n_inputs; ++k) base[k] += idx[d] * p.strides[k][d];
+    }
+    for (int64_t i = begin; i < end; col = 0) {
       const int64_t len = std::min(inner - col, end - i);
-      for (int k = 0; k < p.n_inputs; ++k) off[k] = col * p.strides[k][nd - 1];
-      for (int d = nd - 2; d >= 0 && row > 0; --d) {
-        const int64_t idx = row % p.dims[d];
-        row /= p.dims[d];
-        for (int k = 0; k < p.n_inputs; ++k) off[k] += idx * p.strides[k][d];
-      }
+      for (int k = 0; k < p.n_inputs; ++k) off[k] = base[k] + col * p.strides[k][nd - 1];
       fn(i, len, off.data());
       i += len;
+      for (int d = nd - 2; d >= 0; --d) {
+        for (int k = 0; k < p.n_inputs; ++k) base[k] += p.strides[k][d];
+        if (++idx[d] < p.dims[d]) break;
+        for (int k = 0; k < p.n_inputs; ++k) base[k] -= idx[d] * p.strides[k][d];
+        idx[d] = 0;
+      }
     }
   });
 }
@@ -74,6 +80,22 @@ void broadcast_binary(const BroadcastPlan& p, const TA* a, const TB* b, TO* out,
     } else {
       for (int64_t j = 0; j < len; ++j) po[j] = f(pa[j * sa], pb[j * sb]);
     }
+  });
+}
+
+// out = input k of the plan broadcast to the output shape (a copy; out must not alias it).
+template <class T>
+void broadcast_fill(const BroadcastPlan& p, int k, const T* in, T* out, int threads) {
+  const int64_t s = p.strides[k].back();
+  for_each_block(p, threads, [&](int64_t o, int64_t len, const int64_t* off) {
+    const T* pi = in + off[k];
+    T* po = out + o;
+    if (s == 1)
+      std::copy_n(pi, len, po);
+    else if (s == 0)
+      std::fill_n(po, len, *pi);
+    else
+      for (int64_t j = 0; j < len; ++j) po[j] = pi[j * s];
   });
 }
 

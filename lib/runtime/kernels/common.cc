@@ -57,24 +57,35 @@ void strided_copy(Tensor& out, const Tensor& in, int64_t offset, const std::vect
   const int64_t inner = rank ? shape.back() : 1;
   const int64_t inner_stride = rank ? in_strides.back() : 0;
   const int64_t rows = out.numel() / inner;
-  dispatch_bits(element_size(in.dtype(), node), node, [&]<class U>() {
+  const size_t es = element_size(in.dtype(), node);
+  dispatch_bits(es, node, [&]<class U>() {
     const U* src = reinterpret_cast<const U*>(in.raw()) + offset;
     U* dst = reinterpret_cast<U*>(out.raw());
     parallel_range(
         rows, threads,
         [&](int64_t b, int64_t e) {
+          // Row b's coordinates over the outer axes, then an odometer (no division per row).
+          std::vector<int64_t> idx(static_cast<size_t>(std::max<int64_t>(rank - 1, 0)));
+          int64_t off = 0;
+          for (int64_t d = rank - 2, rem = b; d >= 0; --d) {
+            idx[d] = rem % shape[d];
+            rem /= shape[d];
+            off += idx[d] * in_strides[d];
+          }
           for (int64_t r = b; r < e; ++r) {
-            int64_t rem = r, off = 0;
-            for (int64_t d = rank - 2; d >= 0; --d) {
-              off += (rem % shape[d]) * in_strides[d];
-              rem /= shape[d];
-            }
             const U* s = src + off;
             U* o = dst + r * inner;
             if (inner_stride == 1)
-              std::memcpy(o, s, sizeof(U) * inner);
+              copy_rows(reinterpret_cast<std::byte*>(o), 0, reinterpret_cast<const std::byte*>(s), 0, 1,
+                        sizeof(U) * inner);
             else
               for (int64_t j = 0; j < inner; ++j) o[j] = s[j * inner_stride];
+            for (int64_t d = rank - 2; d >= 0; --d) {
+              off += in_strides[d];
+              if (++idx[d] < shape[d]) break;
+              off -= idx[d] * in_strides[d];
+              idx[d] = 0;
+            }
           }
         },
         std::max<int64_t>(1, kParallelGrain / inner));

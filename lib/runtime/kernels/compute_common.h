@@ -34,6 +34,9 @@ float sum_of(const float* x, int64_t n);
 void apply_activation(const FusedActivation& act, float* y, int64_t n);
 // The same over Y's numel values on `threads` OpenMP threads, in contiguous chunks.
 void apply_activation(const FusedActivation& act, Tensor& Y, int threads);
+// y[i] = act(y[i]), then the per-channel clamp and affine (FusedActivation::channels) of output channel m, over
+// n values of that channel.
+void apply_conv_epilogue(const FusedActivation& act, float* y, int64_t n, int64_t m);
 
 // Per-thread scratch of at least n floats, kept between calls (grows, never shrinks). Valid until the
 // same thread asks again; kernels use one buffer at a time.

@@ -12,8 +12,8 @@
 // W's layout [M, C/group, k...] already is the row-major GEMM operand, so no weight packing is needed.
 // In builds with oneDNN, 2-D Convs with constant weights run there instead (conv_dnnl.h: faster in every
 // class measured); the paths below serve the other builds, ranks and non-constant weights.
-// A fused activation (NodeInfo::activation, runtime/fuse.h) is applied to each block of Y right after
-// the block is computed, while it is still in cache.
+// A fused activation (NodeInfo::activation, runtime/fuse.h) and its per-channel clamp and affine
+// (runtime/fuse_conv.h) are applied to each block of Y right after the block is computed, while it is still in cache.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -289,7 +289,10 @@ class ConvKernel final : public Kernel {
         const int64_t n = nb / blocks, c0 = nb % blocks * 8;
         const int64_t nc = std::min<int64_t>(8, C - c0);
         depthwise_channels8_2d(x + (n * C + c0) * iv, w + c0 * kv, b ? b + c0 : nullptr, nc, y + (n * M + c0) * ov, g);
-        apply_activation(act, y + (n * M + c0) * ov, nc * ov);
+        if (act.channels)
+          for (int64_t c = 0; c < nc; ++c) apply_conv_epilogue(act, y + (n * M + c0 + c) * ov, ov, c0 + c);
+        else
+          apply_activation(act, y + (n * M + c0) * ov, nc * ov);
       });
       return;
     }
@@ -297,7 +300,7 @@ class ConvKernel final : public Kernel {
       parallel_for(N * M, threads_for(N * M * ov * kv, ctx.threads), [&](int64_t nm) {
         const int64_t n = nm / M, m = nm % M, c = m / Mg;
         depthwise_plane_2d(x + (n * C + c) * iv, w + m * kv, b ? b[m] : 0.f, y + nm * ov, g);
-        apply_activation(act, y + nm * ov, ov);
+        apply_conv_epilogue(act, y + nm * ov, ov, m);
       });
       return;
     }
@@ -314,9 +317,9 @@ class ConvKernel final : public Kernel {
           for (int64_t m = 0; m < Mg; ++m) std::fill_n(yg + m * ov, ov, b[gi * Mg + m]);
         if (pointwise) {
           sgemm(false, false, Mg, ov, K, 1.f, wg, K, xg, ov, b ? 1.f : 0.f, yg, ov, ctx.threads);
-          if (act.kind != FusedActivation::Kind::None)
+          if (act.any())
             parallel_for(Mg, threads_for(Mg * ov, ctx.threads),
-                         [&](int64_t m) { apply_activation(act, yg + m * ov, ov); });
+                         [&](int64_t m) { apply_conv_epilogue(act, yg + m * ov, ov, gi * Mg + m); });
           continue;
         }
         // im2col in tiles of whole output rows (about kTileFloats col floats each), so the column buffer
@@ -332,8 +335,8 @@ class ConvKernel final : public Kernel {
           float* col = scratch_floats(static_cast<size_t>(K * (p1 - p0)));
           im2col_range(g, xg, col, p0, p1);
           sgemm(false, false, Mg, p1 - p0, K, 1.f, wg, K, col, p1 - p0, b ? 1.f : 0.f, yg + p0, ov, 1);
-          if (act.kind != FusedActivation::Kind::None)
-            for (int64_t m = 0; m < Mg; ++m) apply_activation(act, yg + m * ov + p0, p1 - p0);
+          if (act.any())
+            for (int64_t m = 0; m < Mg; ++m) apply_conv_epilogue(act, yg + m * ov + p0, p1 - p0, gi * Mg + m);
         }
       }
   }

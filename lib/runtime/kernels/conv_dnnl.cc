@@ -109,7 +109,13 @@ class DnnlConvImpl final : public DnnlConv {
       plan->dst_reorder->execute(stream, conv_dst, dst);
     }
     stream.wait();
-    if (!plan->act_in_primitive) {
+    if (act_.channels) {  // the activation too when it is not a post-op, then the per-channel clamp and affine
+      FusedActivation rest = act_;
+      if (plan->act_in_primitive) rest.kind = FusedActivation::Kind::None;
+      const int64_t M = W_.dim(0), plane = g.out[0] * g.out[1];
+      parallel_for(N * M, threads_for(N * M * plane, threads),
+                   [&](int64_t nm) { apply_conv_epilogue(rest, y + nm * plane, plane, nm % M); });
+    } else if (!plan->act_in_primitive) {
       constexpr int64_t kChunk = 1 << 14;
       const int64_t n = dst_n, chunks = (n + kChunk - 1) / kChunk;
       parallel_for(chunks, threads_for(n, threads),

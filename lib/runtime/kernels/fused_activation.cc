@@ -1,11 +1,13 @@
 // The epilogue of Conv/Gemm/MatMul when graph preparation fused the following activation into them
 // (runtime/fuse.h). Each formula is the one the standalone kernel (elementwise_unary.cc) uses, so a fused
-// and an unfused graph give the same values; tests/runtime/fuse_test.cc compares them.
+// and an unfused graph give the same values (SiLU: with exp_approx for the standalone Sigmoid's std::exp, within
+// a few ulp); tests/runtime/fuse_test.cc compares them.
 #include <algorithm>
 #include <cmath>
 
 #include "runtime/kernels/blas.h"
 #include "runtime/kernels/compute_common.h"
+#include "runtime/kernels/vector_math.h"
 
 namespace qtool::runtime::kernels::compute {
 
@@ -28,9 +30,20 @@ void apply_activation(const FusedActivation& act, float* y, int64_t n) {
       for (int64_t i = 0; i < n; ++i) y[i] = y[i] * std::max(0.f, std::min(1.f, y[i] / 6.f + 0.5f));
       return;
     case FusedActivation::Kind::Silu:
-      for (int64_t i = 0; i < n; ++i) y[i] = y[i] * (1.f / (1.f + std::exp(-y[i])));
+      silu_approx(y, y, n);  // vector_math.h: exp_approx, not a libm call per value
       return;
   }
+}
+
+QTOOL_HOT_LOOP
+void apply_conv_epilogue(const FusedActivation& act, float* y, int64_t n, int64_t m) {
+  apply_activation(act, y, n);
+  if (!act.channels) return;
+  const auto& c = *act.channels;
+  const float lo = c.lo[m], hi = c.hi[m], s = c.scale[m], h = c.shift[m];
+  // The clamp gives Min's and Max's values exactly (a NaN stays NaN); the multiply-add may contract into one fused
+  // multiply-add, one rounding fewer than the unfused Mul and Add.
+  for (int64_t i = 0; i < n; ++i) y[i] = std::min(std::max(y[i], lo), hi) * s + h;
 }
 
 void apply_activation(const FusedActivation& act, Tensor& Y, int threads) {

@@ -40,9 +40,9 @@ class GatherKernel final : public Kernel {
     for (size_t i = 0; i < idx.size(); ++i) fixed[i] = fix_index(idx[i], dim, ctx.node);
     Tensor y(x.dtype(), out_shape);
     const int64_t n = static_cast<int64_t>(fixed.size());
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t i = 0; i < n; ++i)
-        std::memcpy(y.raw() + (o * n + i) * block, x.raw() + (o * dim + fixed[i]) * block, block);
+    const int64_t bs = static_cast<int64_t>(block);
+    for (int64_t i = 0; i < n; ++i)
+      copy_rows(y.raw() + i * bs, n * bs, x.raw() + fixed[i] * bs, dim * bs, outer, block);
     ctx.outputs[0] = std::move(y);
   }
 
@@ -328,9 +328,9 @@ class CompressKernel final : public Kernel {
     Tensor y(x.dtype(), out_shape);
     const size_t block = static_cast<size_t>(inner) * element_size(x.dtype(), ctx.node);
     const int64_t k = static_cast<int64_t>(keep.size());
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t i = 0; i < k; ++i)
-        std::memcpy(y.raw() + (o * k + i) * block, x.raw() + (o * dim + keep[i]) * block, block);
+    const int64_t bs = static_cast<int64_t>(block);
+    for (int64_t i = 0; i < k; ++i)
+      copy_rows(y.raw() + i * bs, k * bs, x.raw() + keep[i] * bs, dim * bs, outer, block);
     ctx.outputs[0] = std::move(y);
   }
 

@@ -4,12 +4,16 @@
 //         (scalar, [N], [1,N], [M,1], [M,N]); C optional from opset 11.
 // MatMul: numpy matmul: 1-D A is [1,K] and 1-D B is [K,1] (the added axis is dropped from Y), batch axes
 //         broadcast. A batch of A against a 2-D B is one [batch*M, K] x [K, N] GEMM. After graph preparation's
-//         epilogue fusion (runtime/fuse_matmul_epilogue.h): Y = matmul_alpha · A·B + bias, the bias [N] being
-//         input 2; Y is filled with the bias and the GEMM accumulates onto it.
+//         epilogue fusion (runtime/fuse_matmul_epilogue.h): Y = matmul_alpha · A·B + bias + addend, the bias [N]
+//         being input 2 and the addend (any tensor that broadcasts with Y) input 3, either omitted; Y is filled
+//         with addend + bias and the GEMM accumulates onto it, or, where the addend broadcasts Y to a larger
+//         shape, the addend is added after the GEMM.
 // Both apply a fused activation (NodeInfo::activation) to Y.
 #include <algorithm>
+#include <optional>
 
 #include "runtime/kernels/blas.h"
+#include "runtime/kernels/broadcast.h"
 #include "runtime/kernels/compute_common.h"
 #include "runtime/kernels/kernels.h"
 
@@ -99,14 +103,29 @@ void matmul(KernelContext& ctx) {
   const float* b = B.data<float>();
   float* y = Y.data<float>();
   const float alpha = ctx.node.matmul_alpha;
-  float beta = 0.f;
-  if (ctx.num_inputs() > 2) {  // fused bias
+  float beta = 0.f;  // 1 once Y holds the epilogue's terms
+  std::optional<BroadcastPlan> late;  // an addend that broadcasts Y up: added after the GEMM
+  if (ctx.has_input(3)) {  // fused addend
+    BroadcastPlan p = plan_broadcast({&Y.shape(), &float_input(ctx, 3).shape()}, ctx.node);
+    if (p.out_shape == Y.shape()) {
+      broadcast_fill(p, 1, float_input(ctx, 3).data<float>(), y, threads_for(Y.numel(), ctx.threads));
+      beta = 1.f;
+    } else {
+      late = std::move(p);
+    }
+  }
+  if (ctx.has_input(2)) {  // fused bias
     const Tensor& bias = float_input(ctx, 2);
     if (bias.numel() != N || b_vec)
       throw InternalError(ctx.node.label() + ": fused bias " + shape_str(bias.shape()) + " for an output of " +
                           std::to_string(N) + " columns");
-    for (int64_t row = 0, rows = Y.numel() / std::max<int64_t>(N, 1); row < rows; ++row)
-      std::copy_n(bias.data<float>(), N, y + row * N);
+    const float* bv = bias.data<float>();
+    for (int64_t row = 0, rows = Y.numel() / std::max<int64_t>(N, 1); row < rows; ++row) {
+      if (beta == 0.f)
+        std::copy_n(bv, N, y + row * N);
+      else
+        for (int64_t j = 0; j < N; ++j) y[row * N + j] += bv[j];
+    }
     beta = 1.f;
   }
   const int64_t nb = shape_numel(batch);
@@ -137,6 +156,12 @@ void matmul(KernelContext& ctx) {
       sgemm(false, false, M, N, K, alpha, a + offset(i, a_str), K, b + offset(i, b_str), N, beta, y + i * M * N, N,
             per_batch ? 1 : ctx.threads);
     });
+  }
+  if (late) {
+    Tensor sum(DType::Float32, late->out_shape);
+    broadcast_binary(*late, Y.data<float>(), float_input(ctx, 3).data<float>(), sum.data<float>(),
+                     threads_for(sum.numel(), ctx.threads), [](float u, float v) { return u + v; });
+    Y = std::move(sum);
   }
   apply_activation(ctx.node.activation, Y, ctx.threads);
   ctx.outputs[0] = std::move(Y);

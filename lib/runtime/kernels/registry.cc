@@ -130,6 +130,8 @@ const KernelDef kKernels[] = {
   {"", "BatchNormalization", 1, kMaxOpset, make_batch_norm},
   {"", "InstanceNormalization", 1, kMaxOpset, make_instance_norm},
   {"", "LayerNormalization", 17, kMaxOpset, make_layer_norm},
+  // Opset 23 (past kMaxOpset): rows for the nodes graph preparation forms (runtime/fuse_rmsnorm.h).
+  {"", "RMSNormalization", 23, 23, make_rms_norm},
   {"", "LRN", 1, kMaxOpset, make_lrn},
   {"", "Softmax", 1, kMaxOpset, make_softmax},
   {"", "LogSoftmax", 1, kMaxOpset, make_log_softmax},

@@ -5,8 +5,8 @@
 // Softmax:    y = exp(x - max) / sum exp(x - max)
 // LogSoftmax: y = x - max - log(sum exp(x - max))
 // Hardmax:    y = 1 at the first maximum, 0 elsewhere.
-// exp is compute::exp_approx (vector_math.h, within 2 ulp of std::exp); a contiguous row (the softmax axis
-// is the last) takes vector loops, with the sum in sum_of's fixed order.
+// exp is compute::exp_approx (vector_math.h, within 2 ulp of std::exp); every row takes the vector loops (a
+// strided one, the axis not being the last, through a scratch copy), with the sum in sum_of's fixed order.
 #include <cmath>
 
 #include "runtime/kernels/blas.h"
@@ -42,35 +42,32 @@ void softmax_like(KernelContext& ctx) {
     const int64_t o = r / inner, in = r % inner;
     const float* xs = x + o * len * inner + in;
     float* ys = y + o * len * inner + in;
-    if constexpr (K == SoftKind::Softmax) {
-      if (inner == 1) {  // contiguous row
-        float mx = -INFINITY;
-        for (int64_t j = 0; j < len; ++j) mx = xs[j] > mx ? xs[j] : mx;
-        const float inv = 1.f / exp_shifted_sum(xs, mx, ys, len);
-        for (int64_t j = 0; j < len; ++j) ys[j] *= inv;
-        return;
-      }
-    }
-    float mx = -INFINITY;
-    int64_t arg = 0;
-    for (int64_t j = 0; j < len; ++j)
-      if (xs[j * inner] > mx) mx = xs[j * inner], arg = j;
     if constexpr (K == SoftKind::Hardmax) {
+      float mx = -INFINITY;
+      int64_t arg = 0;
+      for (int64_t j = 0; j < len; ++j)
+        if (xs[j * inner] > mx) mx = xs[j * inner], arg = j;
       for (int64_t j = 0; j < len; ++j) ys[j * inner] = j == arg ? 1.f : 0.f;
     } else {
-      float sum = 0;
-      for (int64_t j = 0; j < len; ++j) {
-        const float e = exp_approx(xs[j * inner] - mx);
-        if constexpr (K == SoftKind::Softmax) ys[j * inner] = e;
-        sum += e;
+      // A strided row (the axis is not the last) is gathered into scratch, so every row takes the vector loops.
+      const float* row = xs;
+      float* out = ys;
+      float* buf = inner == 1 ? nullptr : scratch_floats(2 * static_cast<size_t>(len));
+      if (buf) {
+        for (int64_t j = 0; j < len; ++j) buf[j] = xs[j * inner];
+        row = buf;
+        out = buf + len;
       }
+      const float mx = max_of(row, len);
+      const float sum = exp_shifted_sum(row, mx, out, len);
       if constexpr (K == SoftKind::Softmax) {
-        const float inv = 1.f / sum;
-        for (int64_t j = 0; j < len; ++j) ys[j * inner] *= inv;
+        scale_shift(out, 1.f / sum, 0.f, out, len);  // y·inv + 0: y >= 0, so the same bits as y·inv
       } else {
         const float lse = mx + std::log(sum);
-        for (int64_t j = 0; j < len; ++j) ys[j * inner] = xs[j * inner] - lse;
+        for (int64_t j = 0; j < len; ++j) out[j] = row[j] - lse;
       }
+      if (buf)
+        for (int64_t j = 0; j < len; ++j) ys[j * inner] = out[j];
     }
   });
   ctx.outputs[0] = std::move(Y);

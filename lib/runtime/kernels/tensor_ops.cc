@@ -75,7 +75,7 @@ class ConcatKernel final : public Kernel {
     for (size_t i = 0; i < ctx.num_inputs(); ++i) {
       const Tensor& t = ctx.input(i);
       const size_t row = static_cast<size_t>(t.shape()[axis] * inner) * es;
-      for (int64_t o = 0; o < outer; ++o) std::memcpy(y.raw() + o * out_row + col, t.raw() + o * row, row);
+      copy_rows(y.raw() + col, static_cast<int64_t>(out_row), t.raw(), static_cast<int64_t>(row), outer, row);
       col += row;
     }
     ctx.outputs[0] = std::move(y);
@@ -124,7 +124,7 @@ class SplitKernel final : public Kernel {
       s[axis] = sizes[i];
       Tensor y(x.dtype(), s);
       const size_t row = static_cast<size_t>(sizes[i] * inner) * es;
-      for (int64_t o = 0; o < outer; ++o) std::memcpy(y.raw() + o * row, x.raw() + o * in_row + col, row);
+      copy_rows(y.raw(), static_cast<int64_t>(row), x.raw() + col, static_cast<int64_t>(in_row), outer, row);
       col += row;
       ctx.outputs[i] = std::move(y);
     }
