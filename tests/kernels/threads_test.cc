@@ -2,7 +2,13 @@
 // equal those with 1 thread (within float tolerance) and, for conv, the reference twin.
 #include <catch2/catch.hpp>
 
+#include <omp.h>
+
+#include <mutex>
+#include <set>
+
 #include "kernel_harness.h"
+#include "runtime/kernels/common.h"
 #include "runtime/kernels/reference.h"
 
 using namespace qtool;
@@ -25,7 +31,8 @@ runtime::NodeAttrs attrs(std::initializer_list<std::pair<const char*, runtime::A
 }  // namespace
 
 TEST_CASE("compute kernels give the same results with 1 and 2 threads") {
-  const Tensor img = random_tensor({2, 16, 40, 44}, 1);
+  // 225280 elements: above the minimum work of one region (threading.h) for every kernel below.
+  const Tensor img = random_tensor({2, 16, 80, 88}, 1);
   const OpCase cases[] = {
       {"conv 3x3",
        "Conv",
@@ -78,7 +85,7 @@ TEST_CASE("compute kernels give the same results with 1 and 2 threads") {
        "LayerNormalization",
        17,
        attrs({{"axis", attr_int(-1)}}),
-       {img, random_tensor({44}, 22), random_tensor({44}, 23)}},
+       {img, random_tensor({88}, 22), random_tensor({88}, 23)}},
       {"softmax axis 1", "Softmax", 13, attrs({{"axis", attr_int(1)}}), {img}},
       {"logsoftmax last", "LogSoftmax", 13, {}, {img}},
       {"reduce mean", "ReduceMean", 13, attrs({{"axes", attr_ints({1, 3})}}), {img}},
@@ -121,4 +128,28 @@ TEST_CASE("compute kernels give the same results with 1 and 2 threads") {
       }
     }
   }
+}
+
+TEST_CASE("a loop below the minimum work runs on the calling thread, one at it on every thread") {
+  namespace k = runtime::kernels;
+  std::mutex mutex;
+  std::set<int> ids;
+  bool parallel = false;
+  auto record = [&](int64_t, int64_t) {
+    std::lock_guard<std::mutex> lock(mutex);
+    ids.insert(omp_get_thread_num());
+    parallel = parallel || omp_in_parallel();
+  };
+  k::parallel_range(k::kParallelGrain - 1, 2, record);
+  CHECK(!parallel);  // no region opened: nobody woken
+  CHECK(ids == std::set<int>{0});
+  k::parallel_range(k::kParallelGrain, 2, record);
+  CHECK(parallel);
+  CHECK(ids == std::set<int>{0, 1});
+
+  CHECK(k::threads_for(k::kParallelMinWork - 1, 4) == 1);
+  CHECK(k::threads_for(k::kParallelMinWork, 4) == 4);
+  CHECK(k::threads_for(3 * k::kParallelMinWork - 1, 4, 3) == 1);  // three regions need three times the work
+  CHECK(k::threads_for_macs(k::kParallelMinMacs - 1, 2) == 1);
+  CHECK(k::threads_for_macs(k::kParallelMinMacs, 2) == 2);
 }

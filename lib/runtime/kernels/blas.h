@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "runtime/kernels/threading.h"
+
 namespace qtool::runtime::kernels::compute {
 
 // C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C, row-major with leading dimensions.
@@ -35,11 +37,8 @@ void ensure_blas_single_threaded();
 void sgemm_ref(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
-// Threads worth using for `work` scalar operations: 1 below a small threshold (OpenMP fork/join
-// costs a few microseconds), else `threads`.
-inline int threads_for(int64_t work, int threads) { return work < (1 << 15) ? 1 : threads; }
-
-// Runs fn(i) for i in [0, n) on up to `threads` OpenMP threads, static schedule.
+// Runs fn(i) for i in [0, n) on up to `threads` OpenMP threads, static schedule. Callers size `threads`
+// with threads_for / threads_for_macs (threading.h).
 template <class F>
 void parallel_for(int64_t n, int threads, F&& fn) {
   if (threads <= 1 || n <= 1) {

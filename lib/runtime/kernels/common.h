@@ -12,11 +12,13 @@
 
 #include "core/tensor.h"
 #include "runtime/kernel.h"
+#include "runtime/kernels/threading.h"
 
 namespace qtool::runtime::kernels {
 
-// Below this many elements a kernel runs on one thread (OpenMP start-up costs more than it saves).
-constexpr int64_t kParallelGrain = 1 << 15;
+// Below this many elements a kernel runs on one thread: a parallel region costs a thread wake-up
+// (threading.h). Kernels whose elements cost more than a cheap operation pass a smaller grain.
+constexpr int64_t kParallelGrain = kParallelMinWork;
 
 // Calls f.template operator()<T>() with the C++ element type of `t`, for the numeric types listed.
 // Anything else is an UnsupportedError naming the node.

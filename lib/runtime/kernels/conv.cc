@@ -275,7 +275,13 @@ class ConvKernel final : public Kernel {
     const int64_t iv = g.in_volume(), ov = g.out_volume(), kv = g.kernel_volume();
     const int64_t Mg = M / group_;
     const FusedActivation& act = node_.activation;
-    if (dnnl_ && g.in.size() == 2 && nd == 2 && dnnl_->run(g, N, C, x, b, y, ctx.threads)) return;
+    // oneDNN runs up to three regions (reorder in, convolution, reorder out): a second thread only when the
+    // convolution holds enough work for three wake-ups. Dot products of fewer than 64 terms (depthwise)
+    // run at elementwise speed, longer ones at GEMM speed.
+    const int64_t macs = N * M * ov * g.channels * kv;
+    const int dnnl_threads = g.channels * kv < 64 ? threads_for(macs, ctx.threads, 3)
+                                                   : threads_for_macs(macs, ctx.threads, 3);
+    if (dnnl_ && g.in.size() == 2 && nd == 2 && dnnl_->run(g, N, C, x, b, y, dnnl_threads)) return;
 
     if (group_ == C && g.channels == 1 && g.in.size() == 2 && Mg == 1 && g.out[1] <= kChannelBlockedMaxWidth) {
       const int64_t blocks = (C + 7) / 8;  // depthwise, small planes: 8 channels per vector
@@ -322,7 +328,7 @@ class ConvKernel final : public Kernel {
         const int64_t rows_total = ov / row;
         const int64_t rows_per_tile = std::clamp<int64_t>(kTileFloats / std::max<int64_t>(1, K * row), 1, rows_total);
         const int64_t tiles = (rows_total + rows_per_tile - 1) / rows_per_tile;
-        const int t = static_cast<int>(std::min<int64_t>(threads_for(Mg * K * ov, ctx.threads), tiles));
+        const int t = static_cast<int>(std::min<int64_t>(threads_for_macs(Mg * K * ov, ctx.threads), tiles));
 #pragma omp parallel for num_threads(t) schedule(dynamic)
         for (int64_t ti = 0; ti < tiles; ++ti) {
           const int64_t p0 = ti * rows_per_tile * row, p1 = std::min(rows_total, (ti + 1) * rows_per_tile) * row;

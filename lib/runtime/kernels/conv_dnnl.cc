@@ -90,8 +90,11 @@ class DnnlConvImpl final : public DnnlConv {
       return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t{63});
     };
     memory conv_src = src, conv_dst = dst;
+    // The reorders are plain copies: a second thread only for copies worth a wake-up (threading.h).
+    const int64_t src_n = N * C * g.in[0] * g.in[1], dst_n = N * W_.dim(0) * g.out[0] * g.out[1];
     if (plan->src_reorder) {
       conv_src = memory(plan->pd.src_desc(), cpu_engine(), aligned(scratch));
+      OmpThreads copy_scope(threads_for(src_n, threads));
       plan->src_reorder->execute(stream, src, conv_src);
     }
     if (plan->dst_reorder) conv_dst = memory(plan->pd.dst_desc(), cpu_engine(), aligned(scratch + src_floats));
@@ -101,7 +104,10 @@ class DnnlConvImpl final : public DnnlConv {
     args.emplace(DNNL_ARG_SCRATCHPAD,
                  memory(plan->pd.scratchpad_desc(), cpu_engine(), aligned(scratch + src_floats + dst_floats)));
     plan->conv.execute(stream, args);
-    if (plan->dst_reorder) plan->dst_reorder->execute(stream, conv_dst, dst);
+    if (plan->dst_reorder) {
+      OmpThreads copy_scope(threads_for(dst_n, threads));
+      plan->dst_reorder->execute(stream, conv_dst, dst);
+    }
     stream.wait();
     if (act_.channels) {  // the activation too when it is not a post-op, then the per-channel clamp and affine
       FusedActivation rest = act_;
@@ -111,7 +117,7 @@ class DnnlConvImpl final : public DnnlConv {
                    [&](int64_t nm) { apply_conv_epilogue(rest, y + nm * plane, plane, nm % M); });
     } else if (!plan->act_in_primitive) {
       constexpr int64_t kChunk = 1 << 14;
-      const int64_t n = N * W_.dim(0) * g.out[0] * g.out[1], chunks = (n + kChunk - 1) / kChunk;
+      const int64_t n = dst_n, chunks = (n + kChunk - 1) / kChunk;
       parallel_for(chunks, threads_for(n, threads),
                    [&](int64_t c) { apply_activation(act_, y + c * kChunk, std::min(kChunk, n - c * kChunk)); });
     }

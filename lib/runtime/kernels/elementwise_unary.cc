@@ -12,20 +12,31 @@
 namespace qtool::runtime::kernels {
 namespace {
 
+// Threads for a unary map and the fewest elements worth a parallel region (threading.h): smaller for
+// ops whose element costs a transcendental function.
+struct Par {
+  Par(int t, int64_t g = kParallelGrain) : threads(t), grain(g) {}  // implicit: a bare thread count
+  int threads;
+  int64_t grain;
+};
+
 template <class TI, class TO, class F>
-void map_unary(const Tensor& x, Tensor& y, int threads, F f) {
+void map_unary(const Tensor& x, Tensor& y, Par par, F f) {
   const TI* in = x.data<TI>();
   TO* out = y.data<TO>();
-  parallel_range(x.numel(), threads, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) out[i] = f(in[i]);
-  });
+  parallel_range(
+      x.numel(), par.threads,
+      [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) out[i] = f(in[i]);
+      },
+      par.grain);
 }
 
 // The same with an array function fn(in, out, n) (vector_math.h) on float32.
-void map_float_array(const Tensor& x, Tensor& y, int threads, void (*fn)(const float*, float*, int64_t)) {
+void map_float_array(const Tensor& x, Tensor& y, Par par, void (*fn)(const float*, float*, int64_t)) {
   const float* in = x.data<float>();
   float* out = y.data<float>();
-  parallel_range(x.numel(), threads, [&](int64_t b, int64_t e) { fn(in + b, out + b, e - b); });
+  parallel_range(x.numel(), par.threads, [&](int64_t b, int64_t e) { fn(in + b, out + b, e - b); }, par.grain);
 }
 
 enum class FloatOp {
@@ -150,13 +161,33 @@ class FloatUnaryKernel final : public Kernel {
     const bool narrow = is_narrow_float(in.dtype());  // computed in float32, rounded back
     const Tensor x = narrow ? cast_tensor(in, DType::Float32, ctx.node, ctx.threads) : in;
     Tensor y(x.dtype(), x.shape());
-    dispatch_float(x.dtype(), ctx.node, [&]<class T>() { apply<T>(x, y, ctx.threads); });
+    const Par par{ctx.threads, cheap(op_) ? kParallelGrain : kParallelGrain / kTranscendentalCost};
+    dispatch_float(x.dtype(), ctx.node, [&]<class T>() { apply<T>(x, y, par); });
     ctx.outputs[0] = narrow ? cast_tensor(y, in.dtype(), ctx.node, ctx.threads) : std::move(y);
   }
 
  private:
+  // Ops of a few arithmetic instructions per element; the others call exp, log, erf, tanh and the like.
+  static bool cheap(FloatOp op) {
+    switch (op) {
+      case FloatOp::Sqrt:
+      case FloatOp::Reciprocal:
+      case FloatOp::Floor:
+      case FloatOp::Ceil:
+      case FloatOp::Round:
+      case FloatOp::Softsign:
+      case FloatOp::HardSigmoid:
+      case FloatOp::HardSwish:
+      case FloatOp::LeakyRelu:
+      case FloatOp::ThresholdedRelu:
+        return true;
+      default:
+        return false;
+    }
+  }
+
   template <class T>
-  void apply(const Tensor& x, Tensor& y, int th) const {
+  void apply(const Tensor& x, Tensor& y, Par th) const {
     const T alpha = static_cast<T>(alpha_), beta = static_cast<T>(beta_), gamma = static_cast<T>(gamma_);
     const T one = 1, zero = 0, half = static_cast<T>(0.5);
     switch (op_) {

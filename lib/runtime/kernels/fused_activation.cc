@@ -51,7 +51,8 @@ void apply_activation(const FusedActivation& act, Tensor& Y, int threads) {
   constexpr int64_t kChunk = 1 << 14;
   const int64_t n = Y.numel(), chunks = (n + kChunk - 1) / kChunk;
   float* y = Y.data<float>();
-  parallel_for(chunks, threads_for(n, threads),
+  const int64_t cost = act.kind == FusedActivation::Kind::Silu ? kTranscendentalCost : 1;  // Silu calls exp
+  parallel_for(chunks, threads_for(n * cost, threads),
                [&](int64_t c) { apply_activation(act, y + c * kChunk, std::min(kChunk, n - c * kChunk)); });
 }
 

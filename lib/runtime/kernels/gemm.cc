@@ -152,7 +152,7 @@ void matmul(KernelContext& ctx) {
       return off;
     };
     const bool per_batch = nb >= ctx.threads && M * N * K < (1 << 20);
-    parallel_for(nb, per_batch ? threads_for(nb * M * N * K, ctx.threads) : 1, [&](int64_t i) {
+    parallel_for(nb, per_batch ? threads_for_macs(nb * M * N * K, ctx.threads) : 1, [&](int64_t i) {
       sgemm(false, false, M, N, K, alpha, a + offset(i, a_str), K, b + offset(i, b_str), N, beta, y + i * M * N, N,
             per_batch ? 1 : ctx.threads);
     });

@@ -70,7 +70,7 @@ void instance_norm(KernelContext& ctx) {
   Tensor Y(DType::Float32, X.shape());
   const float* x = X.data<float>();
   float* y = Y.data<float>();
-  parallel_for(N * C, threads_for(X.numel(), ctx.threads), [&](int64_t i) {
+  parallel_for(N * C, threads_for(X.numel() * 3, ctx.threads), [&](int64_t i) {  // 3 passes: mean, variance, y
     const float* xs = x + i * S;
     double sum = 0, sq = 0;
     for (int64_t j = 0; j < S; ++j) sum += xs[j];
@@ -166,7 +166,7 @@ void layer_norm(KernelContext& ctx) {
   float* y = Y.data<float>();
   float* means = mean_t.data<float>();
   float* invs = inv_t.data<float>();
-  parallel_for(rows, threads_for(X.numel(), ctx.threads), [&](int64_t r) {
+  parallel_for(rows, threads_for(X.numel() * 3, ctx.threads), [&](int64_t r) {  // mean, variance, y
     layer_norm_row(x + r * D, D, eps, scale.data(), bias.data(), y + r * D, means[r], invs[r]);
   });
   ctx.outputs[0] = std::move(Y);

@@ -38,7 +38,7 @@ void softmax_like(KernelContext& ctx) {
   Tensor Y(DType::Float32, X.shape());
   const float* x = X.data<float>();
   float* y = Y.data<float>();
-  parallel_for(outer * inner, threads_for(X.numel() * 8, ctx.threads), [&](int64_t r) {
+  parallel_for(outer * inner, threads_for(X.numel() * kTranscendentalCost, ctx.threads), [&](int64_t r) {
     const int64_t o = r / inner, in = r % inner;
     const float* xs = x + o * len * inner + in;
     float* ys = y + o * len * inner + in;
