@@ -15,10 +15,10 @@
 // - an Add before a padded Conv: the padding would read a where the float model reads 0 (wrong at the borders);
 // - a Mul (scale) after a Conv, into its weights: exact too, but on ppocrv4-det, calibrated on two photos and scored
 //   on rendered text, it took the out-of-sample SQNR from 14.4 to 5.5 dB (in-sample 10.4 -> 13.0 dB), so the
-//   activation keeps its own grid before the Mul. Isolated since (docs/benchmarks.md, 2026-11-24 23:05): the fold
-//   exposes Conv -> Relu -> Conv pairs to cross-layer equalization; with the fold, det's IoU is 0.858 with CLE
-//   and 0.952 without it (0.956 today, no fold). Landing it needs CLE to leave such pairs alone, or a rule for
-//   when equalizing hurts.
+//   activation keeps its own grid before the Mul. Narrowed since (docs/benchmarks.md, 2026-11-24 23:05): with the
+//   fold, det's IoU is 0.858 with cross-layer equalization and 0.952 without it (0.956 today, no fold); CLE finds
+//   the same 18 pairs either way, so the loss comes from how its scales meet the folded weights or the
+//   activations they rescale, not from new pairs. Not isolated further.
 #include <cmath>
 #include <optional>
 
