@@ -11,12 +11,11 @@
 #include <set>
 
 #include "command.h"
-#include "options.h"
-#include "limit_options.h"
 #include "core/error.h"
 #include "core/file_io.h"
 #include "limit_options.h"
 #include "onnx/model_io.h"
+#include "options.h"
 #include "runtime/session.h"
 #include "tensorio/tensorio.h"
 

@@ -74,12 +74,12 @@ struct FusedActivation {
 
 // What a kernel factory sees of its node.
 struct NodeInfo {
-  std::string name;     // node name (may be empty in the model; the loader fills "<op_type>_<index>")
+  std::string name;  // node name (may be empty in the model; the loader fills "<op_type>_<index>")
   std::string op_type;
-  std::string domain;   // "" for the default ONNX domain
-  int opset = 0;        // opset version of the node's domain in this model
+  std::string domain;  // "" for the default ONNX domain
+  int opset = 0;       // opset version of the node's domain in this model
   NodeAttrs attrs;
-  std::vector<std::string> inputs;   // "" for an omitted optional input
+  std::vector<std::string> inputs;  // "" for an omitted optional input
   std::vector<std::string> outputs;
   // Values of inputs that are initializers or Constant outputs, nullptr otherwise (same indexing as inputs).
   std::vector<const qtool::Tensor*> const_inputs;
@@ -127,8 +127,8 @@ using KernelFactory = std::unique_ptr<Kernel> (*)(const NodeInfo& node);
 struct KernelDef {
   std::string_view domain;  // "" = ai.onnx
   std::string_view op_type;
-  int since_version;        // first opset this kernel implements
-  int until_version;        // last opset (inclusive) this kernel implements
+  int since_version;  // first opset this kernel implements
+  int until_version;  // last opset (inclusive) this kernel implements
   KernelFactory make;
 };
 
