@@ -9,11 +9,13 @@
 
 #include "model_builder.h"
 #include "runtime/session.h"
+#include "tensor_checks.h"
 
 using qtool::DType;
 using qtool::Tensor;
 using qtool::runtime::RunOptions;
 using qtool::runtime::Session;
+using qtool::test::check_all_close;
 using qtool::test::ModelBuilder;
 using qtool::test::ramp;
 
@@ -22,12 +24,9 @@ namespace {
 // y = fused(x) and y = plain(x) agree within `tol` (relative to the largest |y|).
 void check_same(const Session& plain, const Session& fused, const Tensor& x, float tol) {
   const Tensor want = plain.run({{"x", x}}).at("y");
-  const Tensor got = fused.run({{"x", x}}).at("y");
-  REQUIRE(got.shape() == want.shape());
   float peak = 0;
   for (float v : want.span<float>()) peak = std::max(peak, std::abs(v));
-  for (int64_t i = 0; i < want.numel(); ++i)
-    CHECK(got.data<float>()[i] == Approx(want.data<float>()[i]).margin(tol * peak));
+  check_all_close(fused.run({{"x", x}}).at("y"), want, tol * peak);
 }
 
 std::set<std::string> tapped(const Session& s, const Tensor& x) {

@@ -9,10 +9,12 @@
 
 #include "model_builder.h"
 #include "runtime/session.h"
+#include "tensor_checks.h"
 
 using qtool::DType;
 using qtool::Tensor;
 using qtool::runtime::Session;
+using qtool::test::check_all_close;
 using qtool::test::ModelBuilder;
 
 namespace {
@@ -47,10 +49,7 @@ ModelBuilder gelu(bool form2, float root2 = std::sqrt(2.f)) {
 
 void check_close(const Session& got_s, const Session& want_s) {
   const Tensor x = ramp({3, 20});
-  const Tensor want = want_s.run({{"x", x}}).at("y");
-  const Tensor got = got_s.run({{"x", x}}).at("y");
-  REQUIRE(got.shape() == want.shape());
-  for (int64_t i = 0; i < want.numel(); ++i) CHECK(got.data<float>()[i] == Approx(want.data<float>()[i]).margin(1e-6));
+  check_all_close(got_s.run({{"x", x}}).at("y"), want_s.run({{"x", x}}).at("y"), 1e-6);
 }
 
 }  // namespace

@@ -10,10 +10,12 @@
 
 #include "model_builder.h"
 #include "runtime/session.h"
+#include "tensor_checks.h"
 
 using qtool::DType;
 using qtool::Tensor;
 using qtool::runtime::Session;
+using qtool::test::check_all_close;
 using qtool::test::ModelBuilder;
 using qtool::test::ramp;
 
@@ -41,11 +43,7 @@ ModelBuilder block() {
 
 void check_close(const Session& got_s, const Session& want_s) {
   const std::map<std::string, Tensor> in = {{"q", ramp({2, 3, 5, 8}, 0.1f)}, {"kt", ramp({2, 3, 8, 5}, 0.4f)}};
-  const Tensor want = want_s.run(in).at("y");
-  const Tensor got = got_s.run(in).at("y");
-  REQUIRE(got.shape() == want.shape());
-  for (int64_t i = 0; i < want.numel(); ++i)
-    CHECK(got.data<float>()[i] == Approx(want.data<float>()[i]).margin(1e-5));
+  check_all_close(got_s.run(in).at("y"), want_s.run(in).at("y"), 1e-5);
 }
 
 }  // namespace
@@ -102,9 +100,7 @@ TEST_CASE("MatMul epilogue fusion keeps observed tensors and graph outputs, and 
     const std::map<std::string, Tensor> in = {{"x", ramp({4, 8}, 0.1f)}, {"x4", ramp({4, 6}, 0.7f)}};
     const auto want = plain.run(in);
     const auto got = s.run(in);
-    for (const char* o : {"y1", "y2", "y3", "y4"})
-      for (int64_t i = 0; i < want.at(o).numel(); ++i)
-        CHECK(got.at(o).data<float>()[i] == Approx(want.at(o).data<float>()[i]).margin(1e-5));
+    for (const char* o : {"y1", "y2", "y3", "y4"}) check_all_close(got.at(o), want.at(o), 1e-5);
   }
 }
 
@@ -153,9 +149,7 @@ TEST_CASE("MatMul epilogue fusion: an added tensor (residual, mask) folds into t
   const auto got = fused.run(in);
   for (const char* o : {"y1", "y2", "y3"}) {
     INFO(o);
-    REQUIRE(got.at(o).shape() == want.at(o).shape());
-    for (int64_t i = 0; i < want.at(o).numel(); ++i)
-      CHECK(got.at(o).data<float>()[i] == Approx(want.at(o).data<float>()[i]).margin(1e-5));
+    check_all_close(got.at(o), want.at(o), 1e-5);
   }
   SECTION("an observed residual sum stays") {
     const Session s(b.model, {.observed = std::set<std::string>{"res"}});

@@ -9,10 +9,12 @@
 
 #include "model_builder.h"
 #include "runtime/session.h"
+#include "tensor_checks.h"
 
 using qtool::DType;
 using qtool::Tensor;
 using qtool::runtime::Session;
+using qtool::test::check_all_close;
 using qtool::test::ModelBuilder;
 using qtool::test::ramp;
 
@@ -50,11 +52,7 @@ ModelBuilder rmsnorm(int form) {
 const std::map<std::string, Tensor> kInputs = {{"x", ramp({2, 3, 8}, 0.2f)}};
 
 void check_close(const Session& got_s, const Session& want_s) {
-  const Tensor want = want_s.run(kInputs).at("y");
-  const Tensor got = got_s.run(kInputs).at("y");
-  REQUIRE(got.shape() == want.shape());
-  for (int64_t i = 0; i < want.numel(); ++i)
-    CHECK(got.data<float>()[i] == Approx(want.data<float>()[i]).epsilon(1e-6).margin(1e-7));
+  check_all_close(got_s.run(kInputs).at("y"), want_s.run(kInputs).at("y"), 1e-7, 1e-6);
 }
 
 }  // namespace

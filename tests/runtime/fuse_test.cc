@@ -9,11 +9,13 @@
 
 #include "model_builder.h"
 #include "runtime/session.h"
+#include "tensor_checks.h"
 
 using qtool::DType;
 using qtool::Tensor;
 using qtool::runtime::RunOptions;
 using qtool::runtime::Session;
+using qtool::test::check_all_close;
 using qtool::test::ModelBuilder;
 using qtool::test::ramp;
 
@@ -58,11 +60,7 @@ TEST_CASE("fused activations give the unfused numbers with fewer nodes") {
     CHECK(plain.graph().nodes.size() == 7);
     CHECK(fused.graph().nodes.size() == 3);  // conv1+act, conv2+swish, matmul+clip
     const Tensor x = ramp({1, 4, 6, 6}, 0.5f);
-    const Tensor want = plain.run({{"x", x}}).at("y");
-    const Tensor got = fused.run({{"x", x}}).at("y");
-    REQUIRE(got.shape() == want.shape());
-    for (int64_t i = 0; i < want.numel(); ++i)
-      CHECK(got.data<float>()[i] == Approx(want.data<float>()[i]).margin(1e-6));
+    check_all_close(fused.run({{"x", x}}).at("y"), plain.run({{"x", x}}).at("y"), 1e-6);
   }
 }
 
@@ -131,11 +129,7 @@ TEST_CASE("written-out HardSwish runs as one op and folds into the Conv before i
     REQUIRE(fused.graph().nodes.size() == 1);  // Conv with a HardSwish activation
     CHECK(fused.graph().nodes[0].info.activation.kind == qtool::runtime::FusedActivation::Kind::HardSwish);
     const Tensor x = ramp({1, 3, 4, 5}, 0.25f);
-    const Tensor want = plain.run({{"x", x}}).at("y");
-    const Tensor got = fused.run({{"x", x}}).at("y");
-    REQUIRE(got.shape() == want.shape());
-    for (int64_t i = 0; i < want.numel(); ++i)
-      CHECK(got.data<float>()[i] == Approx(want.data<float>()[i]).margin(1e-6));
+    check_all_close(fused.run({{"x", x}}).at("y"), plain.run({{"x", x}}).at("y"), 1e-6);
   }
 }
 
