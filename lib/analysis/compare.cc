@@ -90,7 +90,7 @@ CompareReport compare_models(const onnx::ModelProto& quant, const onnx::ModelPro
     for (size_t o = 0; o < acc.size(); ++o) {
       const std::string& name = eval.outputs()[o].output;
       const Tensor& f = reference[s][o];
-      const Tensor& q = runs[s].at(name);
+      const Tensor q = is_float(runs[s].at(name).dtype()) ? to_float32(runs[s].at(name)) : runs[s].at(name);
       if (q.dtype() != DType::Float32 || q.shape() != f.shape())
         throw BadInputError("output '" + name + "' is " + std::string(dtype_name(q.dtype())) + " " +
                             shape_str(q.shape()) + " in " + options.quant_label + " but " +

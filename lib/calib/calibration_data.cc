@@ -269,7 +269,7 @@ class RandomSource final : public SampleSource {
         throw BadInputError("--shape " + name + ": the model has no input '" + name +
                             "' (its inputs: " + input_list(inputs) + ")");
     for (const InputSpec& in : inputs) {
-      if (in.dtype != DType::Float32)
+      if (!is_float(in.dtype))
         throw UnsupportedError("--random makes float inputs only; input '" + in.name + "' is " + in.declared +
                                ": give it with --data");
       Shape s;
@@ -309,6 +309,12 @@ class RandomSource final : public SampleSource {
         std::mt19937 rng(seq);
         std::normal_distribution<float> nd(0.0f, 1.0f);
         for (float& v : t.span<float>()) v = nd(rng);
+        if (in.dtype != DType::Float32) {  // float16 / bfloat16 / float64 inputs: the same values, rounded
+          Tensor narrow(in.dtype, t.shape());
+          const auto store = dtype_info(in.dtype).store;
+          for (int64_t j = 0; j < t.numel(); ++j) store(narrow.raw(), j, t.data<float>()[j], true);
+          t = std::move(narrow);
+        }
         parts.push_back(std::move(t));
       }
       out.emplace(in.name, concat_axis(parts, in.batch_axis));

@@ -88,6 +88,17 @@ Tensor Tensor::clone() const {
   return from_bytes(dtype_, shape_, bytes());
 }
 
+Tensor to_float32(const Tensor& t) {
+  if (t.dtype() == DType::Float32) return t;
+  const auto load = dtype_info(t.dtype()).load;
+  if (t.dtype() == DType::String || !load)
+    throw UnsupportedError("cannot convert a " + std::string(dtype_name(t.dtype())) + " tensor to float");
+  Tensor out(DType::Float32, t.shape());
+  float* o = out.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) o[i] = load(t.raw(), i);
+  return out;
+}
+
 bool Tensor::same_as(const Tensor& o) const {
   return dtype_ == o.dtype_ && shape_ == o.shape_ && nbytes_ == o.nbytes_ &&
          (nbytes_ == 0 || std::memcmp(data_, o.data_, nbytes_) == 0);

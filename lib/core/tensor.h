@@ -70,6 +70,9 @@ class Tensor {
   std::byte* data_ = nullptr;
 };
 
+// A float32 copy of a numeric tensor (floats of other widths exactly, integers as dtype_info's load converts them).
+Tensor to_float32(const Tensor& t);
+
 template <class T>
 Tensor Tensor::from_vector(Shape shape, const std::vector<T>& values) {
   static_assert(!std::is_same_v<T, bool>, "use from_bytes for bool tensors");

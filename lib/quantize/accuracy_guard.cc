@@ -97,7 +97,7 @@ AccuracyEvaluator::AccuracyEvaluator(const onnx::ModelProto& float_model, std::v
   }
   std::set<std::string> paired;
   for (const auto& out : graph->outputs) {
-    if (out.dtype != DType::Float32) continue;
+    if (!is_float(out.dtype)) continue;  // compared as float32 (a float16 model's outputs too)
     OutputAccuracy o;
     o.output = out.name;
     std::string input;
@@ -126,7 +126,7 @@ AccuracyEvaluator::AccuracyEvaluator(const onnx::ModelProto& float_model, std::v
   reference_.resize(runs.size());
   for (size_t s = 0; s < runs.size(); ++s)
     for (size_t o = 0; o < outputs_.size(); ++o) {
-      const Tensor& f = runs[s].at(outputs_[o].output);
+      const Tensor f = to_float32(runs[s].at(outputs_[o].output));
       reference_[s].push_back(f);
       signal_[o] += squared_sum(f);
     }
@@ -199,7 +199,7 @@ std::vector<double> AccuracyEvaluator::noise_ratios(const onnx::ModelProto& cand
   std::vector<double> noise(outputs_.size(), 0.0);
   for (size_t s = 0; s < runs.size(); ++s)
     for (size_t o = 0; o < outputs_.size(); ++o)
-      noise[o] += squared_error(reference_[s][o], runs[s].at(outputs_[o].output));
+      noise[o] += squared_error(reference_[s][o], to_float32(runs[s].at(outputs_[o].output)));
   for (size_t o = 0; o < noise.size(); ++o)
     noise[o] = noise[o] == 0 ? 0 : signal_[o] > 0 ? noise[o] / signal_[o] : std::numeric_limits<double>::infinity();
   return noise;
@@ -214,7 +214,7 @@ AccuracyEvaluator::Measurement AccuracyEvaluator::measure(const onnx::ModelProto
   std::vector<analysis::MetricsAccumulator> acc(outputs_.size());
   for (size_t s = 0; s < runs.size(); ++s)
     for (size_t o = 0; o < outputs_.size(); ++o) {
-      const Tensor& q = runs[s].at(outputs_[o].output);
+      const Tensor q = to_float32(runs[s].at(outputs_[o].output));
       m.noise[o] += squared_error(reference_[s][o], q);
       if (outputs_[o].distribution && q.shape() == reference_[s][o].shape()) acc[o].add(reference_[s][o], q);
       if (outputs_[o].top1) m.flips[o] += analysis::clear_top1_flips(clear_[o][s], q);

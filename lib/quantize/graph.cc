@@ -97,6 +97,14 @@ void Graph::reindex() {
       for (const auto& sg : a.graphs()) collect_subgraph_reads(sg, subgraph_reads_);
     }
   }
+  // What a Cast turns into a graph output is the model's answer too (a float16 model's output behind the Cast
+  // float16_promotion.h adds, a mixed-precision model's float32 output): it stays as unquantized as the output.
+  for (int i = 0; i < g.node_size(); ++i) {
+    const auto& n = g.node(i);
+    if (!removed_.count(i) && n.op_type() == "Cast" && n.domain().empty() && n.input_size() == 1 &&
+        n.output_size() == 1 && graph_outputs_.count(n.output(0)))
+      graph_outputs_.insert(n.input(0));
+  }
   for (const auto& s : subgraph_reads_) used_names_.insert(s);
   for (const auto& vi : g.value_info()) used_names_.insert(vi.name());
   // Names are unique across the model: those of every other scope are taken too (a model without subgraphs

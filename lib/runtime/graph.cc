@@ -6,6 +6,7 @@
 #include <set>
 #include <unordered_set>
 
+#include "onnx/float16_promotion.h"
 #include "onnx/tensor_proto.h"
 #include "runtime/fuse.h"
 #include "runtime/fuse_conv.h"
@@ -393,6 +394,11 @@ size_t Graph::total_nodes() const {
 
 std::shared_ptr<const Graph> Graph::from_model(const onnx::ModelProto& model, const PrepareOptions& options) {
   if (!model.has_graph()) throw BadInputError("the model has no graph");
+  if (onnxio::computes_in_float16(model)) {  // runs as float32 behind casts (onnx/float16_promotion.h)
+    onnx::ModelProto wide = model;
+    onnxio::promote_float16(wide);
+    return from_model(wide, options);
+  }
   std::map<std::string, int> opsets;
   for (const auto& op : model.opset_import()) opsets[norm_domain(op.domain())] = static_cast<int>(op.version());
   if (model.opset_import_size() == 0) opsets[""] = 1;  // IR 1/2 models without opset_import
