@@ -205,7 +205,7 @@ class Promoter {
     std::vector<onnx::NodeProto> front, back;
     // External 16-bit initializers: a Cast to float32 under the name the nodes read.
     for (auto& t : *g.mutable_initializer()) {
-      if (!is16(t.data_type())) continue;
+      if (!is16(t.data_type()) || !read_by_non_cast(g, t.name())) continue;  // only Casts read it: as it is
       const std::string name = t.name(), narrow = unique(name + "_float16");
       t.set_name(narrow);
       front.push_back(cast_node(unique(name + "_to_float32"), narrow, name, kFloat));
@@ -293,8 +293,13 @@ std::string Float16Promotion::summary() const {
 
 bool computes_in_float16(const onnx::ModelProto& model) {
   bool any = false;
+  // External initializers that only Casts read are as promote_float16 leaves them.
   for_each_tensor(model, [&](const onnx::TensorProto& t, const TensorSite& site) {
-    any = any || (is16(t.data_type()) && site.kind != TensorSiteKind::SparseIndices);
+    const bool external = t.data_location() == onnx::TensorProto::EXTERNAL && site.kind == TensorSiteKind::Initializer;
+    any = any || (is16(t.data_type()) && site.kind != TensorSiteKind::SparseIndices && !external);
+  });
+  for_each_graph(model, [&](const onnx::GraphProto& g, int) {
+    for (const auto& t : g.initializer()) any = any || (is16(t.data_type()) && read_by_non_cast(g, t.name()));
   });
   if (any) return true;
   const Boundary io = boundary(model.graph());

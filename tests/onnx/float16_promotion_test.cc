@@ -124,3 +124,27 @@ TEST_CASE("float16 promotion: a float32 model is left alone; old opsets are refu
   old.mutable_opset_import(0)->set_version(5);
   CHECK_THROWS_AS(onnxio::promote_float16(old), UnsupportedError);
 }
+
+TEST_CASE("float16 promotion: an external 16-bit weight stays unread behind a Cast, once") {
+  onnx::ModelProto m = half_model().model;
+  onnx::TensorProto& w = *m.mutable_graph()->mutable_initializer(0);  // "w", float16
+  REQUIRE(w.name() == "w");
+  w.clear_raw_data();
+  w.set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* loc = w.add_external_data();
+  loc->set_key("location");
+  loc->set_value("w.bin");
+  const onnxio::Float16Promotion p = onnxio::promote_float16(m);
+  CHECK(p.tensors == 2);
+  const onnx::TensorProto& kept = m.graph().initializer(0);
+  CHECK(kept.name() == "w_float16");
+  CHECK(kept.data_type() == onnx::TensorProto::FLOAT16);
+  CHECK(kept.data_location() == onnx::TensorProto::EXTERNAL);
+  const auto& cast = node_named(m, "w_to_float32");
+  CHECK(cast.input(0) == "w_float16");
+  CHECK(cast.output(0) == "w");
+  CHECK_FALSE(onnxio::computes_in_float16(m));
+  const std::string once = m.SerializeAsString();
+  CHECK_FALSE(onnxio::promote_float16(m).any());
+  CHECK(m.SerializeAsString() == once);
+}
