@@ -82,75 +82,61 @@ int constant_input(const Graph& g, const onnx::NodeProto& n) {
   return c0 == c1 ? -1 : (c0 ? 0 : 1);
 }
 
-class FoldBiasAdd final : public NodePass {
- public:
-  std::string_view name() const override { return "fold_bias_add"; }
-  std::vector<std::string_view> op_types() const override { return {"Add"}; }
-  bool match(const Graph& g, int i) const override {
-    const auto& n = g.node(i);
-    const int k = constant_input(g, n);
-    if (k < 0) return false;
-    const std::string& x = n.input(1 - k);
-    const int p = g.producer(x);
-    if (!foldable_conv(g, p, true) || !g.has_single_reader(x)) return false;
-    const auto c = finite_constant(g, n.input(k));
-    if (!c) return false;
-    const Tensor w = g.initializer_tensor(g.node(p).input(1));
-    return runtime::conv_fold::per_channel(c->shape(), w.rank(), output_channels(g.node(p), w));
-  }
-  void rewrite(Graph& g, int i) const override {
-    const onnx::NodeProto n = g.node(i);
-    const int k = constant_input(g, n);
-    const int p = g.producer(n.input(1 - k));
-    const Tensor c = g.initializer_tensor(n.input(k));
-    const Tensor w0 = g.initializer_tensor(g.node(p).input(1));
-    const int64_t channels = output_channels(g.node(p), w0);
-    std::vector<float> b = bias_of(g, g.node(p), channels);
-    for (int64_t ch = 0; ch < channels; ++ch) b[ch] += runtime::conv_fold::channel_value(c, ch);
-    set_weights(g, p, nullptr, b);
-    g.remove_node(i);
-    g.set_output(p, 0, n.output(0));
-  }
+// Node i applies a constant (one value, or one per output channel) to the output of a foldable Conv /
+// ConvTranspose that only node i reads: that conv and the constant's value per output channel.
+struct AfterConv {
+  int conv = -1;
+  std::vector<float> c;
 };
+std::optional<AfterConv> constant_after_conv(const Graph& g, int i) {
+  const auto& n = g.node(i);
+  const int k = constant_input(g, n);
+  if (k < 0) return std::nullopt;
+  const std::string& x = n.input(1 - k);
+  const int p = g.producer(x);
+  if (!foldable_conv(g, p, true) || !g.has_single_reader(x)) return std::nullopt;
+  const auto c = finite_constant(g, n.input(k));
+  if (!c) return std::nullopt;
+  const Tensor w = g.initializer_tensor(g.node(p).input(1));
+  const int64_t channels = output_channels(g.node(p), w);
+  if (!runtime::conv_fold::per_channel(c->shape(), w.rank(), channels)) return std::nullopt;
+  AfterConv r{p, std::vector<float>(static_cast<size_t>(channels))};
+  for (int64_t ch = 0; ch < channels; ++ch) r.c[ch] = runtime::conv_fold::channel_value(*c, ch);
+  return r;
+}
 
-// Conv|ConvTranspose -> Mul(C) ==> W'[o] = C[o]·W[o], b'[o] = C[o]·b[o]  (C: one value or one per output channel;
-// QConfig weight_algorithms.fold_scale_after_conv). Error it removes: left in the graph, the conv output x is
-// rounded to its own grid, then C·x again to the Mul's; folded, the per-channel weight scales absorb C (the int8
-// codes are unchanged: round(C·w / (C·s)) = round(w / s)) and only C·x is rounded, once. A sign flip (C < 0) is
-// absorbed the same way (per-tensor weights absorb only one value C). The Add that usually follows (PP-LCNetV3's learnable affine) then folds as a bias.
-class FoldScaleMul final : public NodePass {
+// Conv|ConvTranspose -> Add(C) ==> b'[o] = b[o] + C[o]                          (FoldBiasAdd)
+// Conv|ConvTranspose -> Mul(C) ==> W'[o] = C[o]·W[o], b'[o] = C[o]·b[o]           (FoldScaleMul)
+// FoldScaleMul runs only with QConfig weight_algorithms.fold_scale_after_conv. Error it removes: left in the graph,
+// the conv output x is rounded to its own grid, then C·x again to the Mul's; folded, the per-channel weight scales
+// absorb C (the int8 codes are unchanged: round(C·w / (C·s)) = round(w / s), a sign flip included; per-tensor
+// weights absorb only one value C) and only C·x is rounded, once. The Add that usually follows (PP-LCNetV3's
+// learnable affine) then folds as a bias.
+template <bool kScale>
+class FoldIntoConvBefore final : public NodePass {
  public:
-  std::string_view name() const override { return "fold_scale_mul"; }
-  std::vector<std::string_view> op_types() const override { return {"Mul"}; }
-  bool match(const Graph& g, int i) const override {
-    const auto& n = g.node(i);
-    const int k = constant_input(g, n);
-    if (k < 0) return false;
-    const std::string& x = n.input(1 - k);
-    const int p = g.producer(x);
-    if (!foldable_conv(g, p, true) || !g.has_single_reader(x)) return false;
-    const auto c = finite_constant(g, n.input(k));
-    if (!c) return false;
-    const Tensor w = g.initializer_tensor(g.node(p).input(1));
-    return runtime::conv_fold::per_channel(c->shape(), w.rank(), output_channels(g.node(p), w));
-  }
+  std::string_view name() const override { return kScale ? "fold_scale_mul" : "fold_bias_add"; }
+  std::vector<std::string_view> op_types() const override { return {kScale ? "Mul" : "Add"}; }
+  bool match(const Graph& g, int i) const override { return constant_after_conv(g, i).has_value(); }
   void rewrite(Graph& g, int i) const override {
-    const onnx::NodeProto n = g.node(i);
-    const int k = constant_input(g, n);
-    const int p = g.producer(n.input(1 - k));
-    const Tensor c = g.initializer_tensor(n.input(k));
-    Tensor w = g.initializer_tensor(g.node(p).input(1)).clone();
-    const int64_t channels = output_channels(g.node(p), w);
-    std::vector<float> s(static_cast<size_t>(channels));
-    for (int64_t ch = 0; ch < channels; ++ch) s[ch] = runtime::conv_fold::channel_value(c, ch);
-    std::vector<float> b = bias_of(g, g.node(p), channels);
-    for (int64_t ch = 0; ch < channels; ++ch) b[ch] *= s[ch];
-    scale_output_channels(g.node(p), w, s);
-    set_weights(g, p, &w, b);
+    const AfterConv a = *constant_after_conv(g, i);
+    const std::string out = g.node(i).output(0);
+    std::vector<float> b = bias_of(g, g.node(a.conv), static_cast<int64_t>(a.c.size()));
+    if (kScale) {
+      Tensor w = g.initializer_tensor(g.node(a.conv).input(1)).clone();
+      for (size_t ch = 0; ch < b.size(); ++ch) b[ch] *= a.c[ch];
+      scale_output_channels(g.node(a.conv), w, a.c);
+      set_weights(g, a.conv, &w, b);
+    } else {
+      for (size_t ch = 0; ch < b.size(); ++ch) b[ch] += a.c[ch];
+      set_weights(g, a.conv, nullptr, b);
+    }
     g.remove_node(i);
-    g.set_output(p, 0, n.output(0));
+    g.set_output(a.conv, 0, out);
   }
 };
+using FoldBiasAdd = FoldIntoConvBefore<false>;
+using FoldScaleMul = FoldIntoConvBefore<true>;
 
 bool zero_padding(const onnx::NodeProto& conv) {
   const std::string pad = attr_string(conv, "auto_pad", "NOTSET");
