@@ -216,15 +216,15 @@ TEST_CASE("passes: with fold_scale_after_conv, a constant Mul after a Conv / Con
   b.init("c3", Tensor::scalar<float>(0.6f));
   b.init("map", random_tensor({1, 1, 12, 12}, 85, 0.5f, 1.5f));
   attr_ints(b.node("Conv", {"x", "w1", "b1"}, {"a1"}), "pads", {1, 1, 1, 1});
-  b.node("Mul", {"a1", "c1"}, {"a2"});  // folds: W1, b1 scaled per channel
+  b.node("Mul", {"a1", "c1"}, {"a2"});   // folds: W1, b1 scaled per channel
   b.node("Add", {"a2", "off"}, {"a3"});  // then a bias Add
   b.node("Conv", {"a3", "w2"}, {"d1"});  // no bias: the folded one is c2·0
-  b.node("Mul", {"c2", "d1"}, {"d2"});  // constant first: folds
+  b.node("Mul", {"c2", "d1"}, {"d2"});   // constant first: folds
   b.node("Relu", {"d2"}, {"d3"});
   attr_ints(b.node("ConvTranspose", {"d3", "wt"}, {"t1"}), "strides", {2, 2});
-  b.node("Mul", {"t1", "c3"}, {"t2"});  // folds into the ConvTranspose
+  b.node("Mul", {"t1", "c3"}, {"t2"});             // folds into the ConvTranspose
   b.node("Conv", {"t2", "w2"}, {"e1"}, "conv_e");  // w2 shared with the Conv above: written anew, not in place
-  b.node("Mul", {"e1", "map"}, {"e2"});  // varies along H, W: stays
+  b.node("Mul", {"e1", "map"}, {"e2"});            // varies along H, W: stays
   b.node("Add", {"e1", "e2"}, {"y"});
   b.output("y");
   const Tensor x = random_tensor({1, 3, 6, 6}, 86);
