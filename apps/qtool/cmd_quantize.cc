@@ -257,7 +257,7 @@ Action add_quantize_command(CLI::App& app) {
       spill.emplace(a->output);
     }
     if (a->prepare_only) {
-      const auto r = quantize::prepare_model(*m.proto, cfg.required_opset());
+      const auto r = quantize::prepare_model(*m.proto, cfg.required_opset(), quantize::prepare_options(cfg));
       quantize::stamp_provenance(*m.proto, cfg, nullptr);
       onnxio::save_model(*m.proto, a->output, so);
       nlohmann::json j;

@@ -40,6 +40,12 @@ int64_t initializer_bytes(const onnx::ModelProto& model) {
   return total;
 }
 
+PrepareOptions prepare_options(const QConfig& config) {
+  PrepareOptions o;
+  o.fold_scale_after_conv = config.weight_algorithms().fold_scale_after_conv;
+  return o;
+}
+
 bool needs_activation_ranges(const onnx::ModelProto& model, const QConfig& config) {
   for (const auto& n : model.graph().node()) {
     const NodeQuant q = config.resolve(n.name(), n.op_type());
@@ -54,7 +60,8 @@ bool needs_layer_inputs(const onnx::ModelProto& model, const QConfig& config) {
 
 int equalize_for_calibration(onnx::ModelProto& model, const QConfig& config) {
   if (!config.weight_algorithms().cross_layer_equalization) return 0;
-  prepare_model(model, std::max<int64_t>(13, config.required_opset()));  // BatchNormalization folded first
+  prepare_model(model, std::max<int64_t>(13, config.required_opset()),
+                prepare_options(config));  // BatchNormalization folded first
   Graph g(model);
   return equalize_clamps(g) + equalize_cross_layer(g).pairs;
 }
@@ -164,7 +171,7 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
   QuantizeSummary s;
   s.weight_bytes_before = initializer_bytes(model);
   // Opset 13 at least: per-channel DequantizeLinear, and ONNX Runtime's QDQ fusions expect it.
-  s.prepare = prepare_model(model, std::max<int64_t>(13, config.required_opset()));
+  s.prepare = prepare_model(model, std::max<int64_t>(13, config.required_opset()), prepare_options(config));
   if (config.target() == Target::OrtCpu) {  // ONNX Runtime CPU layouts (passes/pin_resize_layout.cc)
     Graph g(model);
     s.prepare.rewrites["pin_resize_layout"] = run_pass(g, *make_pin_resize_layout_pass());

@@ -45,6 +45,9 @@ struct QuantizeOptions {
 QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges,
                                const QuantizeOptions& options = {});
 
+// The preparation options a config asks for (its weight_algorithms' graph folds).
+PrepareOptions prepare_options(const QConfig& config);
+
 // Whether any node the config quantizes has activation Q/DQ (and so needs calibrated ranges); weight-only configs
 // need none.
 bool needs_activation_ranges(const onnx::ModelProto& model, const QConfig& config);

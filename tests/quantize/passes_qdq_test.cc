@@ -203,6 +203,51 @@ TEST_CASE("passes: constant Mul / Add steps fold into the convolutions next to t
   CHECK(max_diff(before, run1(m, x)) < 1e-4);
 }
 
+TEST_CASE("passes: with fold_scale_after_conv, a constant Mul after a Conv / ConvTranspose folds into its weights") {
+  Builder b(13);
+  b.input("x", {1, 3, 6, 6});
+  b.init("w1", random_tensor({4, 3, 3, 3}, 81));
+  b.init("b1", random_tensor({4}, 82));
+  b.init("c1", Tensor::from_vector<float>({1, 4, 1, 1}, {0.5f, -1.5f, 2.0f, 0.25f}));  // per channel, one negative
+  b.init("off", Tensor::from_vector<float>({1}, {0.3f}));
+  b.init("w2", random_tensor({4, 4, 1, 1}, 83));
+  b.init("c2", Tensor::from_vector<float>({1}, {1.7f}));
+  b.init("wt", random_tensor({4, 4, 2, 2}, 84));
+  b.init("c3", Tensor::scalar<float>(0.6f));
+  b.init("map", random_tensor({1, 1, 12, 12}, 85, 0.5f, 1.5f));
+  attr_ints(b.node("Conv", {"x", "w1", "b1"}, {"a1"}), "pads", {1, 1, 1, 1});
+  b.node("Mul", {"a1", "c1"}, {"a2"});   // folds: W1, b1 scaled per channel
+  b.node("Add", {"a2", "off"}, {"a3"});  // then a bias Add
+  b.node("Conv", {"a3", "w2"}, {"d1"});  // no bias: the folded one is c2·0
+  b.node("Mul", {"c2", "d1"}, {"d2"});   // constant first: folds
+  b.node("Relu", {"d2"}, {"d3"});
+  attr_ints(b.node("ConvTranspose", {"d3", "wt"}, {"t1"}), "strides", {2, 2});
+  b.node("Mul", {"t1", "c3"}, {"t2"});             // folds into the ConvTranspose
+  b.node("Conv", {"t2", "w2"}, {"e1"}, "conv_e");  // w2 shared with the Conv above: written anew, not in place
+  b.node("Mul", {"e1", "map"}, {"e2"});            // varies along H, W: stays
+  b.node("Add", {"e1", "e2"}, {"y"});
+  b.output("y");
+  const Tensor x = random_tensor({1, 3, 6, 6}, 86);
+  const Tensor before = run1(b.m, x);
+  onnx::ModelProto plain = b.m;
+  prepare_model(plain, 13);
+  CHECK(count_op(plain, "Mul") == 3);  // off by default (the scalar Mul before conv_e folds forward into it)
+  onnx::ModelProto m = b.m;
+  PrepareOptions o;
+  o.fold_scale_after_conv = true;
+  prepare_model(m, 13, o);
+  CHECK(count_op(m, "Mul") == 1);  // only the spatial map
+  CHECK(count_op(m, "Add") == 1);  // e1 + e2
+  CHECK(max_diff(before, run1(m, x)) < 1e-4);
+  // The scale lives in the weights: the first conv's output channel 1 is -1.5 times the original's.
+  const Graph g(m);
+  const Tensor w1 = g.initializer_tensor(g.node(0).input(1));
+  REQUIRE(b.m.graph().initializer(0).name() == "w1");
+  const Tensor w0 = onnxio::tensor_from_proto(b.m.graph().initializer(0));
+  REQUIRE(w0.numel() == w1.numel());
+  for (int64_t k = 0; k < 27; ++k) CHECK(w1.data<float>()[27 + k] == Approx(-1.5f * w0.data<float>()[27 + k]));
+}
+
 TEST_CASE("passes: Div by a constant becomes Mul by its reciprocal; other Divs stay") {
   Builder b(13);
   b.input("x", {1, 4, 3, 3});

@@ -266,10 +266,13 @@ TEST_CASE("qconfig: weight_algorithms are booleans with known names, off when ab
   const QConfig off = QConfig::parse(wrap(R"("global": {})"), "c");
   CHECK_FALSE(off.weight_algorithms().cross_layer_equalization);
   CHECK_FALSE(off.weight_algorithms().bias_correction);
-  const QConfig on = QConfig::parse(
-      wrap(R"("global": {}, "weight_algorithms": {"cross_layer_equalization": true, "bias_correction": true})"), "c");
+  CHECK_FALSE(off.weight_algorithms().fold_scale_after_conv);
+  const QConfig on = QConfig::parse(wrap(R"("global": {}, "weight_algorithms": {"cross_layer_equalization": true, )"
+                                         R"("bias_correction": true, "fold_scale_after_conv": true})"),
+                                    "c");
   CHECK(on.weight_algorithms().cross_layer_equalization);
   CHECK(on.weight_algorithms().bias_correction);
+  CHECK(on.weight_algorithms().fold_scale_after_conv);
   CHECK(error_of(wrap(R"("global": {}, "weight_algorithms": {"bias_correction": 1})")) ==
         "config.json: $.weight_algorithms.bias_correction: expected true or false, got 1");
   CHECK(error_of(wrap(R"("global": {}, "weight_algorithms": {"cle": true})"))

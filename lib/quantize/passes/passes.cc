@@ -137,7 +137,7 @@ int drop_initializer_inputs(Graph& g) {
   return dropped;
 }
 
-PrepareReport prepare_model(onnx::ModelProto& model, int64_t min_opset) {
+PrepareReport prepare_model(onnx::ModelProto& model, int64_t min_opset, const PrepareOptions& options) {
   PrepareReport r;
   const onnxio::Float16Promotion wide = onnxio::promote_float16(model);  // before Graph indexes the model
   r.rewrites["promote_float16"] = wide.inputs + wide.outputs + wide.tensors + wide.typed_nodes;
@@ -153,7 +153,7 @@ PrepareReport prepare_model(onnx::ModelProto& model, int64_t min_opset) {
   r.rewrites["drop_redundant_relu"] = run_pass(g, *make_drop_redundant_relu_pass());
   r.rewrites["div_to_mul"] = run_pass(g, *make_div_to_mul_pass());
   // After div_to_mul ("/ 6" is a Mul by then); a BatchNormalization behind a folded bias Add folds next.
-  r.rewrites["fold_affine"] = fold_affine(g);
+  r.rewrites["fold_affine"] = fold_affine(g, options.fold_scale_after_conv);
   r.rewrites["fold_batchnorm"] += run_pass(g, *make_fold_batchnorm_pass());
   r.rewrites["fold_pad_into_conv"] = run_pass(g, *make_fold_pad_into_conv_pass());
   r.rewrites["remove_dead_nodes"] = remove_dead_nodes(g);

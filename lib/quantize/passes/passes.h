@@ -27,7 +27,8 @@ std::unique_ptr<NodePass> make_fold_pad_into_conv_pass();
 std::unique_ptr<NodePass> make_div_to_mul_pass();
 // A constant bias Add after a Conv / ConvTranspose and a scalar Mul / Add before a Conv fold into its weights and
 // bias where exact, and chained scalar Muls merge, until none is left; returns the number of rewrites (fold_affine.cc).
-int fold_affine(Graph& g);
+// With scale_after_conv, a constant Mul after a Conv / ConvTranspose (per channel or one value) folds too.
+int fold_affine(Graph& g, bool scale_after_conv = false);
 // Target ONNX Runtime CPU: a 2x nearest Resize (asymmetric, floor) gets an identity Reshape after it, so ORT keeps
 // it in NCHW, where it has a fast kernel for it, instead of moving it into the NHWC integer region
 // (pin_resize_layout.cc). Run by quantize_model, not prepare_model: other runtimes do not need it.
@@ -43,6 +44,10 @@ int fold_constants(Graph& g);
 // An op whose change qtool cannot convert is an UnsupportedError naming the node.
 void upgrade_opset(Graph& g, int64_t target);
 
+struct PrepareOptions {
+  bool fold_scale_after_conv = false;  // fold_affine's scale_after_conv (QConfig weight_algorithms)
+};
+
 struct PrepareReport {
   std::map<std::string, int> rewrites;  // pass name -> count
   int64_t opset_before = 0, opset_after = 0;
@@ -50,6 +55,6 @@ struct PrepareReport {
 // All passes in order: drop initializer inputs, lift constants, fold constants, fold BatchNormalization, upgrade opset,
 // Relu/Clip clean-ups, Div -> Mul, affine folds (then BatchNormalization again), Pad folding,
 // dead nodes.
-PrepareReport prepare_model(onnx::ModelProto& model, int64_t min_opset);
+PrepareReport prepare_model(onnx::ModelProto& model, int64_t min_opset, const PrepareOptions& options = {});
 
 }  // namespace qtool::quantize
