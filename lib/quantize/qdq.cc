@@ -363,6 +363,21 @@ class QdqBuilder {
     return p;
   }
 
+  // A node of a model that already holds Q/DQ (quantization-aware training exports, a quantized model given
+  // again): it is left as it is.
+  bool in_qdq_form(const onnx::NodeProto& node) const {
+    auto is = [&](int n, const char* op) {
+      return n >= 0 && g_.node(n).op_type() == op && (g_.node(n).domain().empty() || g_.node(n).domain() == "ai.onnx");
+    };
+    for (const auto& in : node.input())
+      if (!in.empty() && is(g_.producer(in), "DequantizeLinear")) return true;
+    for (const auto& out : node.output())
+      if (!out.empty())
+        for (int c : g_.consumers(out))
+          if (is(c, "QuantizeLinear")) return true;
+    return false;
+  }
+
   void plan_node(int i) {
     const onnx::NodeProto& node = g_.node(i);
     NodeExplain& e = report_.nodes[i];
@@ -371,6 +386,9 @@ class QdqBuilder {
     e.rules = nq_[i].applied;
     const NodeQuant& q = nq_[i];
     if (!q.quantized) return keep_float(i, "rule keeps it float");
+    if (in_qdq_form(node))
+      return keep_float(i, "already in Q/DQ form (reads a DequantizeLinear output or feeds a QuantizeLinear): "
+                           "quantizing it again would round twice");
     const OpRole role = op_role(node, &g_);
     if (!q.activation) {  // weight-only quantization (e.g. int4 / fp8 weights): no activation Q/DQ
       if (role.weight_input < 0 || role.weight_input >= node.input_size() || !quantize_weight(i, role.weight_input, q))

@@ -570,6 +570,43 @@ TEST_CASE("qdq: Conv -> Relu -> Reshape gets Q/DQ after the Relu, int32 bias, sh
   CHECK(max_diff(before, run1(m, x)) < 0.02);
 }
 
+TEST_CASE("qdq: nodes already in Q/DQ form stay as they are; the float rest is quantized") {
+  // x -> Q -> DQ -> Conv(w) -> c -> Q -> DQ -> Relu -> r -> Conv(w2) -> y: the first Conv reads a DQ output and feeds a
+  // Q (a quantization-aware export); quantizing it again would round its input and output twice.
+  Builder b(13);
+  b.input("x", {1, 2, 6, 6});
+  b.init("s", Tensor::scalar<float>(1.0f / 64));
+  b.init("z", Tensor::scalar<uint8_t>(128));
+  b.init("w", random_tensor({3, 2, 3, 3}, 31));
+  b.init("w2", random_tensor({2, 3, 1, 1}, 32));
+  b.node("QuantizeLinear", {"x", "s", "z"}, {"xq"}, "qx");
+  b.node("DequantizeLinear", {"xq", "s", "z"}, {"xd"}, "dqx");
+  b.node("Conv", {"xd", "w"}, {"c"}, "conv");
+  b.node("QuantizeLinear", {"c", "s", "z"}, {"cq"}, "qc");
+  b.node("DequantizeLinear", {"cq", "s", "z"}, {"cd"}, "dqc");
+  b.node("Relu", {"cd"}, {"r"}, "relu");
+  b.node("Conv", {"r", "w2"}, {"y"}, "conv2");
+  b.output("y");
+  calib::CalibrationTable ranges;
+  for (const auto& [name, lo, hi] : std::vector<std::tuple<std::string, float, float>>{
+           {"x", -1, 1}, {"xd", -1, 1}, {"c", -2, 2}, {"cd", -2, 2}, {"r", 0, 2}}) {
+    calib::TensorCalibration tc;
+    tc.minmax = calib::Range{lo, hi};
+    tc.ranges[calib::RangeMethod::Percentile] = *tc.minmax;
+    ranges.tensors[name] = tc;
+  }
+  onnx::ModelProto m = b.m;
+  const QdqReport rep = insert_qdq(m, QConfig::builtin_default(), ranges);
+  const Graph g(m);
+  CHECK(g.initializer("xd_scale") == nullptr);  // no second Q/DQ on the DQ output
+  CHECK(g.initializer("c_scale") == nullptr);   // nor on the Conv output an existing Q reads
+  CHECK(g.initializer("w_quantized") == nullptr);
+  CHECK(g.initializer("w2_quantized") != nullptr);  // the float Conv after the Relu: quantized as usual
+  CHECK(rep.quantized_ops.at("Conv") == 1);
+  const Tensor x = random_tensor({1, 2, 6, 6}, 33);
+  CHECK(max_diff(run1(b.m, x), run1(m, x)) < 0.05);
+}
+
 TEST_CASE("qdq: kernel-sum rounding keeps each kernel's rounding error within half a step") {
   const Tensor w = random_tensor({4, 3, 3, 3}, 31);
   TensorSettings s;
@@ -788,7 +825,8 @@ calib::CalibrationTable observed_ranges(const onnx::ModelProto& model, const std
 }
 
 // sum((f - q)^2) / sum(f^2) of output y over the samples: the guard's figure, computed by hand.
-double noise_ratio(const onnx::ModelProto& float_model, const onnx::ModelProto& quant, const std::vector<Sample>& samples) {
+double noise_ratio(const onnx::ModelProto& float_model, const onnx::ModelProto& quant,
+                   const std::vector<Sample>& samples) {
   double sig = 0, noise = 0;
   for (const auto& smp : samples) {
     const Tensor f = run1(float_model, smp.at("x")), q = run1(quant, smp.at("x"));
@@ -1070,8 +1108,7 @@ namespace {
 Tensor spread_channels(Tensor t, int phase) {
   const int64_t inner = t.numel() / t.dim(0);
   for (int64_t c = 0; c < t.dim(0); ++c)
-    for (int64_t k = 0; k < inner; ++k)
-      t.data<float>()[c * inner + k] *= std::pow(10.0f, float((c + phase) % 4) - 2);
+    for (int64_t k = 0; k < inner; ++k) t.data<float>()[c * inner + k] *= std::pow(10.0f, float((c + phase) % 4) - 2);
   return t;
 }
 
@@ -1187,7 +1224,7 @@ TEST_CASE("weights: clamp equalization turns a per-channel Relu -> Min bound int
   const Tensor mid = run1(tap, x, "m1");
   std::vector<float> top(4, 0.0f);
   for (int64_t i = 0; i < mid.numel(); ++i) top[(i / 25) % 4] = std::max(top[(i / 25) % 4], mid.data<float>()[i]);
-  CHECK(top[2] == 0.0f);  // the channel clamped at 0 stays 0
+  CHECK(top[2] == 0.0f);                   // the channel clamped at 0 stays 0
   CHECK(std::max(top[0], top[3]) > 1.5f);  // both small-bound channels use more than their old bound of the grid
 }
 
