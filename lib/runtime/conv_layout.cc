@@ -36,8 +36,7 @@ int keep_conv_layout_blocked(Graph& g, const std::set<std::string>& keep) {
   for (size_t k = 0; k < g.nodes.size(); ++k) {  // topological: an Add's operands are settled before it
     const GraphNode& n = g.nodes[k];
     int64_t c = dnnl_conv_channels(n);
-    if (is_add(n) && channels[n.inputs[0]] == channels[n.inputs[1]])
-      c = channels[n.inputs[0]];
+    if (is_add(n) && channels[n.inputs[0]] == channels[n.inputs[1]]) c = channels[n.inputs[0]];
     const int t = n.outputs.empty() ? -1 : n.outputs[0];
     if (c > 0 && c % kChannelBlock == 0 && u.hidden_ok(t) && !u.consumers[t].empty()) {
       channels[t] = c;
@@ -57,8 +56,8 @@ int keep_conv_layout_blocked(Graph& g, const std::set<std::string>& keep) {
       bool ok = dnnl_conv_channels(g.nodes[producer[t]]) > 0 || blocked_add(g.nodes[producer[t]]);
       for (size_t k : u.consumers[t]) {
         const GraphNode& r = g.nodes[k];
-        const bool conv_x = dnnl_conv_channels(r) > 0 && r.inputs[0] == static_cast<int>(t) && r.inputs[1] != r.inputs[0] &&
-                            (r.inputs.size() < 3 || r.inputs[2] != r.inputs[0]);
+        const bool conv_x = dnnl_conv_channels(r) > 0 && r.inputs[0] == static_cast<int>(t) &&
+                            r.inputs[1] != r.inputs[0] && (r.inputs.size() < 3 || r.inputs[2] != r.inputs[0]);
         ok = ok && (conv_x || blocked_add(r));
       }
       if (!ok) {

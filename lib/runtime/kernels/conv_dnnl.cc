@@ -60,9 +60,9 @@ class DnnlConvImpl final : public DnnlConv {
     if (g.in.size() != 2 || (b != nullptr) != has_bias_) return false;
     if ((layouts.src_blocked && C % kChannelBlock != 0) || (layouts.dst_blocked && W_.dim(0) % kChannelBlock != 0))
       return false;
-    const Key key{N,         C,         g.in[0],   g.in[1],   g.strides[0],        g.strides[1],       g.dilations[0],
-                  g.dilations[1], g.pads[0], g.pads[1], g.pads[2], g.pads[3], threads, layouts.src_blocked,
-                  layouts.dst_blocked};
+    const Key key =
+        std::make_tuple(N, C, g.in[0], g.in[1], g.strides[0], g.strides[1], g.dilations[0], g.dilations[1], g.pads[0],
+                        g.pads[1], g.pads[2], g.pads[3], threads, layouts.src_blocked, layouts.dst_blocked);
     OmpThreads scope(threads);
     std::shared_ptr<const Plan> plan;  // held for this call: another thread may evict it meanwhile
     {
