@@ -70,7 +70,8 @@ int keep_conv_layout_blocked(Graph& g, const std::set<std::string>& keep) {
   for (size_t t = 0; t < channels.size(); ++t) {
     if (channels[t] == 0) continue;
     ++blocked;
-    const std::string name = g.value_names[t] + "/nChw8c";
+    std::string name = g.value_names[t] + "/nChw8c";
+    for (int k = 1; g.value_ids.count(name); ++k) name = g.value_names[t] + "/nChw8c_" + std::to_string(k);
     g.value_ids.erase(g.value_names[t]);
     g.value_ids.emplace(name, static_cast<int>(t));
     g.value_names[t] = name;
