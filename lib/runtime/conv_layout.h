@@ -1,8 +1,8 @@
 // Graph preparation pass: keeps the activations between Convs in oneDNN's channel-blocked layout.
 //
 // A Conv on oneDNN computes in the layout nChw8c (kernels/blocked_layout.h). With NCHW tensors every such Conv
-// reorders its input into that layout and its output back, and mobilenetv2 then spends about a third of its
-// Conv time in the two copies (docs/benchmarks.md, 2026-11-25); ONNX Runtime keeps activations blocked between
+// reorders its input into that layout and its output back, and mobilenetv2 then spends 28 % of its Conv time in
+// the two copies (docs/interpreter.md, "Blocked activations between oneDNN Convs"); ONNX Runtime keeps them blocked
 // its Convs instead (its NCHWc transformer). This pass does the same: a tensor t is stored blocked when
 //   - its producer is a Conv that runs on oneDNN (2-D, constant float weights, a build with oneDNN, a CPU
 //     session) with a multiple of 8 output channels, or an Add of two blocked tensors of one channel count;
