@@ -3,7 +3,7 @@
 // A Conv on oneDNN computes in the layout nChw8c (kernels/blocked_layout.h). With NCHW tensors every such Conv
 // reorders its input into that layout and its output back, and mobilenetv2 then spends 28 % of its Conv time in
 // the two copies (docs/interpreter.md, "Blocked activations between oneDNN Convs"); ONNX Runtime keeps them blocked
-// its Convs instead (its NCHWc transformer). This pass does the same: a tensor t is stored blocked when
+// between its Convs (its NCHWc transformer). This pass does the same: a tensor t is stored blocked when
 //   - its producer is a Conv that runs on oneDNN (2-D, constant float weights, a build with oneDNN, a CPU
 //     session) with a multiple of 8 output channels, or an Add of two blocked tensors of one channel count;
 //   - every reader is such a Conv reading t as its input X, or such an Add (an elementwise op over two tensors
