@@ -8,6 +8,7 @@
 
 #include "onnx/float16_promotion.h"
 #include "onnx/tensor_proto.h"
+#include "runtime/conv_layout.h"
 #include "runtime/fuse.h"
 #include "runtime/fuse_conv.h"
 #include "runtime/fuse_gelu.h"
@@ -341,6 +342,8 @@ std::shared_ptr<Graph> Builder::build(const onnx::GraphProto& gp, const Scope* p
     fuse_activations(*g, options_.keep);  // an activation after a fused bias folds in too
     // The GPU Conv has no per-channel epilogue either.
     if (options_.device == device::DeviceKind::Cpu) fuse_conv_epilogue(*g, options_.keep);
+    // Last: it decides on the final nodes which tensors between oneDNN Convs stay in its blocked layout.
+    if (options_.device == device::DeviceKind::Cpu) keep_conv_layout_blocked(*g, options_.keep);
   }
 
   g->use_counts.assign(g->value_names.size(), 0);

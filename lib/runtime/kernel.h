@@ -87,6 +87,10 @@ struct NodeInfo {
   // MatMul only, set by graph preparation (runtime/fuse_matmul_epilogue.h): Y = matmul_alpha · A·B (+ input 2, a
   // constant bias [N], + input 3, a tensor broadcast to Y, when fusion gave the node those inputs).
   float matmul_alpha = 1.f;
+  // Conv only, CPU sessions in builds with oneDNN, set by graph preparation (runtime/conv_layout.h): input 0 arrives,
+  // output 0 leaves, in the channel-blocked layout [N, C/8, H, W, 8] of kernels/blocked_layout.h instead of NCHW.
+  bool blocked_input = false;
+  bool blocked_output = false;
 
   // "Conv 'conv1'" for messages.
   std::string label() const { return op_type + " '" + name + "'"; }

@@ -19,6 +19,8 @@ std::vector<Tensor> run_kernel(const KernelCall& call) {
   node.opset = call.opset;
   node.attrs = call.attrs;
   node.activation = call.activation;
+  node.blocked_input = call.blocked_input;
+  node.blocked_output = call.blocked_output;
   for (size_t i = 0; i < call.inputs.size(); ++i) {
     const bool present = !call.inputs[i].empty();
     node.inputs.push_back(present ? "in" + std::to_string(i) : "");

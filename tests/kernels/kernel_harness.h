@@ -25,7 +25,8 @@ struct KernelCall {
   std::vector<bool> constant;  // inputs marked constant are given to the factory (const_inputs)
   size_t num_outputs = 1;
   int threads = 1;
-  runtime::FusedActivation activation;                 // as graph preparation's fusion sets it
+  runtime::FusedActivation activation;                  // as graph preparation's fusion sets it
+  bool blocked_input = false, blocked_output = false;   // Conv: as runtime/conv_layout.h sets them
   device::DeviceKind device = device::DeviceKind::Cpu;  // Cuda: the GPU row when there is one (find_kernel)
 };
 

@@ -20,6 +20,7 @@
 
 #include "core/checked.h"
 #include "runtime/kernels/blas.h"
+#include "runtime/kernels/blocked_layout.h"
 #include "runtime/kernels/compute_common.h"
 #include "runtime/kernels/conv_dnnl.h"
 #include "runtime/kernels/im2col.h"
@@ -239,9 +240,25 @@ class ConvKernel final : public Kernel {
   }
 
   void run(KernelContext& ctx) override {
-    const auto [X, W, B, nd] = conv_operands(ctx);
+    if (!node_.blocked_input && !node_.blocked_output) return run_plain(ctx);
+    if (run_blocked(ctx)) return;
+    // oneDNN has no primitive for this shape: the own kernel on NCHW, converting around it.
+    std::vector<const Tensor*> ins(ctx.inputs.begin(), ctx.inputs.end());
+    Tensor plain;
+    if (node_.blocked_input) {
+      plain = from_blocked(ctx.input(0), ctx.threads);
+      ins[0] = &plain;
+    }
+    KernelContext plain_ctx{ctx.node, ins, ctx.outputs, ctx.threads, ctx.subgraphs};
+    run_plain(plain_ctx);
+    if (node_.blocked_output) ctx.outputs[0] = to_blocked(ctx.outputs[0], ctx.threads);
+  }
+
+ private:
+  // X's dims xs (logical NCHW...) checked against W and B; the geometry of this Conv on them.
+  ConvGeom geometry(const Shape& xs, const Tensor& W, const Tensor* B, size_t nd) const {
     const Window win = parsed_ ? win_ : Window::parse(node_, nd, {W.shape().begin() + 2, W.shape().end()});
-    const int64_t N = X.dim(0), C = X.dim(1), M = W.dim(0);
+    const int64_t C = xs[1], M = W.dim(0);
     if (C != checked_mul(W.dim(1), group_, "W channels * group") || M % group_ != 0)
       throw BadInputError(node_.label() + ": X has " + std::to_string(C) + " channels but W " + shape_str(W.shape()) +
                           " with group " + std::to_string(group_) + " expects " + std::to_string(W.dim(1) * group_));
@@ -249,12 +266,50 @@ class ConvKernel final : public Kernel {
       throw BadInputError(node_.label() + ": bias B has " + std::to_string(B->numel()) + " values, expected " +
                           std::to_string(M));
     ConvGeom g;
-    g.in.assign(X.shape().begin() + 2, X.shape().end());
+    g.in.assign(xs.begin() + 2, xs.end());
     g.out = win.output_dims(node_, g.in, g.pads);
     g.kernel = win.kernel;
     g.strides = win.strides;
     g.dilations = win.dilations;
     g.channels = C / group_;
+    return g;
+  }
+
+  // Threads for the oneDNN Conv: a second one only when the convolution holds enough work for its regions (the
+  // convolution, and a reorder for each side that is not blocked). Dot products of fewer than 64 terms (depthwise)
+  // run at elementwise speed, longer ones at GEMM speed.
+  static int dnnl_threads(const ConvGeom& g, int64_t N, int64_t M, ConvLayouts layouts, int threads) {
+    const int regions = 1 + !layouts.src_blocked + !layouts.dst_blocked;
+    const int64_t kv = g.kernel_volume(), macs = N * M * g.out_volume() * g.channels * kv;
+    return g.channels * kv < 64 ? threads_for(macs, threads, regions) : threads_for_macs(macs, threads, regions);
+  }
+
+  // The Conv with a blocked input or output on oneDNN; false when oneDNN has no primitive for it.
+  bool run_blocked(KernelContext& ctx) {
+    if (!dnnl_) return false;
+    const Tensor& X = float_input(ctx, 0);
+    const Tensor& W = float_input(ctx, 1);
+    const Tensor* B = ctx.has_input(2) ? &float_input(ctx, 2) : nullptr;
+    const Shape xs = node_.blocked_input ? logical_nchw(X, node_.label() + " input X") : X.shape();
+    if (xs.size() != 4 || W.rank() != 4) return false;
+    const ConvGeom g = geometry(xs, W, B, 2);
+    const int64_t N = xs[0], M = W.dim(0);
+    const ConvLayouts layouts{node_.blocked_input, node_.blocked_output};
+    if (layouts.dst_blocked && M % kChannelBlock != 0) return false;
+    Tensor Y(DType::Float32, layouts.dst_blocked ? Shape{N, M / kChannelBlock, g.out[0], g.out[1], kChannelBlock}
+                                                 : Shape{N, M, g.out[0], g.out[1]});
+    if (Y.numel() == 0) return false;
+    if (!dnnl_->run(g, N, xs[1], X.data<float>(), B ? B->data<float>() : nullptr, Y.data<float>(),
+                    dnnl_threads(g, N, M, layouts, ctx.threads), layouts))
+      return false;
+    ctx.outputs[0] = Y;
+    return true;
+  }
+
+  void run_plain(KernelContext& ctx) {
+    const auto [X, W, B, nd] = conv_operands(ctx);
+    ConvGeom g = geometry(X.shape(), W, B, nd);
+    const int64_t N = X.dim(0), C = X.dim(1), M = W.dim(0);
     Shape yshape{N, M};
     yshape.insert(yshape.end(), g.out.begin(), g.out.end());
     Tensor Y(DType::Float32, yshape);
@@ -275,13 +330,8 @@ class ConvKernel final : public Kernel {
     const int64_t iv = g.in_volume(), ov = g.out_volume(), kv = g.kernel_volume();
     const int64_t Mg = M / group_;
     const FusedActivation& act = node_.activation;
-    // oneDNN runs up to three regions (reorder in, convolution, reorder out): a second thread only when the
-    // convolution holds enough work for three wake-ups. Dot products of fewer than 64 terms (depthwise)
-    // run at elementwise speed, longer ones at GEMM speed.
-    const int64_t macs = N * M * ov * g.channels * kv;
-    const int dnnl_threads = g.channels * kv < 64 ? threads_for(macs, ctx.threads, 3)
-                                                   : threads_for_macs(macs, ctx.threads, 3);
-    if (dnnl_ && g.in.size() == 2 && nd == 2 && dnnl_->run(g, N, C, x, b, y, dnnl_threads)) return;
+    if (dnnl_ && g.in.size() == 2 && nd == 2 && dnnl_->run(g, N, C, x, b, y, dnnl_threads(g, N, M, {}, ctx.threads)))
+      return;
 
     if (group_ == C && g.channels == 1 && g.in.size() == 2 && Mg == 1 && g.out[1] <= kChannelBlockedMaxWidth) {
       const int64_t blocks = (C + 7) / 8;  // depthwise, small planes: 8 channels per vector
@@ -341,7 +391,6 @@ class ConvKernel final : public Kernel {
       }
   }
 
- private:
   NodeInfo node_;
   int64_t group_ = 1;
   std::unique_ptr<DnnlConv> dnnl_;  // set in builds with oneDNN for 2-D constant float weights

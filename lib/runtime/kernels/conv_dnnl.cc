@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "runtime/kernels/blas.h"
+#include "runtime/kernels/blocked_layout.h"
 #include "runtime/kernels/compute_common.h"
 #endif
 
@@ -54,11 +55,14 @@ class DnnlConvImpl final : public DnnlConv {
   DnnlConvImpl(const Tensor& W, int64_t group, bool has_bias, const FusedActivation& act)
       : W_(W), group_(group), has_bias_(has_bias), act_(act) {}
 
-  bool run(const ConvGeom& g, int64_t N, int64_t C, const float* x, const float* b, float* y, int threads) override {
+  bool run(const ConvGeom& g, int64_t N, int64_t C, const float* x, const float* b, float* y, int threads,
+           ConvLayouts layouts) override {
     if (g.in.size() != 2 || (b != nullptr) != has_bias_) return false;
-    const Key key{
-        N,         C,         g.in[0],   g.in[1],   g.strides[0], g.strides[1], g.dilations[0], g.dilations[1],
-        g.pads[0], g.pads[1], g.pads[2], g.pads[3], threads};
+    if ((layouts.src_blocked && C % kChannelBlock != 0) || (layouts.dst_blocked && W_.dim(0) % kChannelBlock != 0))
+      return false;
+    const Key key =
+        std::make_tuple(N, C, g.in[0], g.in[1], g.strides[0], g.strides[1], g.dilations[0], g.dilations[1], g.pads[0],
+                        g.pads[1], g.pads[2], g.pads[3], threads, layouts.src_blocked, layouts.dst_blocked);
     OmpThreads scope(threads);
     std::shared_ptr<const Plan> plan;  // held for this call: another thread may evict it meanwhile
     {
@@ -71,7 +75,7 @@ class DnnlConvImpl final : public DnnlConv {
           plans_.erase(order_.front());
           order_.pop_front();
         }
-        it = plans_.emplace(key, build(g, N, C)).first;
+        it = plans_.emplace(key, build(g, N, C, layouts)).first;
         order_.push_back(key);
       }
       plan = it->second;
@@ -113,8 +117,15 @@ class DnnlConvImpl final : public DnnlConv {
       FusedActivation rest = act_;
       if (plan->act_in_primitive) rest.kind = FusedActivation::Kind::None;
       const int64_t M = W_.dim(0), plane = g.out[0] * g.out[1];
-      parallel_for(N * M, threads_for(N * M * plane, threads),
-                   [&](int64_t nm) { apply_conv_epilogue(rest, y + nm * plane, plane, nm % M); });
+      if (layouts.dst_blocked) {  // per block of 8 interleaved channels
+        const int64_t blocks = M / kChannelBlock;
+        parallel_for(N * blocks, threads_for(N * M * plane, threads), [&](int64_t nb) {
+          apply_conv_epilogue_blocked(rest, y + nb * kChannelBlock * plane, plane, nb % blocks * kChannelBlock);
+        });
+      } else {
+        parallel_for(N * M, threads_for(N * M * plane, threads),
+                     [&](int64_t nm) { apply_conv_epilogue(rest, y + nm * plane, plane, nm % M); });
+      }
     } else if (!plan->act_in_primitive) {
       constexpr int64_t kChunk = 1 << 14;
       const int64_t n = dst_n, chunks = (n + kChunk - 1) / kChunk;
@@ -126,7 +137,7 @@ class DnnlConvImpl final : public DnnlConv {
 
  private:
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                         int64_t, int64_t, int>;
+                         int64_t, int64_t, int, bool, bool>;
   struct Plan {
     dnnl::convolution_forward::primitive_desc pd;
     dnnl::convolution_forward conv;
@@ -136,13 +147,14 @@ class DnnlConvImpl final : public DnnlConv {
     bool act_in_primitive = false;
   };
 
-  std::shared_ptr<const Plan> build(const ConvGeom& g, int64_t N, int64_t C) {
+  std::shared_ptr<const Plan> build(const ConvGeom& g, int64_t N, int64_t C, ConvLayouts layouts) {
     const int64_t M = W_.dim(0), KH = W_.dim(2), KW = W_.dim(3);
     const memory::dims src_dims{N, C, g.in[0], g.in[1]}, dst_dims{N, M, g.out[0], g.out[1]};
     const memory::dims w_dims =
         group_ == 1 ? memory::dims{M, C, KH, KW} : memory::dims{group_, M / group_, C / group_, KH, KW};
-    const memory::desc user_src(src_dims, memory::data_type::f32, Tag::nchw);
-    const memory::desc user_dst(dst_dims, memory::data_type::f32, Tag::nchw);
+    // nChw8c is blocked_layout.h's layout [N, C/8, H, W, 8].
+    const memory::desc user_src(src_dims, memory::data_type::f32, layouts.src_blocked ? Tag::nChw8c : Tag::nchw);
+    const memory::desc user_dst(dst_dims, memory::data_type::f32, layouts.dst_blocked ? Tag::nChw8c : Tag::nchw);
     const memory::desc user_w(w_dims, memory::data_type::f32, group_ == 1 ? Tag::oihw : Tag::goihw);
     const memory::desc bias({M}, memory::data_type::f32, Tag::x);
     const memory::desc any_src(src_dims, memory::data_type::f32, Tag::any);
@@ -209,11 +221,14 @@ class DnnlConvImpl final : public DnnlConv {
 
 }  // namespace
 
+bool dnnl_conv_available() { return true; }
+
 std::unique_ptr<DnnlConv> make_dnnl_conv(const Tensor& W, int64_t group, bool has_bias, const FusedActivation& act) {
   if (W.dtype() != DType::Float32 || W.rank() != 4) return nullptr;
   return std::make_unique<DnnlConvImpl>(W, group, has_bias, act);
 }
 #else
+bool dnnl_conv_available() { return false; }
 std::unique_ptr<DnnlConv> make_dnnl_conv(const Tensor&, int64_t, bool, const FusedActivation&) { return nullptr; }
 #endif
 

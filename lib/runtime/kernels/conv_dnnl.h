@@ -24,13 +24,25 @@
 
 namespace qtool::runtime::kernels::compute {
 
+// Where X and Y are stored: plain NCHW, or the channel-blocked layout of blocked_layout.h (nChw8c), which oneDNN's
+// AVX2 convolutions read and write without a reorder (runtime/conv_layout.h decides which tensors stay blocked).
+struct ConvLayouts {
+  bool src_blocked = false;
+  bool dst_blocked = false;
+};
+
 class DnnlConv {
  public:
   virtual ~DnnlConv() = default;
-  // Y (N x M x OH x OW) for X (N x C x IH x IW) and the weights given at creation; g is 2-D with pads
-  // resolved. False when oneDNN has no primitive for this shape (the caller runs its own kernel).
-  virtual bool run(const ConvGeom& g, int64_t N, int64_t C, const float* x, const float* b, float* y, int threads) = 0;
+  // Y (N x M x OH x OW) for X (N x C x IH x IW) and the weights given at creation, each in its layout; g is 2-D
+  // with pads resolved. False when oneDNN has no primitive for this shape, or a blocked layout is asked for a
+  // channel count that is not a multiple of 8 (the caller runs its own kernel).
+  virtual bool run(const ConvGeom& g, int64_t N, int64_t C, const float* x, const float* b, float* y, int threads,
+                   ConvLayouts layouts = {}) = 0;
 };
+
+// True in builds with oneDNN (make_dnnl_conv returns a Conv for 2-D float weights).
+bool dnnl_conv_available();
 
 // A oneDNN Conv for constant float 2-D weights W [M, C/group, KH, KW] (shared with the graph's initializer);
 // nullptr when this build has no oneDNN.

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "runtime/kernels/blas.h"
+#include "runtime/kernels/blocked_layout.h"
 #include "runtime/kernels/compute_common.h"
 #include "runtime/kernels/vector_math.h"
 
@@ -44,6 +45,23 @@ void apply_conv_epilogue(const FusedActivation& act, float* y, int64_t n, int64_
   // The clamp gives Min's and Max's values exactly (a NaN stays NaN); the multiply-add may contract into one fused
   // multiply-add, one rounding fewer than the unfused Mul and Add.
   for (int64_t i = 0; i < n; ++i) y[i] = std::min(std::max(y[i], lo), hi) * s + h;
+}
+
+QTOOL_HOT_LOOP
+void apply_conv_epilogue_blocked(const FusedActivation& act, float* y, int64_t plane, int64_t c0) {
+  constexpr int64_t B = kChannelBlock;
+  apply_activation(act, y, plane * B);
+  if (!act.channels) return;
+  const auto& c = *act.channels;
+  float lo[B], hi[B], s[B], h[B];
+  for (int64_t k = 0; k < B; ++k) {
+    lo[k] = c.lo[c0 + k];
+    hi[k] = c.hi[c0 + k];
+    s[k] = c.scale[c0 + k];
+    h[k] = c.shift[c0 + k];
+  }
+  for (int64_t p = 0; p < plane; ++p, y += B)  // apply_conv_epilogue's operations
+    for (int64_t k = 0; k < B; ++k) y[k] = std::min(std::max(y[k], lo[k]), hi[k]) * s[k] + h[k];
 }
 
 void apply_activation(const FusedActivation& act, Tensor& Y, int threads) {
