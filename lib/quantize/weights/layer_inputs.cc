@@ -1,6 +1,7 @@
 #include "quantize/weights/layer_inputs.h"
 
 #include <onnx/onnx_pb.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <numeric>
@@ -215,6 +216,10 @@ LayerHessianSource::LayerHessianSource(const onnx::ModelProto& model, const std:
   for (size_t i = 0; i < order.size(); ++i) {
     const int64_t k = k_of.count(order[i]) ? k_of[order[i]] : 0;
     const int64_t h = 8 * k * k;
+    if (h > budget_bytes)  // held alone: the budget cannot split one layer's Hessian
+      spdlog::warn("GPTQ: the Hessian of '{}' ({} x {}) needs {} MiB, more than the {} MiB budget (--gptq-memory); "
+                   "it is held alone, so this layer takes that much",
+                   order[i], k, k, (h + (1 << 20) - 1) >> 20, budget_bytes >> 20);
     if (i > 0 && bytes + h > budget_bytes && pos(order[i]) != pos(order[i - 1]))
       ends.push_back(pos(order[i - 1]) + 1), bytes = 0;
     s.group_of[order[i]] = static_cast<int>(ends.size());
