@@ -19,18 +19,19 @@ void erf_approx(const float* x, float* y, int64_t n) {
 QTOOL_HOT_LOOP
 float max_of(const float* x, int64_t n) {
   constexpr float kLow = -std::numeric_limits<float>::infinity();
-  float m[8] = {kLow, kLow, kLow, kLow, kLow, kLow, kLow, kLow};
+  float m[32];
+  for (float& v : m) v = kLow;
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int k = 0; k < 8; ++k) m[k] = x[i + k] > m[k] ? x[i + k] : m[k];
+  for (; i + 32 <= n; i += 32)
+    for (int k = 0; k < 32; ++k) m[k] = x[i + k] > m[k] ? x[i + k] : m[k];
   for (; i < n; ++i) m[0] = x[i] > m[0] ? x[i] : m[0];
-  for (int k = 1; k < 8; ++k) m[0] = m[k] > m[0] ? m[k] : m[0];
+  for (int k = 1; k < 32; ++k) m[0] = m[k] > m[0] ? m[k] : m[0];
   return m[0];
 }
 
 QTOOL_HOT_LOOP
 static void exp_shifted(const float* x, float shift, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = exp_approx(x[i] - shift);
+  for (int64_t i = 0; i < n; ++i) y[i] = exp_nonpositive(x[i] - shift);
 }
 
 float exp_shifted_sum(const float* x, float shift, float* y, int64_t n) {
