@@ -24,6 +24,8 @@ float max_of(const float* x, int64_t n) {
   int64_t i = 0;
   for (; i + 32 <= n; i += 32)
     for (int k = 0; k < 32; ++k) m[k] = x[i + k] > m[k] ? x[i + k] : m[k];
+  for (; i + 8 <= n; i += 8)  // short rows (digits-vit's 17) still take whole vectors
+    for (int k = 0; k < 8; ++k) m[k] = x[i + k] > m[k] ? x[i + k] : m[k];
   for (; i < n; ++i) m[0] = x[i] > m[0] ? x[i] : m[0];
   for (int k = 1; k < 32; ++k) m[0] = m[k] > m[0] ? m[k] : m[0];
   return m[0];
