@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -40,6 +41,9 @@ class Helpers {
   bool run(int64_t chunks, int threads, void (*body)(void*, int64_t), void* ctx) {
     std::unique_lock lock(busy_, std::try_to_lock);
     if (!lock.owns_lock()) return false;
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point start = Clock::now();
+    if (start < backoff_until_) return false;
     ensure(threads - 1);
     const uint32_t n = static_cast<uint32_t>(chunks);
     body_.store(body, std::memory_order_relaxed);
@@ -53,27 +57,41 @@ class Helpers {
     epoch_.notify_all();
 
     tl_in_loop = true;
-    uint32_t c;
+    uint32_t c, own = 0;
     while (claim(e, n, c)) {
       body(ctx, c);
       done_.fetch_add(1, std::memory_order_acq_rel);
+      ++own;
     }
     tl_in_loop = false;
     // Only chunks a helper has claimed are left: spin about 20 us for them, then sleep.
+    const Clock::time_point own_end = Clock::now();
+    bool slept = false;
     for (int spin = 0;; ++spin) {
       const uint32_t d = done_.load(std::memory_order_acquire);
       if (d == n) break;
-      if (spin < 512)
+      if (spin < 512) {
         cpu_relax();
-      else
+      } else {
+        slept = true;
         done_.wait(d, std::memory_order_acquire);
+      }
     }
     state_.store(uint64_t{e} << 32 | kClosed, std::memory_order_release);
+    // A helper preempted while it held a chunk (another process took its core) made the caller wait for a
+    // scheduler slice, far longer than a chunk takes (the caller's own chunks are the yardstick). The cores are
+    // contended, so loops run on the calling thread alone for the next kBackoff.
+    if (slept) {
+      const auto waited = Clock::now() - own_end;
+      const auto per_chunk = own ? (own_end - start) / own : Clock::duration::zero();
+      if (waited > 4 * per_chunk + std::chrono::microseconds(100)) backoff_until_ = Clock::now() + kBackoff;
+    }
     return true;
   }
 
  private:
   static constexpr uint32_t kClosed = 0xffffffffu;
+  static constexpr std::chrono::milliseconds kBackoff{50};
 
   Helpers() = default;
 
@@ -120,6 +138,7 @@ class Helpers {
   }
 
   std::mutex busy_;
+  std::chrono::steady_clock::time_point backoff_until_{};  // guarded by busy_
   std::vector<std::thread> threads_;
   std::atomic<uint32_t> epoch_{0};
   std::atomic<uint64_t> state_{kClosed};

@@ -12,6 +12,12 @@
 // threads ran slower than at 1 (docs/benchmarks.md, 2026-11-24). The regions that remain OpenMP (OpenBLAS blocks,
 // Conv tiles, oneDNN) are large ones.
 //
+// One case still costs: a helper preempted while it holds a chunk (another process took its core) makes the caller
+// wait for a scheduler slice. When the caller's wait for the last chunks is far longer than its own chunks took,
+// the cores are taken to be contended and loops run on the calling thread alone for the next 50 ms (then helpers
+// are tried again). digits-vit at 2 threads on the loaded machine (load 5.5, 8 alternating rounds of 20 forwards,
+// 2026-11-25): 15.09 ms median without this, 14.19 with it, 15.05 at 1 thread.
+//
 // Results never depend on which thread runs a chunk (callers' chunks are independent: elementwise loops, rows of
 // a GEMM), so they stay bitwise the same at every thread count. A loop started inside another loop's chunk, inside
 // an OpenMP region, or while another thread is using the helpers (calibration runs samples side by side) runs on
