@@ -1,5 +1,8 @@
-// When a kernel's loop is worth an OpenMP parallel region: the one minimum-work rule every compute
-// kernel asks (threads_for, threads_for_macs; parallel_range's grain and parallel_for's callers use it).
+// When a kernel's loop is worth more than one thread: the one minimum-work rule every compute kernel asks
+// (threads_for, threads_for_macs; parallel_range's grain and parallel_for's callers use it). Since 2026-11-25
+// parallel_for and parallel_range share chunks with helper threads (work_sharing.h) instead of opening OpenMP
+// regions, and the caller no longer waits for a helper's wake-up; the constants below were sized for OpenMP's
+// wake-up and were not lowered (no quiet machine to measure on), so they are conservative for those loops.
 //
 // A region is not free. qtool runs libgomp with OMP_WAIT_POLICY=PASSIVE (core/omp_wait.h): idle workers
 // sleep, so every region pays a futex wake-up and the wait for the woken thread to be scheduled. Measured

@@ -2,9 +2,8 @@
 // claimed one at a time from a shared counter by the calling thread and by helper threads that sleep between
 // loops. The calling thread never waits for a helper that has not started: it wakes the helpers and starts on the
 // first chunk at once, takes every chunk nobody else has claimed, and at the end waits only for chunks a helper is
-// running. So a loop on 2 threads costs at most its 1-thread time plus a wake-up call (~2 us) when the helper is
-// late (its core busy with another process, or asleep for longer than the loop lasts), and about half when it
-// comes in time.
+// running. So a helper that comes late (its core busy with another process, or asleep for longer than the loop
+// lasts) costs the loop only the wake-up call (~2 us), and one that comes in time halves it.
 //
 // Why not an OpenMP region: libgomp's team barrier makes the calling thread wait for every thread of the team to
 // arrive. With OMP_WAIT_POLICY=PASSIVE (core/omp_wait.h) a sleeping worker takes 10-15 us to wake even on an idle
