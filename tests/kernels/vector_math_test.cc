@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "kernel_harness.h"
+#include "runtime/kernels/compute_common.h"
 #include "runtime/kernels/vector_math.h"
 
 using namespace qtool;
@@ -132,6 +133,26 @@ TEST_CASE("the array forms equal the scalar forms bit for bit") {
     REQUIRE(g[i] == 0.5f * x[i] * (1.f + erf_approx(x[i] * 0.70710678118654752440f)));
     REQUIRE(s[i] == exp_approx(x[i] - shift));
     REQUIRE(si[i] == x[i] * (1.f / (1.f + exp_approx(-x[i]))));
+  }
+}
+
+TEST_CASE("softmax_rows equals max_of, exp_shifted_sum and the scale by 1/sum row by row, bit for bit") {
+  for (const int64_t len : {1, 7, 17, 40, 128}) {
+    const int64_t rows = 5;
+    std::vector<float> x(static_cast<size_t>(rows * len)), got(x.size()), want(x.size());
+    for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<float>(i) * 0.37f) * 9.f;
+    for (int64_t r = 1; r < rows; ++r)  // causal-mask style -inf tails
+      for (int64_t j = len - r; j < len; ++j)
+        if (j > 0) x[static_cast<size_t>(r * len + j)] = -std::numeric_limits<float>::infinity();
+    softmax_rows(x.data(), got.data(), rows, len);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x.data() + r * len;
+      float* wr = want.data() + r * len;
+      const float sum = exp_shifted_sum(xr, max_of(xr, len), wr, len);
+      scale_shift(wr, 1.f / sum, 0.f, wr, len);
+    }
+    INFO("len " << len);
+    CHECK(got == want);
   }
 }
 

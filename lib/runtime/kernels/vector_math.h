@@ -121,6 +121,10 @@ float max_of(const float* x, int64_t n);
 // y = exp(x - shift) for shift at least every x (Softmax's row maximum), returning the sum of y in a fixed order
 // (softmax's numerator and denominator).
 float exp_shifted_sum(const float* x, float shift, float* y, int64_t n);
+// Softmax over `rows` contiguous rows of `len` values: the bits of max_of, exp_shifted_sum and a scale by 1/sum per
+// row, in one multiversioned call for all the rows (digits-vit's rows are 17 long: four calls per row cost about as
+// much as the row). y must not alias x.
+void softmax_rows(const float* x, float* y, int64_t rows, int64_t len);
 // y = x/2 · (1 + erf(x/√2)), Gelu's exact form
 void gelu_approx(const float* x, float* y, int64_t n);
 // y = x · 1/(1 + e^-x), SiLU (Sigmoid·x, the activation fusion folds into a MatMul or Conv): the formula of the
