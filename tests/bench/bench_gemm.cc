@@ -40,8 +40,8 @@ int main(int argc, char** argv) {
   c::ensure_blas_single_threaded();
   std::vector<std::string> shapes(argv + 1, argv + argc);
   if (shapes.empty())
-    shapes = {"256x64x64",  "256x172x64",  "256x64x172",   "256x512x64", "1088x256x64", "1088x64x256", "128x128x16",
-              "128x16x128", "12544x32x27", "1024x1024x64", "256x1024x512"};
+    shapes = {"256x64x64",  "256x172x64", "256x64x172",  "256x512x64",   "1088x256x64", "1088x64x256",
+              "128x128x16", "128x16x128", "12544x32x27", "1024x1024x64", "256x1024x512"};
   std::mt19937 gen(1);
   std::uniform_real_distribution<float> dist(-1.f, 1.f);
   std::printf("%-14s %10s %8s %10s %8s %10s %s\n", "MxNxK", "openblas_us", "mac/ns", "direct_us", "mac/ns", "max_diff",
@@ -58,8 +58,8 @@ int main(int argc, char** argv) {
     const int iters = std::max(1, static_cast<int>(2e7 / (double(M) * N * K)));
     const double blas = median_us(
         [&] {
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.f, A.data(), K, B.data(), N, 0.f,
-                      C1.data(), N);
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.f, A.data(), K, B.data(), N, 0.f, C1.data(),
+                      N);
         },
         iters);
     const double direct =

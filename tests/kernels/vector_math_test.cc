@@ -3,7 +3,6 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-
 #include <bit>
 #include <cmath>
 #include <limits>

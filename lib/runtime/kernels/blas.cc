@@ -71,9 +71,10 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float al
   }
   const int64_t len = blocks.split_n ? N : M;
   // Inside a shared loop's chunk (a helper thread is no OpenMP thread, so a region there would start a new team).
-  const int t = inside_parallel_loop() ? 1
-                                       : static_cast<int>(std::clamp<int64_t>(
-                                             threads_for_macs(M * N * std::max<int64_t>(K, 1), threads), 1, blocks.count));
+  const int t = inside_parallel_loop()
+                    ? 1
+                    : static_cast<int>(std::clamp<int64_t>(threads_for_macs(M * N * std::max<int64_t>(K, 1), threads),
+                                                           1, blocks.count));
 #pragma omp parallel for num_threads(t) schedule(static)
   for (int64_t b = 0; b < blocks.count; ++b) {
     const int64_t s = b * blocks.size, e = std::min(len, s + blocks.size);

@@ -54,10 +54,13 @@ void parallel_for(int64_t n, int threads, F&& fn) {
     std::remove_reference_t<F>* fn;
     int64_t n, chunks;
   } loop{&fn, n, std::min<int64_t>(n, int64_t{8} * threads)};
-  share_chunks(loop.chunks, threads, [](void* p, int64_t c) {
-    const Loop& l = *static_cast<const Loop*>(p);
-    for (int64_t i = l.n * c / l.chunks, e = l.n * (c + 1) / l.chunks; i < e; ++i) (*l.fn)(i);
-  }, &loop);
+  share_chunks(
+      loop.chunks, threads,
+      [](void* p, int64_t c) {
+        const Loop& l = *static_cast<const Loop*>(p);
+        for (int64_t i = l.n * c / l.chunks, e = l.n * (c + 1) / l.chunks; i < e; ++i) (*l.fn)(i);
+      },
+      &loop);
 }
 
 }  // namespace qtool::runtime::kernels::compute

@@ -162,11 +162,14 @@ void parallel_range(int64_t n, int threads, F&& f, int64_t grain = kParallelGrai
     std::remove_reference_t<F>* f;
     int64_t n, chunks;
   } loop{&f, n, std::clamp<int64_t>(n / std::max<int64_t>(grain / 8, 1), threads, int64_t{8} * threads)};
-  share_chunks(loop.chunks, threads, [](void* p, int64_t c) {
-    const Loop& l = *static_cast<const Loop*>(p);
-    const int64_t b = l.n * c / l.chunks, e = l.n * (c + 1) / l.chunks;
-    if (b < e) (*l.f)(b, e);
-  }, &loop);
+  share_chunks(
+      loop.chunks, threads,
+      [](void* p, int64_t c) {
+        const Loop& l = *static_cast<const Loop*>(p);
+        const int64_t b = l.n * c / l.chunks, e = l.n * (c + 1) / l.chunks;
+        if (b < e) (*l.f)(b, e);
+      },
+      &loop);
 }
 
 }  // namespace qtool::runtime::kernels

@@ -43,8 +43,8 @@ using v8 = float __attribute__((vector_size(32)));
 // rows are read in place (ldb apart), A's elements broadcast; every element is the multiply-add chain over k = 0..K-1
 // in order, so the tile's shape never changes a result.
 template <int R, int V>
-[[gnu::always_inline]] inline void tile(int64_t K, float alpha, const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-                 int64_t ldc, int last) {
+[[gnu::always_inline]] inline void tile(int64_t K, float alpha, const float* A, int64_t lda, const float* B,
+                                        int64_t ldb, float beta, float* C, int64_t ldc, int last) {
   v8 acc[R][V] = {};
   for (int64_t k = 0; k < K; ++k) {
     v8 b[V];
@@ -73,9 +73,12 @@ template <int V>
 [[gnu::always_inline]] inline void tail_rows(int rows, int64_t K, float alpha, const float* A, int64_t lda,
                                              const float* B, int64_t ldb, float beta, float* C, int64_t ldc, int last) {
   switch (rows) {
-    case 3: return tile<3, V>(K, alpha, A, lda, B, ldb, beta, C, ldc, last);
-    case 2: return tile<2, V>(K, alpha, A, lda, B, ldb, beta, C, ldc, last);
-    default: return tile<1, V>(K, alpha, A, lda, B, ldb, beta, C, ldc, last);
+    case 3:
+      return tile<3, V>(K, alpha, A, lda, B, ldb, beta, C, ldc, last);
+    case 2:
+      return tile<2, V>(K, alpha, A, lda, B, ldb, beta, C, ldc, last);
+    default:
+      return tile<1, V>(K, alpha, A, lda, B, ldb, beta, C, ldc, last);
   }
 }
 

@@ -40,7 +40,8 @@ void softmax_like(KernelContext& ctx) {
   float* y = Y.data<float>();
   const int threads = threads_for(X.numel() * kTranscendentalCost, ctx.threads);
   if (K == SoftKind::Softmax && inner == 1) {  // contiguous rows: one call per chunk of rows
-    parallel_range(outer, threads, [&](int64_t b, int64_t e) { softmax_rows(x + b * len, y + b * len, e - b, len); }, 1);
+    parallel_range(
+        outer, threads, [&](int64_t b, int64_t e) { softmax_rows(x + b * len, y + b * len, e - b, len); }, 1);
     ctx.outputs[0] = std::move(Y);
     return;
   }
