@@ -56,7 +56,7 @@ void parallel_for(int64_t n, int threads, F&& fn) {
   } loop{&fn, n, std::min<int64_t>(n, int64_t{8} * threads)};
   share_chunks(
       loop.chunks, threads,
-      [](void* p, int64_t c) {
+      [](void* p, int64_t c) noexcept {  // a throw ends the program, as it did out of an OpenMP region
         const Loop& l = *static_cast<const Loop*>(p);
         for (int64_t i = l.n * c / l.chunks, e = l.n * (c + 1) / l.chunks; i < e; ++i) (*l.fn)(i);
       },

@@ -164,7 +164,7 @@ void parallel_range(int64_t n, int threads, F&& f, int64_t grain = kParallelGrai
   } loop{&f, n, std::clamp<int64_t>(n / std::max<int64_t>(grain / 8, 1), threads, int64_t{8} * threads)};
   share_chunks(
       loop.chunks, threads,
-      [](void* p, int64_t c) {
+      [](void* p, int64_t c) noexcept {  // a throw ends the program, as it did out of an OpenMP region
         const Loop& l = *static_cast<const Loop*>(p);
         const int64_t b = l.n * c / l.chunks, e = l.n * (c + 1) / l.chunks;
         if (b < e) (*l.f)(b, e);
