@@ -4,10 +4,14 @@
 
 #include <omp.h>
 
+#include <atomic>
+#include <chrono>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "kernel_harness.h"
+#include "runtime/kernels/blas.h"
 #include "runtime/kernels/common.h"
 #include "runtime/kernels/reference.h"
 
@@ -130,26 +134,73 @@ TEST_CASE("compute kernels give the same results with 1 and 2 threads") {
   }
 }
 
-TEST_CASE("a loop below the minimum work runs on the calling thread, one at it on every thread") {
+TEST_CASE("a loop below the minimum work runs on the calling thread, one at it is shared with a helper") {
   namespace k = runtime::kernels;
   std::mutex mutex;
-  std::set<int> ids;
-  bool parallel = false;
-  auto record = [&](int64_t, int64_t) {
+  std::set<std::thread::id> ids;
+  int64_t covered = 0;
+  auto record = [&](int64_t b, int64_t e) {
     std::lock_guard<std::mutex> lock(mutex);
-    ids.insert(omp_get_thread_num());
-    parallel = parallel || omp_in_parallel();
+    ids.insert(std::this_thread::get_id());
+    covered += e - b;
   };
   k::parallel_range(k::kParallelGrain - 1, 2, record);
-  CHECK(!parallel);  // no region opened: nobody woken
-  CHECK(ids == std::set<int>{0});
-  k::parallel_range(k::kParallelGrain, 2, record);
-  CHECK(parallel);
-  CHECK(ids == std::set<int>{0, 1});
+  CHECK(ids == std::set<std::thread::id>{std::this_thread::get_id()});  // nobody woken
+  CHECK(covered == k::kParallelGrain - 1);
+  // At the grain the loop is cut in chunks a helper may claim: the calling thread's first chunk waits (up to 5 s)
+  // until another thread has run one, so this fails only if no helper ever joins.
+  ids.clear();
+  covered = 0;
+  const auto caller = std::this_thread::get_id();
+  std::atomic<bool> helped{false};
+  k::parallel_range(k::kParallelGrain, 2, [&](int64_t b, int64_t e) {
+    record(b, e);
+    if (std::this_thread::get_id() != caller) helped = true;
+    for (int i = 0; i < 5000 && !helped && std::this_thread::get_id() == caller; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  CHECK(helped);
+  CHECK(ids.size() == 2);
+  CHECK(covered == k::kParallelGrain);
 
   CHECK(k::threads_for(k::kParallelMinWork - 1, 4) == 1);
   CHECK(k::threads_for(k::kParallelMinWork, 4) == 4);
   CHECK(k::threads_for(3 * k::kParallelMinWork - 1, 4, 3) == 1);  // three regions need three times the work
   CHECK(k::threads_for_macs(k::kParallelMinMacs - 1, 2) == 1);
   CHECK(k::threads_for_macs(k::kParallelMinMacs, 2) == 2);
+}
+
+TEST_CASE("a loop inside a shared loop's chunk, or while another thread holds the helpers, runs on its own thread") {
+  namespace k = runtime::kernels;
+  // Nested: every inner loop of a chunk stays on the thread that runs the chunk.
+  std::atomic<int> inner_elsewhere{0}, chunks{0};
+  k::compute::parallel_for(64, 2, [&](int64_t) {
+    ++chunks;
+    const auto me = std::this_thread::get_id();
+    k::compute::parallel_for(16, 2, [&](int64_t) {
+      if (std::this_thread::get_id() != me) ++inner_elsewhere;
+    });
+  });
+  CHECK(chunks == 64);
+  CHECK(inner_elsewhere == 0);
+  // Busy: while one thread's loop holds the helpers (its chunks wait for the other thread's loop to finish), the
+  // other thread's loop runs alone and completes instead of waiting for them.
+  std::atomic<bool> other_done{false};
+  std::set<std::thread::id> other_ids;
+  std::thread other;
+  k::compute::parallel_for(2, 2, [&](int64_t i) {
+    if (i != 0) return;
+    other = std::thread([&] {
+      std::mutex m;
+      k::compute::parallel_for(32, 2, [&](int64_t) {
+        std::lock_guard<std::mutex> lock(m);
+        other_ids.insert(std::this_thread::get_id());
+      });
+      other_done = true;
+    });
+    for (int w = 0; w < 5000 && !other_done; ++w) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  other.join();
+  CHECK(other_done);
+  CHECK(other_ids.size() == 1);
 }

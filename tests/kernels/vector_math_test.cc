@@ -2,12 +2,14 @@
 // kernels that use them (Softmax, Exp, Erf, Gelu) against plain formulas.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
 #include <utility>
 
 #include "kernel_harness.h"
+#include "runtime/kernels/compute_common.h"
 #include "runtime/kernels/vector_math.h"
 
 using namespace qtool;
@@ -62,6 +64,19 @@ TEST_CASE("exp_approx is within 2 ulp of exp over the float range, exact at its 
   CHECK(std::isnan(exp_approx(std::numeric_limits<float>::quiet_NaN())));
 }
 
+TEST_CASE("exp_nonpositive gives exp_approx's bits for every x <= 0 and NaN") {
+  // Every 61st float bit pattern from -0 down to -inf (35 million values, every exponent), then the limits.
+  for (uint32_t bits = 0x80000000u; bits <= 0xff800000u; bits += 61) {
+    const float x = std::bit_cast<float>(bits);
+    if (exp_nonpositive(x) != exp_approx(x)) FAIL("x = " << x);
+  }
+  CHECK(exp_nonpositive(0.f) == 1.f);
+  CHECK(exp_nonpositive(-std::numeric_limits<float>::infinity()) == 0.f);
+  CHECK(exp_nonpositive(-104.f) == 0.f);
+  CHECK(exp_nonpositive(-100.f) == exp_approx(-100.f));
+  CHECK(std::isnan(exp_nonpositive(std::numeric_limits<float>::quiet_NaN())));
+}
+
 TEST_CASE("erf_approx is within 3 ulp of erf over the float range, odd, exact at its limits") {
   const auto [worst, at] = worst_ulps([](float x) { return erf_approx(x); }, [](double x) { return std::erf(x); });
   for_sampled_floats([](float x) {
@@ -107,15 +122,36 @@ TEST_CASE("the array forms equal the scalar forms bit for bit") {
   exp_approx(x.data(), e.data(), static_cast<int64_t>(x.size()));
   erf_approx(x.data(), r.data(), static_cast<int64_t>(x.size()));
   gelu_approx(x.data(), g.data(), static_cast<int64_t>(x.size()));
-  exp_shifted_sum(x.data(), 1.5f, s.data(), static_cast<int64_t>(x.size()));
+  const float shift = *std::max_element(x.begin(), x.end());
+  exp_shifted_sum(x.data(), shift, s.data(), static_cast<int64_t>(x.size()));
   silu_approx(x.data(), si.data(), static_cast<int64_t>(x.size()));
   for (size_t i = 0; i < x.size(); ++i) {
     INFO("x = " << x[i]);
     REQUIRE(e[i] == exp_approx(x[i]));
     REQUIRE(r[i] == erf_approx(x[i]));
     REQUIRE(g[i] == 0.5f * x[i] * (1.f + erf_approx(x[i] * 0.70710678118654752440f)));
-    REQUIRE(s[i] == exp_approx(x[i] - 1.5f));
+    REQUIRE(s[i] == exp_approx(x[i] - shift));
     REQUIRE(si[i] == x[i] * (1.f / (1.f + exp_approx(-x[i]))));
+  }
+}
+
+TEST_CASE("softmax_rows equals max_of, exp_shifted_sum and the scale by 1/sum row by row, bit for bit") {
+  for (const int64_t len : {1, 7, 17, 40, 128}) {
+    const int64_t rows = 5;
+    std::vector<float> x(static_cast<size_t>(rows * len)), got(x.size()), want(x.size());
+    for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<float>(i) * 0.37f) * 9.f;
+    for (int64_t r = 1; r < rows; ++r)  // causal-mask style -inf tails
+      for (int64_t j = len - r; j < len; ++j)
+        if (j > 0) x[static_cast<size_t>(r * len + j)] = -std::numeric_limits<float>::infinity();
+    softmax_rows(x.data(), got.data(), rows, len);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x.data() + r * len;
+      float* wr = want.data() + r * len;
+      const float sum = exp_shifted_sum(xr, max_of(xr, len), wr, len);
+      scale_shift(wr, 1.f / sum, 0.f, wr, len);
+    }
+    INFO("len " << len);
+    CHECK(got == want);
   }
 }
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <mutex>
 
-#include "runtime/kernels/gemm_small.h"
+#include "runtime/kernels/gemm_direct.h"
 
 namespace qtool::runtime::kernels::compute {
 namespace {
@@ -52,14 +52,14 @@ GemmBlocks gemm_blocks(int64_t M, int64_t N, int64_t K) {
 
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc, int threads) {
-  if (M > 0 && N > 0 && use_sgemm_small(trans_a, trans_b, M, N, K)) {
-    // Not cut into gemm_blocks (narrow blocks would leave sgemm_small one accumulator chain per row); its results
-    // do not depend on how rows are shared between threads.
-    constexpr int64_t kRows = 16;
-    const int64_t chunks = (M + kRows - 1) / kRows;
-    parallel_for(chunks, threads_for(M * N * K, threads), [&](int64_t c) {
-      const int64_t r0 = c * kRows, rows = std::min(kRows, M - r0);
-      sgemm_small(rows, N, K, alpha, A + r0 * lda, lda, B, ldb, beta, C + r0 * ldc, ldc);
+  if (M > 0 && N > 0 && use_sgemm_direct(trans_a, trans_b, M, N, K)) {
+    // Cut into one contiguous range of rows per thread (a multiple of the 6-row strip); sgemm_direct's results do not
+    // depend on the cut.
+    const int t = threads_for_direct_macs(M * N * K, threads);
+    const int64_t rows = (M + t - 1) / t, per = (rows + 5) / 6 * 6;
+    parallel_for((M + per - 1) / per, t, [&](int64_t c) {
+      const int64_t r0 = c * per;
+      sgemm_direct(std::min(per, M - r0), N, K, alpha, A + r0 * lda, lda, B, ldb, beta, C + r0 * ldc, ldc);
     });
     return;
   }
@@ -70,7 +70,11 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float al
     return;
   }
   const int64_t len = blocks.split_n ? N : M;
-  const int t = static_cast<int>(std::clamp<int64_t>(threads_for_macs(M * N * std::max<int64_t>(K, 1), threads), 1, blocks.count));
+  // Inside a shared loop's chunk (a helper thread is no OpenMP thread, so a region there would start a new team).
+  const int t = inside_parallel_loop()
+                    ? 1
+                    : static_cast<int>(std::clamp<int64_t>(threads_for_macs(M * N * std::max<int64_t>(K, 1), threads),
+                                                           1, blocks.count));
 #pragma omp parallel for num_threads(t) schedule(static)
   for (int64_t b = 0; b < blocks.count; ++b) {
     const int64_t s = b * blocks.size, e = std::min(len, s + blocks.size);

@@ -1,14 +1,18 @@
 // Shared numeric helpers of the compute kernels: GEMM on OpenBLAS, its reference twin, and the
-// OpenMP loop helper every compute kernel parallelises with.
+// loop helper every compute kernel parallelises with.
 //
 // Threading: OpenBLAS is pinned to one thread once (openblas_set_num_threads(1)); parallelism comes
-// only from OpenMP regions sized by KernelContext::threads, so the framework's thread count is the
+// only from the kernels' loops (parallel_for, work_sharing.h; OpenMP regions for the large GEMM and Conv blocks)
+// sized by KernelContext::threads, so the framework's thread count is the
 // only one in play and pthread-OpenBLAS workers never compete with OpenMP workers for the cores.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "runtime/kernels/threading.h"
+#include "runtime/kernels/work_sharing.h"
 
 namespace qtool::runtime::kernels::compute {
 
@@ -37,16 +41,26 @@ void ensure_blas_single_threaded();
 void sgemm_ref(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
-// Runs fn(i) for i in [0, n) on up to `threads` OpenMP threads, static schedule. Callers size `threads`
-// with threads_for / threads_for_macs (threading.h).
+// Runs fn(i) for i in [0, n) on the calling thread and up to threads - 1 helpers (work_sharing.h), in up to 8
+// contiguous chunks per thread. Callers size `threads` with threads_for / threads_for_macs (threading.h); fn(i) must
+// not depend on which thread runs it, nor throw.
 template <class F>
 void parallel_for(int64_t n, int threads, F&& fn) {
   if (threads <= 1 || n <= 1) {
     for (int64_t i = 0; i < n; ++i) fn(i);
     return;
   }
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (int64_t i = 0; i < n; ++i) fn(i);
+  struct Loop {
+    std::remove_reference_t<F>* fn;
+    int64_t n, chunks;
+  } loop{&fn, n, std::min<int64_t>(n, int64_t{8} * threads)};
+  share_chunks(
+      loop.chunks, threads,
+      [](void* p, int64_t c) noexcept {  // a throw ends the program, as it did out of an OpenMP region
+        const Loop& l = *static_cast<const Loop*>(p);
+        for (int64_t i = l.n * c / l.chunks, e = l.n * (c + 1) / l.chunks; i < e; ++i) (*l.fn)(i);
+      },
+      &loop);
 }
 
 }  // namespace qtool::runtime::kernels::compute

@@ -8,11 +8,13 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/tensor.h"
 #include "runtime/kernel.h"
 #include "runtime/kernels/threading.h"
+#include "runtime/kernels/work_sharing.h"
 
 namespace qtool::runtime::kernels {
 
@@ -147,20 +149,27 @@ double read_scalar(const Tensor& t, const NodeInfo& node, const char* what);
 // Row-major strides in elements.
 std::vector<int64_t> strides_of(const Shape& shape);
 
-// Runs f(begin, end) over [0, n) split into one contiguous chunk per thread (serial when n is small
-// or threads == 1). Chunk boundaries depend only on n and threads.
+// Runs f(begin, end) over [0, n) in contiguous ranges of at least `grain` (serial when n is small or threads == 1),
+// up to 8 per thread, shared between the calling thread and up to threads - 1 helpers (work_sharing.h). f must not
+// depend on where the ranges are cut, nor throw.
 template <class F>
 void parallel_range(int64_t n, int threads, F&& f, int64_t grain = kParallelGrain) {
   if (threads <= 1 || n < grain) {
     if (n > 0) f(int64_t{0}, n);
     return;
   }
-  const int64_t chunks = std::min<int64_t>(threads, n);
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t b = n * c / chunks, e = n * (c + 1) / chunks;
-    if (b < e) f(b, e);
-  }
+  struct Loop {
+    std::remove_reference_t<F>* f;
+    int64_t n, chunks;
+  } loop{&f, n, std::clamp<int64_t>(n / std::max<int64_t>(grain / 8, 1), threads, int64_t{8} * threads)};
+  share_chunks(
+      loop.chunks, threads,
+      [](void* p, int64_t c) noexcept {  // a throw ends the program, as it did out of an OpenMP region
+        const Loop& l = *static_cast<const Loop*>(p);
+        const int64_t b = l.n * c / l.chunks, e = l.n * (c + 1) / l.chunks;
+        if (b < e) (*l.f)(b, e);
+      },
+      &loop);
 }
 
 }  // namespace qtool::runtime::kernels

@@ -17,15 +17,7 @@ void axpy(float a, const float* x, float* y, int64_t n) {
 }
 
 QTOOL_HOT_LOOP
-float sum_of(const float* x, int64_t n) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int k = 0; k < 8; ++k) acc[k] += x[i + k];
-  float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-  for (; i < n; ++i) s += x[i];
-  return s;
-}
+float sum_of(const float* x, int64_t n) { return sum_of_inline(x, n); }
 
 float* scratch_floats(size_t n) {
   thread_local std::vector<float> buf;

@@ -29,6 +29,17 @@ void scale_shift(const float* x, float a, float b, float* y, int64_t n);
 void axpy(float a, const float* x, float* y, int64_t n);
 // sum of x[0..n) with 8 partial sums (order fixed, independent of threads)
 float sum_of(const float* x, int64_t n);
+// sum_of's loop, for other multiversioned loops to inline (always_inline: a plain inline function called from a
+// target clone may be compiled once, for the baseline target).
+[[gnu::always_inline]] inline float sum_of_inline(const float* x, int64_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; ++k) acc[k] += x[i + k];
+  float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (; i < n; ++i) s += x[i];
+  return s;
+}
 
 // y[i] = act(y[i]) for a fused activation (runtime/kernel.h FusedActivation); nothing for Kind::None.
 void apply_activation(const FusedActivation& act, float* y, int64_t n);

@@ -378,7 +378,9 @@ class ConvKernel final : public Kernel {
         const int64_t rows_total = ov / row;
         const int64_t rows_per_tile = std::clamp<int64_t>(kTileFloats / std::max<int64_t>(1, K * row), 1, rows_total);
         const int64_t tiles = (rows_total + rows_per_tile - 1) / rows_per_tile;
-        const int t = static_cast<int>(std::min<int64_t>(threads_for_macs(Mg * K * ov, ctx.threads), tiles));
+        const int t = inside_parallel_loop()
+                          ? 1
+                          : static_cast<int>(std::min<int64_t>(threads_for_macs(Mg * K * ov, ctx.threads), tiles));
 #pragma omp parallel for num_threads(t) schedule(dynamic)
         for (int64_t ti = 0; ti < tiles; ++ti) {
           const int64_t p0 = ti * rows_per_tile * row, p1 = std::min(rows_total, (ti + 1) * rows_per_tile) * row;

@@ -38,7 +38,14 @@ void softmax_like(KernelContext& ctx) {
   Tensor Y(DType::Float32, X.shape());
   const float* x = X.data<float>();
   float* y = Y.data<float>();
-  parallel_for(outer * inner, threads_for(X.numel() * kTranscendentalCost, ctx.threads), [&](int64_t r) {
+  const int threads = threads_for(X.numel() * kTranscendentalCost, ctx.threads);
+  if (K == SoftKind::Softmax && inner == 1) {  // contiguous rows: one call per chunk of rows
+    parallel_range(
+        outer, threads, [&](int64_t b, int64_t e) { softmax_rows(x + b * len, y + b * len, e - b, len); }, 1);
+    ctx.outputs[0] = std::move(Y);
+    return;
+  }
+  parallel_for(outer * inner, threads, [&](int64_t r) {
     const int64_t o = r / inner, in = r % inner;
     const float* xs = x + o * len * inner + in;
     float* ys = y + o * len * inner + in;

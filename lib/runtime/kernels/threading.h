@@ -1,5 +1,8 @@
-// When a kernel's loop is worth an OpenMP parallel region: the one minimum-work rule every compute
-// kernel asks (threads_for, threads_for_macs; parallel_range's grain and parallel_for's callers use it).
+// When a kernel's loop is worth more than one thread: the one minimum-work rule every compute kernel asks
+// (threads_for, threads_for_macs; parallel_range's grain and parallel_for's callers use it). Since 2026-11-25
+// parallel_for and parallel_range share chunks with helper threads (work_sharing.h) instead of opening OpenMP
+// regions, and the caller no longer waits for a helper's wake-up; the constants below were sized for OpenMP's
+// wake-up and were not lowered (no quiet machine to measure on), so they are conservative for those loops.
 //
 // A region is not free. qtool runs libgomp with OMP_WAIT_POLICY=PASSIVE (core/omp_wait.h): idle workers
 // sleep, so every region pays a futex wake-up and the wait for the woken thread to be scheduled. Measured
@@ -24,6 +27,10 @@ namespace qtool::runtime::kernels {
 inline constexpr int64_t kParallelMinWork = int64_t{1} << 17;
 // GEMM-class multiply-adds one region must hold.
 inline constexpr int64_t kParallelMinMacs = int64_t{1} << 19;
+// Multiply-adds of the register-tiled direct GEMM (gemm_direct.h) one region must hold: it runs at 43-50 per ns
+// (single thread, 2026-11-25), about three times OpenBLAS's figure above, so 2^21 is ~45 us, again about twice the
+// wake-up. llama2c's [256,64]·[64,64] projections (2^20, ~22 us) stay on the calling thread.
+inline constexpr int64_t kParallelMinDirectMacs = int64_t{1} << 21;
 // An element of a transcendental function (exp, erf, tanh, sigmoid, sin, ...) costs about this many cheap
 // operations: callers scale their element count by it.
 inline constexpr int64_t kTranscendentalCost = 8;
@@ -37,5 +44,8 @@ inline int threads_for(int64_t work, int threads, int regions = 1) {
 inline int threads_for_macs(int64_t macs, int threads, int regions = 1) {
   return macs < kParallelMinMacs * regions ? 1 : threads;
 }
+
+// Threads worth using for `macs` multiply-adds of the direct GEMM.
+inline int threads_for_direct_macs(int64_t macs, int threads) { return macs < kParallelMinDirectMacs ? 1 : threads; }
 
 }  // namespace qtool::runtime::kernels

@@ -16,11 +16,20 @@ void erf_approx(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = erf_approx(x[i]);
 }
 
-QTOOL_HOT_LOOP
-float max_of(const float* x, int64_t n) {
+namespace {
+
+// max_of's loop (always_inline: see sum_of_inline).
+[[gnu::always_inline]] inline float max_inline(const float* x, int64_t n) {
   constexpr float kLow = -std::numeric_limits<float>::infinity();
   float m[8] = {kLow, kLow, kLow, kLow, kLow, kLow, kLow, kLow};
   int64_t i = 0;
+  if (n >= 64) {  // four vectors of partial maxima; short rows (digits-vit's 17) skip their set-up and reduction
+    float w[32];
+    for (float& v : w) v = kLow;
+    for (; i + 32 <= n; i += 32)
+      for (int k = 0; k < 32; ++k) w[k] = x[i + k] > w[k] ? x[i + k] : w[k];
+    for (int k = 0; k < 32; ++k) m[k % 8] = w[k] > m[k % 8] ? w[k] : m[k % 8];
+  }
   for (; i + 8 <= n; i += 8)
     for (int k = 0; k < 8; ++k) m[k] = x[i + k] > m[k] ? x[i + k] : m[k];
   for (; i < n; ++i) m[0] = x[i] > m[0] ? x[i] : m[0];
@@ -28,9 +37,26 @@ float max_of(const float* x, int64_t n) {
   return m[0];
 }
 
+}  // namespace
+
+QTOOL_HOT_LOOP
+float max_of(const float* x, int64_t n) { return max_inline(x, n); }
+
 QTOOL_HOT_LOOP
 static void exp_shifted(const float* x, float shift, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = exp_approx(x[i] - shift);
+  for (int64_t i = 0; i < n; ++i) y[i] = exp_nonpositive(x[i] - shift);
+}
+
+QTOOL_HOT_LOOP
+void softmax_rows(const float* x, float* y, int64_t rows, int64_t len) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * len;
+    float* yr = y + r * len;
+    const float mx = max_inline(xr, len);
+    for (int64_t i = 0; i < len; ++i) yr[i] = exp_nonpositive(xr[i] - mx);
+    const float inv = 1.f / sum_of_inline(yr, len);
+    for (int64_t i = 0; i < len; ++i) yr[i] *= inv;  // scale_shift(y, inv, 0)'s bits: y >= 0
+  }
 }
 
 float exp_shifted_sum(const float* x, float shift, float* y, int64_t n) {

@@ -1,0 +1,124 @@
+#include "runtime/kernels/gemm_direct.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "runtime/kernels/compute_common.h"
+
+// The helpers below pass 32-byte vectors by value; they are internal and inlined into the multiversioned loop, so
+// the ABI of such calls (which GCC warns may differ between the baseline and AVX clones) never matters.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace qtool::runtime::kernels::compute {
+namespace {
+
+// GCC/Clang vector extension: 8 floats, one AVX register in the x86-64-v3/v4 clones, two SSE registers in the
+// baseline one (plain loops left the accumulators in memory and used 128-bit operations).
+using v8 = float __attribute__((vector_size(32)));
+
+[[gnu::always_inline]] inline v8 load8(const float* p) {
+  v8 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// c[0..n) = alpha · acc + beta · c, n <= 8.
+[[gnu::always_inline]] inline void store(float* c, int n, v8 acc, float alpha, float beta) {
+  v8 r = alpha * acc;
+  if (n == 8) {
+    if (beta != 0.f) r += beta * load8(c);
+    std::memcpy(c, &r, sizeof r);
+    return;
+  }
+  float old[8] = {};
+  if (beta != 0.f) {
+    std::memcpy(old, c, sizeof(float) * n);
+    r += beta * load8(old);
+  }
+  std::memcpy(c, &r, sizeof(float) * n);
+}
+
+// One tile of C: R rows by V·8 columns (the last vector `last` columns wide), R·V accumulators in registers. B's
+// rows are read in place (ldb apart), A's elements broadcast; every element is the multiply-add chain over k = 0..K-1
+// in order, so the tile's shape never changes a result.
+template <int R, int V>
+[[gnu::always_inline]] inline void tile(int64_t K, float alpha, const float* A, int64_t lda, const float* B,
+                                        int64_t ldb, float beta, float* C, int64_t ldc, int last) {
+  v8 acc[R][V] = {};
+  for (int64_t k = 0; k < K; ++k) {
+    v8 b[V];
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) b[v] = load8(B + k * ldb + 8 * v);
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) {
+      const float a = A[r * lda + k];
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) acc[r][v] += a * b[v];
+    }
+  }
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) store(C + r * ldc + 8 * v, v + 1 == V ? last : 8, acc[r][v], alpha, beta);
+}
+
+// Full row strips: 6 rows by 16 columns (12 accumulators, two B vectors and a broadcast: 15 of the 16 AVX
+// registers). The last strip's 1-5 rows go in groups of up to 3 by 32 columns (up to 12 accumulators again: one row
+// by 16 columns would leave two multiply-add chains, latency-bound).
+constexpr int64_t kStripRows = 6;
+constexpr int64_t kTailRows = 3;
+
+template <int V>
+[[gnu::always_inline]] inline void tail_rows(int rows, int64_t K, float alpha, const float* A, int64_t lda,
+                                             const float* B, int64_t ldb, float beta, float* C, int64_t ldc, int last) {
+  switch (rows) {
+    case 3:
+      return tile<3, V>(K, alpha, A, lda, B, ldb, beta, C, ldc, last);
+    case 2:
+      return tile<2, V>(K, alpha, A, lda, B, ldb, beta, C, ldc, last);
+    default:
+      return tile<1, V>(K, alpha, A, lda, B, ldb, beta, C, ldc, last);
+  }
+}
+
+}  // namespace
+
+QTOOL_HOT_LOOP
+void sgemm_direct(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
+                  int64_t ldb, float beta, float* C, int64_t ldc) {
+  // The columns past the last multiple of 8 are read from a zero-padded copy of B's [K, N % 8] tail.
+  const int64_t full = N / 8 * 8;
+  const int tail = static_cast<int>(N - full);
+  float* padded = nullptr;
+  if (tail) {
+    // Its own buffer, not scratch_floats: callers (the Conv tiles) hold that one while they call sgemm.
+    thread_local std::vector<float> tail_copy;
+    tail_copy.resize(std::max(tail_copy.size(), static_cast<size_t>(K) * 8));
+    padded = tail_copy.data();
+    for (int64_t k = 0; k < K; ++k) {
+      std::memset(padded + k * 8, 0, 8 * sizeof(float));
+      std::memcpy(padded + k * 8, B + k * ldb + full, sizeof(float) * tail);
+    }
+  }
+  int64_t i = 0;
+  for (; i + kStripRows <= M; i += kStripRows) {
+    const float* a = A + i * lda;
+    float* c = C + i * ldc;
+    int64_t j = 0;
+    for (; j + 16 <= N; j += 16) tile<6, 2>(K, alpha, a, lda, B + j, ldb, beta, c + j, ldc, 8);
+    if (j < full) tile<6, 1>(K, alpha, a, lda, B + j, ldb, beta, c + j, ldc, 8);
+    if (tail) tile<6, 1>(K, alpha, a, lda, padded, 8, beta, c + full, ldc, tail);
+  }
+  for (; i < M; i += kTailRows) {
+    const int rows = static_cast<int>(std::min(kTailRows, M - i));
+    const float* a = A + i * lda;
+    float* c = C + i * ldc;
+    int64_t j = 0;
+    for (; j + 32 <= N; j += 32) tail_rows<4>(rows, K, alpha, a, lda, B + j, ldb, beta, c + j, ldc, 8);
+    for (; j < full; j += 8) tail_rows<1>(rows, K, alpha, a, lda, B + j, ldb, beta, c + j, ldc, 8);
+    if (tail) tail_rows<1>(rows, K, alpha, a, lda, padded, 8, beta, c + full, ldc, tail);
+  }
+}
+
+}  // namespace qtool::runtime::kernels::compute

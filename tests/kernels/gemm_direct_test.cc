@@ -1,0 +1,59 @@
+// compute::sgemm_direct (runtime/kernels/gemm_direct.h) against its reference twin sgemm_ref, through sgemm's
+// dispatch: the attention and projection shapes it is meant for, the tails of its 6-row strips (3-row groups,
+// 32-, 16- and 8-column tiles, the zero-padded last columns), every alpha/beta form the MatMul epilogue uses, and
+// 1 against 2 and 3 threads bit for bit (each thread takes a different cut of the rows).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+
+#include "kernel_harness.h"
+#include "runtime/kernels/blas.h"
+#include "runtime/kernels/gemm_direct.h"
+
+using namespace qtool;
+using namespace qtool::test;
+using namespace qtool::runtime::kernels::compute;
+
+TEST_CASE("sgemm_direct matches sgemm_ref on transformer shapes and tile tails, the same with 1, 2 and 3 threads") {
+  struct Case {
+    int64_t M, N, K;
+  };
+  // [128,16]·[16,128] (llama2c QK^T per head), [17,16]·[16,17] and [17,17]·[17,16] (digits-vit), llama2c's
+  // [256,64]·[64,172] (16-, 8- and padded 4-column tiles) and [256,172]·[172,64] projections, tails and odd M
+  // (1-5 rows after the last strip).
+  for (const Case c : {Case{128, 128, 16}, Case{17, 17, 16}, Case{17, 16, 17}, Case{5, 77, 3}, Case{1, 9, 1},
+                       Case{33, 31, 12}, Case{256, 172, 64}, Case{256, 64, 172}, Case{40, 45, 33}, Case{4, 100, 20}}) {
+    REQUIRE(use_sgemm_direct(false, false, c.M, c.N, c.K));
+    const Tensor A = random_tensor({c.M, c.K}, 21), B = random_tensor({c.K, c.N}, 22);
+    for (const auto& [alpha, beta] : {std::pair{1.f, 0.f}, std::pair{0.25f, 1.f}, std::pair{-0.5f, 2.f}}) {
+      INFO("M " << c.M << " N " << c.N << " K " << c.K << " alpha " << alpha << " beta " << beta);
+      const Tensor C0 = random_tensor({c.M, c.N}, 23);
+      Tensor C1 = C0.clone(), C2 = C0.clone(), C3 = C0.clone(), want = C0.clone();
+      sgemm(false, false, c.M, c.N, c.K, alpha, A.data<float>(), c.K, B.data<float>(), c.N, beta, C1.data<float>(),
+            c.N, 1);
+      sgemm(false, false, c.M, c.N, c.K, alpha, A.data<float>(), c.K, B.data<float>(), c.N, beta, C2.data<float>(),
+            c.N, 2);
+      sgemm(false, false, c.M, c.N, c.K, alpha, A.data<float>(), c.K, B.data<float>(), c.N, beta, C3.data<float>(),
+            c.N, 3);
+      sgemm_ref(false, false, c.M, c.N, c.K, alpha, A.data<float>(), c.K, B.data<float>(), c.N, beta,
+                want.data<float>(), c.N);
+      CHECK(max_abs_diff(C1, want) < 1e-5 * std::sqrt(static_cast<double>(c.K)));
+      CHECK(std::memcmp(C1.data<float>(), C2.data<float>(), C1.nbytes()) == 0);
+      CHECK(std::memcmp(C1.data<float>(), C3.data<float>(), C1.nbytes()) == 0);
+    }
+  }
+  // Leading dimensions larger than the row (a block of a bigger matrix).
+  const Tensor A = random_tensor({9, 20}, 31), B = random_tensor({8, 40}, 32);
+  Tensor C(DType::Float32, {9, 50}), want(DType::Float32, {9, 50});
+  std::memset(C.data<float>(), 0, C.nbytes());
+  std::memset(want.data<float>(), 0, want.nbytes());
+  sgemm_direct(9, 33, 8, 1.f, A.data<float>(), 20, B.data<float>(), 40, 0.f, C.data<float>(), 50);
+  sgemm_ref(false, false, 9, 33, 8, 1.f, A.data<float>(), 20, B.data<float>(), 40, 0.f, want.data<float>(), 50);
+  CHECK(max_abs_diff(C, want) < 1e-5);
+  // Products with a large B and transposed operands stay on OpenBLAS.
+  CHECK(use_sgemm_direct(false, false, 256, 64, 64));
+  CHECK_FALSE(use_sgemm_direct(false, false, 1024, 1024, 64));
+  CHECK_FALSE(use_sgemm_direct(false, false, 256, 512, 512));
+  CHECK_FALSE(use_sgemm_direct(true, false, 17, 17, 16));
+}
