@@ -143,6 +143,13 @@ Boundary boundary(const onnx::GraphProto& g) {
   return b;
 }
 
+// A graph input or output holding 16-bit floats in a sequence or map: no Cast converts it.
+[[noreturn]] void refuse_non_tensor(const char* what, const std::string& name) {
+  throw UnsupportedError(std::string(what) + " '" + name + "' is a sequence or map of 16-bit floats: qtool runs " +
+                         "16-bit float models in float32 and cannot cast such an " + what +
+                         "; convert the model to float32 first");
+}
+
 class Promoter {
  public:
   explicit Promoter(onnx::ModelProto& m) : model_(m) {
@@ -234,11 +241,7 @@ class Promoter {
         if (weight) retype(*v.mutable_type());
         continue;
       }
-      if (!v.type().has_tensor_type())
-        throw UnsupportedError("input '" + v.name() +
-                               "' is a sequence or map of 16-bit floats: qtool runs "
-                               "16-bit float models in float32 and cannot cast such an input; convert the model "
-                               "to float32 first");
+      if (!v.type().has_tensor_type()) refuse_non_tensor("input", v.name());
       const std::string wide = unique(v.name() + "_float32");
       rename_uses(g, v.name(), wide);
       front.push_back(cast_node(unique(v.name() + "_to_float32"), v.name(), wide, kFloat));
@@ -246,11 +249,7 @@ class Promoter {
     }
     for (const auto& v : g.output()) {
       if (!main || std::find(io.outputs.begin(), io.outputs.end(), v.name()) == io.outputs.end()) continue;
-      if (!v.type().has_tensor_type())
-        throw UnsupportedError("output '" + v.name() +
-                               "' is a sequence or map of 16-bit floats: qtool runs "
-                               "16-bit float models in float32 and cannot cast such an output; convert the model "
-                               "to float32 first");
+      if (!v.type().has_tensor_type()) refuse_non_tensor("output", v.name());
       const std::string wide = unique(v.name() + "_float32");
       auto produce_wide = [&](onnx::NodeProto& n) {
         for (auto& o : *n.mutable_output())
