@@ -4,6 +4,7 @@
 
 #include "calib/calibration_data.h"
 #include "core/error.h"
+#include "core/float_formats.h"
 #include "tensorio/tensorio.h"
 #include "test_paths.h"
 
@@ -134,6 +135,20 @@ TEST_CASE("random samples: seeded per sample, independent of batching") {
   CHECK(slice_axis(a, 0, 2, 2).same_as(b));
   auto other = open_random(det, 4, 8, {{"x", {1, 3, 32, 64}}});
   CHECK(!other->batch(0, 1).at("x").same_as(slice_axis(a, 0, 0, 1)));
+}
+
+TEST_CASE("random samples: a float16 input gets the float32 draws rounded; an integer input is refused") {
+  InputSpec wide = spec("x", {std::nullopt, 4}, 0, "float [N,4]");
+  InputSpec half = spec("x", {std::nullopt, 4}, 0, "float16 [N,4]");
+  half.dtype = DType::Float16;
+  InputSpec ids = spec("ids", {std::nullopt, 4}, 0, "int64 [N,4]");
+  ids.dtype = DType::Int64;
+  const Tensor f = open_random({wide}, 2, 3, {})->batch(0, 2).at("x");
+  const Tensor h = open_random({half}, 2, 3, {})->batch(0, 2).at("x");
+  REQUIRE(h.dtype() == DType::Float16);
+  REQUIRE(h.shape() == f.shape());
+  for (int64_t i = 0; i < f.numel(); ++i) CHECK(h.data<Float16>()[i].bits == float_to_float16(f.data<float>()[i]));
+  CHECK_THROWS_AS(open_random({ids}, 2, 3, {}), UnsupportedError);
 }
 
 #include "calib/calibrate.h"

@@ -607,6 +607,38 @@ TEST_CASE("qdq: nodes already in Q/DQ form stay as they are; the float rest is q
   CHECK(max_diff(run1(b.m, x), run1(m, x)) < 0.05);
 }
 
+TEST_CASE("qdq: what a Cast turns into a graph output stays unquantized, as the output itself would") {
+  // x -> Conv -> c -> Relu -> r [-> Cast -> y]: with the Cast (a float16 model's output behind float16_promotion.h's
+  // Cast) r is the model's answer, and it gets the Q/DQ pairs it gets as the graph output itself, no more.
+  auto model = [](bool cast) {
+    Builder b(13);
+    b.input("x", {1, 2, 6, 6});
+    b.init("w", random_tensor({3, 2, 3, 3}, 41));
+    b.node("Conv", {"x", "w"}, {"c"}, "conv");
+    b.node("Relu", {"c"}, {"r"}, "relu");
+    if (cast) attr_i(b.node("Cast", {"r"}, {"y"}, "cast"), "to", 1);
+    b.output(cast ? "y" : "r");
+    return b.m;
+  };
+  calib::CalibrationTable ranges;
+  for (const auto& [name, lo, hi] :
+       std::vector<std::tuple<std::string, float, float>>{{"x", -1, 1}, {"c", -3, 3}, {"r", 0, 3}}) {
+    calib::TensorCalibration tc;
+    tc.minmax = calib::Range{lo, hi};
+    tc.ranges[calib::RangeMethod::Percentile] = *tc.minmax;
+    ranges.tensors[name] = tc;
+  }
+  onnx::ModelProto with_cast = model(true), plain = model(false);
+  insert_qdq(with_cast, QConfig::builtin_default(), ranges);
+  insert_qdq(plain, QConfig::builtin_default(), ranges);
+  const Graph g(with_cast);
+  CHECK(g.is_graph_output("r"));
+  CHECK(g.initializer("r_scale") == nullptr);
+  CHECK(g.initializer("w_quantized") != nullptr);  // the Conv itself is quantized
+  CHECK(count_op(with_cast, "QuantizeLinear") == count_op(plain, "QuantizeLinear"));
+  CHECK(count_op(with_cast, "DequantizeLinear") == count_op(plain, "DequantizeLinear"));
+}
+
 TEST_CASE("qdq: kernel-sum rounding keeps each kernel's rounding error within half a step") {
   const Tensor w = random_tensor({4, 3, 3, 3}, 31);
   TensorSettings s;
