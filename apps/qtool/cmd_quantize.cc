@@ -18,7 +18,7 @@
 #include "options.h"
 #include "limit_options.h"
 #include "core/error.h"
-#include "onnx/float16_promotion.h"
+#include "onnx/float32_promotion.h"
 #include "onnx/model_io.h"
 #include "onnx/spill.h"
 #include "quantize/provenance.h"
@@ -248,9 +248,9 @@ Action add_quantize_command(CLI::App& app) {
     // graph segment that holds it), and big results wait in a spill file beside the output (onnx/spill.h), so
     // without samples memory stays near one tensor whatever the model's size.
     onnxio::LoadedModel m = onnxio::load_model(a->model, {.load_external_data = false});
-    if (onnxio::computes_in_float16(*m.proto))
-      spdlog::info("{} computes in float16 / bfloat16: quantized in float32, its inputs and outputs keep their types "
-                   "through Casts", a->model);
+    if (onnxio::needs_float32_promotion(*m.proto))
+      spdlog::info("{} computes in float16, bfloat16 or float64: quantized in float32, its inputs and outputs keep "
+                   "their types through Casts", a->model);
     int qdq_nodes = 0;
     for (const auto& n : m.proto->graph().node())
       qdq_nodes += (n.op_type() == "QuantizeLinear" || n.op_type() == "DequantizeLinear") && n.domain().empty();

@@ -98,7 +98,7 @@ void Graph::reindex() {
     }
   }
   // What a Cast turns into a graph output is the model's answer too (a float16 model's output behind the Cast
-  // float16_promotion.h adds, a mixed-precision model's float32 output): it stays as unquantized as the output.
+  // float32_promotion.h adds, a mixed-precision model's float32 output): it stays as unquantized as the output.
   for (int i = 0; i < g.node_size(); ++i) {
     const auto& n = g.node(i);
     if (!removed_.count(i) && n.op_type() == "Cast" && n.domain().empty() && n.input_size() == 1 &&

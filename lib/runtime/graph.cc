@@ -6,7 +6,7 @@
 #include <set>
 #include <unordered_set>
 
-#include "onnx/float16_promotion.h"
+#include "onnx/float32_promotion.h"
 #include "onnx/tensor_proto.h"
 #include "runtime/conv_layout.h"
 #include "runtime/fuse.h"
@@ -397,9 +397,9 @@ size_t Graph::total_nodes() const {
 
 std::shared_ptr<const Graph> Graph::from_model(const onnx::ModelProto& model, const PrepareOptions& options) {
   if (!model.has_graph()) throw BadInputError("the model has no graph");
-  if (onnxio::computes_in_float16(model)) {  // runs as float32 behind casts (onnx/float16_promotion.h)
+  if (onnxio::needs_float32_promotion(model)) {  // runs as float32 behind casts (onnx/float32_promotion.h)
     onnx::ModelProto wide = model;
-    onnxio::promote_float16(wide);
+    onnxio::promote_to_float32(wide);
     return from_model(wide, options);
   }
   std::map<std::string, int> opsets;

@@ -608,7 +608,7 @@ TEST_CASE("qdq: nodes already in Q/DQ form stay as they are; the float rest is q
 }
 
 TEST_CASE("qdq: what a Cast turns into a graph output stays unquantized, as the output itself would") {
-  // x -> Conv -> c -> Relu -> r [-> Cast -> y]: with the Cast (a float16 model's output behind float16_promotion.h's
+  // x -> Conv -> c -> Relu -> r [-> Cast -> y]: with the Cast (a float16 model's output behind float32_promotion.h's
   // Cast) r is the model's answer, and it gets the Q/DQ pairs it gets as the graph output itself, no more.
   auto model = [](bool cast) {
     Builder b(13);

@@ -693,7 +693,7 @@ def check_case(name, work, config=None):
                 problems.append(f'qtool run output {k} shape {got.shape}, ORT {ref.shape}')
                 continue
             # A float16 model: ORT rounds every node's output to float16 (eps 2^-10), qtool computes in float32
-            # inside (onnx/float16_promotion.h): tens of roundings apart, so ten float16 epsilons.
+            # inside (onnx/float32_promotion.h): tens of roundings apart, so ten float16 epsilons.
             atol, rtol = (1e-2, 1e-2) if ref.dtype == np.float16 else (FLOAT_ATOL, FLOAT_RTOL)
             tol = atol * (1 + np.abs(ref).max()) + rtol * np.abs(ref)
             bad = np.abs(got.astype(np.float64) - ref) > tol

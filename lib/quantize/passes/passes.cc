@@ -5,7 +5,7 @@
 #include "core/error.h"
 #include "core/limits.h"
 #include "onnx/external_data.h"
-#include "onnx/float16_promotion.h"
+#include "onnx/float32_promotion.h"
 #include "runtime/session.h"
 
 namespace qtool::quantize {
@@ -139,8 +139,8 @@ int drop_initializer_inputs(Graph& g) {
 
 PrepareReport prepare_model(onnx::ModelProto& model, int64_t min_opset, const PrepareOptions& options) {
   PrepareReport r;
-  const onnxio::Float16Promotion wide = onnxio::promote_float16(model);  // before Graph indexes the model
-  r.rewrites["promote_float16"] = wide.inputs + wide.outputs + wide.tensors + wide.typed_nodes;
+  const onnxio::Float32Promotion wide = onnxio::promote_to_float32(model);  // before Graph indexes the model
+  r.rewrites["promote_to_float32"] = wide.inputs + wide.outputs + wide.tensors + wide.typed_nodes;
   Graph g(model);
   r.opset_before = g.opset();
   r.rewrites["drop_initializer_inputs"] = drop_initializer_inputs(g);

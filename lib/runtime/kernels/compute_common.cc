@@ -31,7 +31,8 @@ const Tensor& float_input(const KernelContext& ctx, size_t i) {
     throw UnsupportedError(ctx.node.label() + ": input " + std::to_string(i) + " ('" +
                            (i < ctx.node.inputs.size() ? ctx.node.inputs[i] : std::string()) + "') has dtype " +
                            std::string(dtype_name(t.dtype())) +
-                           "; only float is supported: convert the model's float16/float64 tensors to float32 first");
+                           "; this op runs on float only (float16, bfloat16 and float64 models run in float32): check the "
+                           "types the model feeds it");
   return t;
 }
 

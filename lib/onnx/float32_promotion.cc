@@ -1,8 +1,10 @@
-#include "onnx/float16_promotion.h"
+#include "onnx/float32_promotion.h"
 
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <set>
 #include <string_view>
 #include <vector>
@@ -17,7 +19,15 @@ namespace {
 
 constexpr int32_t kFloat = onnx::TensorProto::FLOAT;
 
-bool is16(int64_t t) { return t == onnx::TensorProto::FLOAT16 || t == onnx::TensorProto::BFLOAT16; }
+// The float types promoted to float32: the 16-bit ones (exact) and float64 (rounded to nearest).
+bool promoted(int64_t t) {
+  return t == onnx::TensorProto::FLOAT16 || t == onnx::TensorProto::BFLOAT16 || t == onnx::TensorProto::DOUBLE;
+}
+
+// The ONNX spelling of a promoted type, for the names of the Casts and tensors promotion adds.
+std::string type_name(int64_t t) {
+  return t == onnx::TensorProto::FLOAT16 ? "float16" : t == onnx::TensorProto::BFLOAT16 ? "bfloat16" : "double";
+}
 
 // The attribute naming an op's output element type, for the ops that have one (empty: none).
 std::string_view type_attribute(const onnx::NodeProto& n) {
@@ -40,16 +50,27 @@ void for_each_elem_type(onnx::TypeProto& t, Fn&& fn) {
   if (t.has_map_type()) for_each_elem_type(*t.mutable_map_type()->mutable_value_type(), fn);
 }
 
-bool has16(const onnx::TypeProto& t) {
+// to_float32, with a finite value beyond float32's range (only float64 has them) kept at the largest finite float.
+Tensor to_finite_float32(const Tensor& t) {
+  Tensor f = to_float32(t);
+  if (t.dtype() != DType::Float64) return f;
+  const double* src = t.data<double>();
+  float* dst = f.data<float>();
+  for (int64_t i = 0; i < f.numel(); ++i)
+    if (std::isinf(dst[i]) && std::isfinite(src[i])) dst[i] = std::copysign(std::numeric_limits<float>::max(), dst[i]);
+  return f;
+}
+
+bool has_promoted(const onnx::TypeProto& t) {
   bool any = false;
   onnx::TypeProto copy = t;
-  for_each_elem_type(copy, [&](auto& tt) { any = any || is16(tt.elem_type()); });
+  for_each_elem_type(copy, [&](auto& tt) { any = any || promoted(tt.elem_type()); });
   return any;
 }
 
 void retype(onnx::TypeProto& t) {
   for_each_elem_type(t, [](auto& tt) {
-    if (is16(tt.elem_type())) tt.set_elem_type(kFloat);
+    if (promoted(tt.elem_type())) tt.set_elem_type(kFloat);
   });
 }
 
@@ -85,7 +106,7 @@ void rename_uses(onnx::GraphProto& g, const std::string& from, const std::string
   }
 }
 
-// True when something other than a main-graph Cast reads `name` (a Cast reads 16-bit floats as they are).
+// True when something other than a main-graph Cast reads `name` (a Cast reads any float type as it is).
 bool read_by_non_cast(const onnx::GraphProto& g, const std::string& name, bool top = true) {
   for (const auto& n : g.node()) {
     for (const auto& in : n.input())
@@ -105,7 +126,7 @@ bool read_by_non_cast(const onnx::GraphProto& g, const std::string& name, bool t
   return false;
 }
 
-// The Cast that produces main-graph output `name` when it may keep its 16-bit target: no node reads `name`.
+// The Cast that produces main-graph output `name` when it may keep its target type: no node reads `name`.
 const onnx::NodeProto* output_cast(const onnx::GraphProto& g, const std::string& name) {
   const onnx::NodeProto* cast = nullptr;
   for (const auto& n : g.node())
@@ -118,7 +139,7 @@ const onnx::NodeProto* output_cast(const onnx::GraphProto& g, const std::string&
   return read_by_non_cast(g, name) ? nullptr : cast;
 }
 
-// Main-graph inputs and outputs of 16-bit float type that need a Cast (inputs that only Casts read, and outputs a
+// Main-graph inputs and outputs of a promoted float type that need a Cast (inputs that only Casts read, and outputs a
 // Cast writes, keep theirs as they are).
 struct Boundary {
   std::vector<std::string> inputs, outputs;
@@ -130,10 +151,10 @@ Boundary boundary(const onnx::GraphProto& g) {
   for (const auto& t : g.initializer()) initializers.insert(t.name());
   for (const auto& v : g.input()) {
     inputs.insert(v.name());
-    if (has16(v.type()) && !initializers.count(v.name()) && read_by_non_cast(g, v.name())) b.inputs.push_back(v.name());
+    if (has_promoted(v.type()) && !initializers.count(v.name()) && read_by_non_cast(g, v.name())) b.inputs.push_back(v.name());
   }
   for (const auto& v : g.output()) {
-    if (!has16(v.type()) || inputs.count(v.name())) continue;  // an input passed through keeps its type
+    if (!has_promoted(v.type()) || inputs.count(v.name())) continue;  // an input passed through keeps its type
     if (const auto* c = output_cast(g, v.name())) {
       b.kept_casts.insert(c);
       continue;
@@ -143,10 +164,10 @@ Boundary boundary(const onnx::GraphProto& g) {
   return b;
 }
 
-// A graph input or output holding 16-bit floats in a sequence or map: no Cast converts it.
+// A graph input or output holding float16/bfloat16/float64 in a sequence or map: no Cast converts it.
 [[noreturn]] void refuse_non_tensor(const char* what, const std::string& name) {
-  throw UnsupportedError(std::string(what) + " '" + name + "' is a sequence or map of 16-bit floats: qtool runs " +
-                         "16-bit float models in float32 and cannot cast such an " + what +
+  throw UnsupportedError(std::string(what) + " '" + name + "' is a sequence or map of float16, bfloat16 or " +
+                         "float64 values: qtool runs such models in float32 and cannot cast such an " + what +
                          "; convert the model to float32 first");
 }
 
@@ -163,7 +184,7 @@ class Promoter {
     });
   }
 
-  Float16Promotion run() {
+  Float32Promotion run() {
     convert_inline_tensors();
     graph(*model_.mutable_graph(), true);
     return r_;
@@ -190,19 +211,21 @@ class Promoter {
     return c;
   }
 
-  // Every 16-bit tensor held inline becomes float32 (exact).
+  // Every promoted tensor held inline becomes float32 (exact from 16 bits; float64 rounds to nearest, and a
+  // finite value beyond float32's range becomes the largest finite float32, so a -1e300 mask fill stays finite).
   void convert_inline_tensors() {
     for_each_tensor(model_, [&](onnx::TensorProto& t, const TensorSite& site) {
-      if (!is16(t.data_type()) || site.kind == TensorSiteKind::SparseIndices) return;
+      if (!promoted(t.data_type()) || site.kind == TensorSiteKind::SparseIndices) return;
       if (t.data_location() == onnx::TensorProto::EXTERNAL) {
         if (site.kind != TensorSiteKind::Initializer)
           throw UnsupportedError(site.label +
-                                 " is a 16-bit float tensor in external data: convert the model's "
-                                 "float16 tensors to float32 first");
+                                 " is a " + type_name(t.data_type()) +
+                                 " tensor in external data outside an initializer: convert the model's " +
+                                 type_name(t.data_type()) + " tensors to float32 first");
         return;  // wrapped in a Cast by graph()
       }
       const std::string name = t.name();  // tensor_to_proto clears t first
-      tensor_to_proto(to_float32(tensor_from_proto(t, site.label)), name, t);
+      tensor_to_proto(to_finite_float32(tensor_from_proto(t, site.label)), name, t);
       ++r_.tensors;
     });
   }
@@ -210,10 +233,10 @@ class Promoter {
   void graph(onnx::GraphProto& g, bool main) {
     const Boundary io = main ? boundary(g) : Boundary{};
     std::vector<onnx::NodeProto> front, back;
-    // External 16-bit initializers: a Cast to float32 under the name the nodes read.
+    // External promoted initializers: a Cast to float32 under the name the nodes read.
     for (auto& t : *g.mutable_initializer()) {
-      if (!is16(t.data_type()) || !read_by_non_cast(g, t.name())) continue;  // only Casts read it: as it is
-      const std::string name = t.name(), narrow = unique(name + "_float16");
+      if (!promoted(t.data_type()) || !read_by_non_cast(g, t.name())) continue;  // only Casts read it: as it is
+      const std::string name = t.name(), narrow = unique(name + "_" + type_name(t.data_type()));
       t.set_name(narrow);
       front.push_back(cast_node(unique(name + "_to_float32"), narrow, name, kFloat));
       ++r_.tensors;
@@ -222,7 +245,7 @@ class Promoter {
       const std::string_view attr = type_attribute(n);
       if (!attr.empty() && !io.kept_casts.count(&n))
         for (auto& a : *n.mutable_attribute())
-          if (a.name() == attr && a.type() == onnx::AttributeProto::INT && is16(a.i())) {
+          if (a.name() == attr && a.type() == onnx::AttributeProto::INT && promoted(a.i())) {
             a.set_i(kFloat);
             ++r_.typed_nodes;
           }
@@ -234,7 +257,7 @@ class Promoter {
       for (auto& v : *g.mutable_output()) retype(*v.mutable_type());
     }
     for (auto& v : *g.mutable_input()) {
-      if (!main || !has16(v.type())) continue;
+      if (!main || !has_promoted(v.type())) continue;
       if (std::find(io.inputs.begin(), io.inputs.end(), v.name()) == io.inputs.end()) {
         bool weight = false;  // an initializer with a default (IR < 4): a float32 weight now
         for (const auto& t : g.initializer()) weight = weight || t.name() == v.name();
@@ -260,7 +283,8 @@ class Promoter {
       for (auto& t : *g.mutable_initializer())
         if (t.name() == v.name()) t.set_name(wide);
       rename_uses(g, v.name(), wide);
-      back.push_back(cast_node(unique(v.name() + "_to_float16"), wide, v.name(), v.type().tensor_type().elem_type()));
+      const int64_t type = v.type().tensor_type().elem_type();
+      back.push_back(cast_node(unique(v.name() + "_to_" + type_name(type)), wide, v.name(), type));
       ++r_.outputs;
     }
     if (front.empty() && back.empty()) return;
@@ -273,7 +297,7 @@ class Promoter {
 
   onnx::ModelProto& model_;
   std::set<std::string> names_;
-  Float16Promotion r_;
+  Float32Promotion r_;
 };
 
 int64_t default_opset(const onnx::ModelProto& m) {
@@ -284,21 +308,21 @@ int64_t default_opset(const onnx::ModelProto& m) {
 
 }  // namespace
 
-std::string Float16Promotion::summary() const {
+std::string Float32Promotion::summary() const {
   auto part = [](int n, const char* what) { return std::to_string(n) + " " + what + (n == 1 ? "" : "s"); };
   return part(inputs, "input") + ", " + part(outputs, "output") + ", " + part(tensors, "tensor") + ", " +
          part(typed_nodes, "typed node");
 }
 
-bool computes_in_float16(const onnx::ModelProto& model) {
+bool needs_float32_promotion(const onnx::ModelProto& model) {
   bool any = false;
-  // External initializers that only Casts read are as promote_float16 leaves them.
+  // External initializers that only Casts read are as promote_to_float32 leaves them.
   for_each_tensor(model, [&](const onnx::TensorProto& t, const TensorSite& site) {
     const bool external = t.data_location() == onnx::TensorProto::EXTERNAL && site.kind == TensorSiteKind::Initializer;
-    any = any || (is16(t.data_type()) && site.kind != TensorSiteKind::SparseIndices && !external);
+    any = any || (promoted(t.data_type()) && site.kind != TensorSiteKind::SparseIndices && !external);
   });
   for_each_graph(model, [&](const onnx::GraphProto& g, int) {
-    for (const auto& t : g.initializer()) any = any || (is16(t.data_type()) && read_by_non_cast(g, t.name()));
+    for (const auto& t : g.initializer()) any = any || (promoted(t.data_type()) && read_by_non_cast(g, t.name()));
   });
   if (any) return true;
   const Boundary io = boundary(model.graph());
@@ -307,21 +331,22 @@ bool computes_in_float16(const onnx::ModelProto& model) {
     const std::string_view attr = type_attribute(n);
     if (attr.empty() || io.kept_casts.count(&n)) return;
     for (const auto& a : n.attribute())
-      if (a.name() == attr && a.type() == onnx::AttributeProto::INT && is16(a.i())) any = true;
+      if (a.name() == attr && a.type() == onnx::AttributeProto::INT && promoted(a.i())) any = true;
   });
   for_each_graph(model, [&](const onnx::GraphProto& g, int depth) {
-    for (const auto& v : g.value_info()) any = any || has16(v.type());
+    for (const auto& v : g.value_info()) any = any || has_promoted(v.type());
     if (depth == 0) return;
-    for (const auto& v : g.input()) any = any || has16(v.type());
-    for (const auto& v : g.output()) any = any || has16(v.type());
+    for (const auto& v : g.input()) any = any || has_promoted(v.type());
+    for (const auto& v : g.output()) any = any || has_promoted(v.type());
   });
   return any;
 }
 
-Float16Promotion promote_float16(onnx::ModelProto& model) {
-  if (!computes_in_float16(model)) return {};
+Float32Promotion promote_to_float32(onnx::ModelProto& model) {
+  if (!needs_float32_promotion(model)) return {};
   if (default_opset(model) < 6)
-    throw UnsupportedError("the model computes in float16 at opset " + std::to_string(default_opset(model)) +
+    throw UnsupportedError("the model computes in float16, bfloat16 or float64 at opset " +
+                           std::to_string(default_opset(model)) +
                            " (< 6, where Cast's 'to' is a string): convert it to float32 or a newer opset first");
   return Promoter(model).run();
 }

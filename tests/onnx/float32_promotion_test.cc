@@ -1,11 +1,12 @@
-// onnx/float16_promotion.h: a model computing in float16 / bfloat16 is rewritten to compute in float32 behind
-// Casts at its inputs and outputs; its interface, and its values up to one 16-bit rounding, stay.
-#include "onnx/float16_promotion.h"
+// onnx/float32_promotion.h: a model computing in float16 / bfloat16 / float64 is rewritten to compute in float32
+// behind Casts at its inputs and outputs; its interface, and its values up to one 16-bit (or float32) rounding, stay.
+#include "onnx/float32_promotion.h"
 
 #include <onnx/onnx_pb.h>
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <limits>
 
 #include "core/error.h"
 #include "core/float_formats.h"
@@ -56,13 +57,13 @@ const onnx::NodeProto& node_named(const onnx::ModelProto& m, const std::string& 
 
 TEST_CASE("float16 promotion: the graph computes in float32 behind casts, the interface is unchanged") {
   onnx::ModelProto m = half_model().model;
-  REQUIRE(onnxio::computes_in_float16(m));
-  const onnxio::Float16Promotion p = onnxio::promote_float16(m);
+  REQUIRE(onnxio::needs_float32_promotion(m));
+  const onnxio::Float32Promotion p = onnxio::promote_to_float32(m);
   CHECK(p.inputs == 1);
   CHECK(p.outputs == 1);
   CHECK(p.tensors == 2);                        // w and the Constant's value
   CHECK(p.typed_nodes == 1);                    // the Cast to float16
-  CHECK_FALSE(onnxio::computes_in_float16(m));  // float32 inside; the interface is still float16
+  CHECK_FALSE(onnxio::needs_float32_promotion(m));  // float32 inside; the interface is still float16
   CHECK(m.graph().input(0).type().tensor_type().elem_type() == onnx::TensorProto::FLOAT16);
   CHECK(m.graph().output(0).type().tensor_type().elem_type() == onnx::TensorProto::FLOAT16);
 
@@ -86,7 +87,7 @@ TEST_CASE("float16 promotion: the graph computes in float32 behind casts, the in
 
   // Promoting twice changes nothing more.
   const std::string once = m.SerializeAsString();
-  onnxio::promote_float16(m);
+  onnxio::promote_to_float32(m);
   CHECK(m.SerializeAsString() == once);
 }
 
@@ -117,12 +118,12 @@ TEST_CASE("float16 promotion: a float32 model is left alone; old opsets are refu
   b.node("Relu", {"x"}, {"y"}, "r");
   b.output("y");
   onnx::ModelProto m = b.model;
-  CHECK_FALSE(onnxio::computes_in_float16(m));
-  CHECK_FALSE(onnxio::promote_float16(m).any());
+  CHECK_FALSE(onnxio::needs_float32_promotion(m));
+  CHECK_FALSE(onnxio::promote_to_float32(m).any());
 
   onnx::ModelProto old = half_model().model;
   old.mutable_opset_import(0)->set_version(5);
-  CHECK_THROWS_AS(onnxio::promote_float16(old), UnsupportedError);
+  CHECK_THROWS_AS(onnxio::promote_to_float32(old), UnsupportedError);
 }
 
 TEST_CASE("float16 promotion: an external 16-bit weight stays unread behind a Cast, once") {
@@ -134,7 +135,7 @@ TEST_CASE("float16 promotion: an external 16-bit weight stays unread behind a Ca
   auto* loc = w.add_external_data();
   loc->set_key("location");
   loc->set_value("w.bin");
-  const onnxio::Float16Promotion p = onnxio::promote_float16(m);
+  const onnxio::Float32Promotion p = onnxio::promote_to_float32(m);
   CHECK(p.tensors == 2);
   const onnx::TensorProto& kept = m.graph().initializer(0);
   CHECK(kept.name() == "w_float16");
@@ -143,8 +144,42 @@ TEST_CASE("float16 promotion: an external 16-bit weight stays unread behind a Ca
   const auto& cast = node_named(m, "w_to_float32");
   CHECK(cast.input(0) == "w_float16");
   CHECK(cast.output(0) == "w");
-  CHECK_FALSE(onnxio::computes_in_float16(m));
+  CHECK_FALSE(onnxio::needs_float32_promotion(m));
   const std::string once = m.SerializeAsString();
-  CHECK_FALSE(onnxio::promote_float16(m).any());
+  CHECK_FALSE(onnxio::promote_to_float32(m).any());
   CHECK(m.SerializeAsString() == once);
+}
+
+TEST_CASE("float64 promotion: values round to float32, finite ones beyond its range stay finite; io stays double") {
+  // y = Max(x * w, fill): x, y float64; w and the mask-like fill -1e300 float64 initializers.
+  ModelBuilder b(13);
+  b.input("x", DType::Float64, {3});
+  b.initializer("w", Tensor::from_vector<double>({3}, {0.1, -1e40, 3.0}));
+  b.initializer("fill", Tensor::from_vector<double>({1}, {-1e300}));
+  b.node("Mul", {"x", "w"}, {"xw"}, "mul");
+  b.node("Max", {"xw", "fill"}, {"y"}, "max");
+  b.output("y", DType::Float64);
+  onnx::ModelProto m = b.model;
+  REQUIRE(onnxio::needs_float32_promotion(m));
+  const onnxio::Float32Promotion p = onnxio::promote_to_float32(m);
+  CHECK(p.tensors == 2);
+  CHECK(p.inputs == 1);
+  CHECK(p.outputs == 1);
+  CHECK_FALSE(onnxio::needs_float32_promotion(m));
+  const Tensor w = onnxio::tensor_from_proto(m.graph().initializer(0));
+  REQUIRE(w.dtype() == DType::Float32);
+  CHECK(w.data<float>()[0] == 0.1f);                                 // nearest float32
+  CHECK(w.data<float>()[1] == -std::numeric_limits<float>::max());  // beyond the range: finite, not -inf
+  CHECK(onnxio::tensor_from_proto(m.graph().initializer(1)).data<float>()[0] == -std::numeric_limits<float>::max());
+  const auto& last = m.graph().node(m.graph().node_size() - 1);
+  CHECK(last.name() == "y_to_double");
+  CHECK(last.attribute(0).i() == onnx::TensorProto::DOUBLE);
+
+  // The interpreter takes and returns float64; inside, float32.
+  const runtime::Session s(b.model);
+  const Tensor y = s.run({{"x", Tensor::from_vector<double>({3}, {2.0, 1.0, -1.0})}}).at("y");
+  REQUIRE(y.dtype() == DType::Float64);
+  CHECK(y.data<double>()[0] == static_cast<double>(2.0f * 0.1f));
+  CHECK(y.data<double>()[1] == -static_cast<double>(std::numeric_limits<float>::max()));  // Max with the fill
+  CHECK(y.data<double>()[2] == -3.0);
 }
