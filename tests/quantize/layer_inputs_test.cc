@@ -5,9 +5,13 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <random>
+#include <sstream>
 
 #include "onnx/tensor_proto.h"
 #include "quantize/quantize.h"
@@ -106,6 +110,28 @@ TEST_CASE("gptq hessians: a small budget computes them in groups, one graph segm
   LayerHessianSource roomy(m, inputs, s, 1, int64_t{1} << 20);
   CHECK(roomy.groups() == 1);
   CHECK(roomy.segments_run() == 1);  // one pass up front
+}
+
+TEST_CASE("gptq hessians: a layer whose Hessian alone exceeds the budget is named in a warning, and held alone") {
+  const onnx::ModelProto m = chain();
+  const std::vector<Sample> s = samples();
+  std::ostringstream log;
+  const auto previous = spdlog::default_logger();
+  auto capture = std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log));
+  capture->set_pattern("%l: %v");
+  spdlog::set_default_logger(capture);
+  // 24^2 * 8 = 4608 bytes for tt's Hessian, 2048 for each K = 16 one: a 3000-byte budget fits those, not tt's.
+  LayerHessianSource source(m, {"x", "r", "tt"}, s, 1, 3000);
+  const LayerHessian* tt = source.find("tt");  // groups are cut on first use
+  spdlog::set_default_logger(previous);
+  const std::string text = log.str();
+  INFO(text);
+  CHECK(text.find("warning: GPTQ: the Hessian of 'tt' (24 x 24) needs 1 MiB, more than the 0 MiB budget") !=
+        std::string::npos);
+  CHECK(text.find("'x'") == std::string::npos);  // the layers that fit are not named
+  CHECK(text.find("'r'") == std::string::npos);
+  REQUIRE(tt != nullptr);  // still computed, alone, and equal to the one-pass result
+  CHECK(same(*tt, collect_hessians(m, {"tt"}, s, 1).at("tt")));
 }
 
 TEST_CASE("gptq hessians: quantize_model writes the same bytes with a budget that forces one group per layer input") {
