@@ -952,6 +952,18 @@ TEST_CASE("qdq: Mul by a positive constant reads its input's integers with scale
     CHECK(writer(m, "s_dq")->input(0) == "c_q");
     CHECK(max_diff(run1(b.m, x, "y2"), run1(m, x, "y2")) < 0.1);
   }
+  SECTION("target tensorrt: the Mul stays (the reason is ONNX Runtime's)") {
+    std::ifstream f(test::source_dir() / "configs" / "int8.json");
+    std::stringstream text;
+    text << f.rdbuf();
+    std::string json = text.str();
+    json.insert(json.find("\"version\": 1,") + 13, " \"target\": \"tensorrt\",");
+    const Builder b = scaled_conv(Tensor::scalar<float>(2.5f), false);
+    onnx::ModelProto m = b.m;
+    insert_qdq(m, QConfig::parse(json, "int8-for-tensorrt.json"), ranges);
+    CHECK(count_op(m, "Mul") == 1);
+    CHECK(writer(m, "s_q") != nullptr);
+  }
 }
 
 TEST_CASE("guard: an input whose range one outlier blew up goes back to float, its weights stay int8") {
