@@ -4,7 +4,9 @@
 Per model: calibrate on the shared real inputs, quantize with the default config, then run fp32 and int8 in
 ONNX Runtime with the same thread count (in one process, runs alternating; median ms and median per-pair
 ratio of --repeat runs) and count, in ORT's optimized int8 graph,
-how many Conv/MatMul/Gemm became integer kernels. Also compares qtool's mobilenetv2 int8 with the vendor's
+how many Conv/MatMul/Gemm became integer kernels. The CPU-time ratio (median of the per-pair ratios of the process's
+CPU time during each run, ort_run.mjs) is the figure to compare on a loaded machine: with 1 thread a preempted run
+grows on the wall clock, not in CPU time. Also compares qtool's mobilenetv2 int8 with the vendor's
 int8 model on agreement with the float model. Prints a table and one JSON line at the end."""
 import argparse
 import json
@@ -107,10 +109,11 @@ def main():
         mf, mq = r['latency_ms']['min'], r['latency_b_ms']['min']
         share = ints / max(1, ints + floats)
         rows[name] = {'fp32_ms': round(lf, 3), 'int8_ms': round(lq, 3), 'ratio': round(ratio, 3),
-                      'ratio_of_min': round(mq / mf, 3), 'int_kernels': ints, 'float_kernels': floats,
-                      'int_share': round(share, 3)}
+                      'ratio_of_min': round(mq / mf, 3), 'cpu_ratio': round(r['cpu_ratio'], 3),
+                      'fp32_cpu_ms': round(r['cpu_ms']['median'], 3), 'int8_cpu_ms': round(r['cpu_b_ms']['median'], 3),
+                      'int_kernels': ints, 'float_kernels': floats, 'int_share': round(share, 3)}
         print(f'{name:28s} {lf:9.2f} {lq:9.2f} {ratio:6.2f} {ints:5d}/{ints + floats:<5d} {100 * share:5.1f}%'
-              f'   (ratio of fastest runs {mq / mf:.2f})')
+              f'   (ratio of fastest runs {mq / mf:.2f}, of CPU times {r["cpu_ratio"]:.2f})')
 
     # qtool int8 vs the vendor's int8 mobilenetv2, both against the float model, on the six photos.
     if 'mobilenetv2-1.0-224-fp32' in rows:

@@ -430,6 +430,8 @@ class QdqBuilder {
     if (!has_weight && (!q.output || node.output_size() != 1 || g_.is_graph_output(node.output(0))))
       return keep_float(i, "no weight and its output is not quantized: float is as fast and exact");
 
+    if (plan_rescale(i, q)) return;
+
     // Compute ops: every data input must be quantizable.
     std::vector<int> data = role.data_inputs;
     if (data.empty())
@@ -547,6 +549,62 @@ class QdqBuilder {
       e.note = "inputs and output share one range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
     }
     e.quantized = true;
+  }
+
+  // Mul(x, c), c one positive finite constant, x quantized per tensor with (s, z): c·DQ(q; s, z) = (q - z)·c·s =
+  // DQ(q; c·s, z) exactly, so y = c·x is x's own integers read with the scale c·s: no Mul and no QuantizeLinear of
+  // its own. Node i becomes that DequantizeLinear (emit()). Why: ONNX Runtime has no kernel that folds a constant
+  // factor into its neighbours, so DQ -> Mul -> Q runs as a QLinearMul pass over the whole tensor that also rounds
+  // c·x to y's grid a second time (PP-LCNetV3, the backbone of PP-OCRv4 det and rec, scales every conv and
+  // activation output by a learnable scalar, and HardSwish divides by 6: ppocrv4-det has 39 such Muls, 7 % of its
+  // int8 time in ORT 1.30). ORT fuses the consumers of the new DequantizeLinear as before (QLinearAdd ...): a
+  // QuantizeLinear read by DequantizeLinears with different scales is valid QDQ. Not for c <= 0 (the integers would
+  // have to be negated: a pass again), a y that the rules give other settings than x (dtype, symmetry, a fixed
+  // range or scale), a y quantized after a fused Relu/Clip, one in a Concat's shared range, a graph output, or one
+  // read inside a subgraph (the name y disappears). A constant of rank r broadcasts x up to rank r: x's recorded shape
+  // must have at least r dimensions. For "target": "ort-cpu" only: the reason is ONNX Runtime's (TensorRT fuses a
+  // constant Mul into its neighbouring kernels itself).
+  bool plan_rescale(int i, const NodeQuant& q) {
+    const auto& n = g_.node(i);
+    if (cfg_.target() != Target::OrtCpu || n.op_type() != "Mul" || n.input_size() != 2 || n.output_size() != 1 ||
+        !q.output)
+      return false;
+    const bool c0 = g_.is_float_initializer(n.input(0)), c1 = g_.is_float_initializer(n.input(1));
+    if (c0 == c1 || g_.is_initializer(n.input(c0 ? 1 : 0))) return false;
+    const std::string &x = n.input(c0 ? 1 : 0), &cname = n.input(c0 ? 0 : 1), &y = n.output(0);
+    const std::optional<float> c = g_.scalar_float_initializer(cname);
+    if (!c || !(*c > 0.0f) || !std::isfinite(*c)) return false;
+    if (const int64_t rank = g_.initializer_tensor(cname).rank(); rank > 0) {
+      const calib::TensorCalibration* cx = ranges_.find(x);
+      if (!cx || static_cast<int64_t>(cx->shape.size()) < rank) return false;  // unknown, or x broadcasts up
+    }
+    if (g_.is_graph_output(y) || g_.used_by_subgraph(y) || shared_range_.count(y)) return false;
+    const auto& cons = g_.consumers(y);
+    if (cons.size() == 1 && fusable_activation(cons[0])) return false;
+    const auto xs = tensor_settings(x, *q.activation), ys = tensor_settings(y, *q.output);
+    if (!xs || !ys || ys->scale || ys->range || ys->dtype != xs->dtype || ys->symmetric != xs->symmetric ||
+        !act_params(y, *q.output))
+      return false;
+    std::optional<QParams> px;
+    if (auto it = act_.find(x); it != act_.end())
+      px = it->second.params;
+    else
+      px = act_params(x, *q.activation);
+    if (!px || px->scale.numel() != 1 || px->dtype() != ys->dtype) return false;
+    QParams py = *px;
+    py.scale = px->scale.clone();
+    const double s = static_cast<double>(px->scales()[0]) * static_cast<double>(*c);
+    py.scale.data<float>()[0] = static_cast<float>(s);
+    if (!std::isnormal(py.scale.data<float>()[0])) return false;
+    add_act(x, *px);
+    add_act(y, py);
+    rescale_[y] = {i, x};
+    NodeExplain& e = report_.nodes[i];
+    e.tensors.push_back(explain(x, "input", *px));
+    e.tensors.push_back(explain(y, "output", py));
+    e.quantized = true;
+    e.note = "rescale: becomes a DequantizeLinear of the input's integers with scale c·s (no Mul pass)";
+    return true;
   }
 
   // Add(x, C) whose output gets a range [lo, hi]: an element of C below lo - x_hi (above hi - x_lo) sends every sum
@@ -725,8 +783,23 @@ class QdqBuilder {
       if (g_.node(i).input_size() > 0) clamp_inputs_[i] = g_.node(i).input(0);
     const std::map<std::string, int> clamps = integer_clamps();
     std::map<std::string, std::string> q_of;  // tensor -> its QuantizeLinear output
+    std::set<std::string> act_dqs;            // the activation DequantizeLinear outputs made here
     for (const std::string& t : act_order_) {
       const QParams& p = act_.at(t).params;
+      if (auto it = rescale_.find(t); it != rescale_.end()) {  // see plan_rescale
+        const auto [i, x] = it->second;
+        const Names nm = names_for(t, p);
+        redirect_consumers(t, nm.dq);
+        g_.set_inputs(i, {q_of.at(x), nm.scale, nm.zero_point});
+        g_.set_outputs(i, {nm.dq});
+        auto& n = g_.node(i);
+        n.set_op_type("DequantizeLinear");
+        n.clear_domain();
+        n.clear_attribute();
+        n.set_name(g_.unique_name(t + "_DequantizeLinear"));
+        q_of[t] = q_of.at(x);
+        continue;
+      }
       if (auto it = clamps.find(t); it != clamps.end()) {
         auto& n = g_.node(it->second);
         const Names nm = names_for(t, p);
@@ -745,6 +818,7 @@ class QdqBuilder {
       q_of[t] = nm.q;
       onnx::NodeProto qn = make_qdq_node("QuantizeLinear", t, nm, nm.q, t);
       onnx::NodeProto dqn = make_qdq_node("DequantizeLinear", nm.q, nm, nm.dq, t);
+      act_dqs.insert(nm.dq);
       const int prod = g_.producer(t);
       g_.insert_before(prod + 1, std::move(qn));
       g_.insert_before(prod + 1, std::move(dqn));
@@ -756,6 +830,17 @@ class QdqBuilder {
     }
     report_.activation_tensors = act_order_;
     g_.compact();
+    // A DequantizeLinear that nothing reads any more (its tensor's readers were all rescales or integer clamps,
+    // which read the QuantizeLinear output) goes: ONNX Runtime would run it, and keep it in NCHW between its NHWC
+    // integer kernels (two Transposes each).
+    bool dead = false;
+    for (int i = 0; i < g_.node_count(); ++i) {
+      const auto& n = g_.node(i);
+      if (n.op_type() == "DequantizeLinear" && n.output_size() == 1 && act_dqs.count(n.output(0)) &&
+          g_.consumers(n.output(0)).empty() && !g_.is_graph_output(n.output(0)) && !g_.used_by_subgraph(n.output(0)))
+        g_.remove_node(i), dead = true;
+    }
+    if (dead) g_.compact();
   }
 
   Graph g_;
@@ -767,6 +852,7 @@ class QdqBuilder {
   std::map<std::string, ActQ> act_;
   std::vector<std::string> act_order_;
   std::map<int, std::string> clamp_inputs_;
+  std::map<std::string, std::pair<int, std::string>> rescale_;     // y -> (its Mul node, x): see plan_rescale
   std::map<std::string, std::pair<double, double>> shared_range_;  // see plan_shared_ranges
   QdqReport report_;
   std::map<std::string, int> definitions_;  // main graph's builder only: see count_definitions

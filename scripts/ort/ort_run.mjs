@@ -9,7 +9,9 @@
 // Prints one JSON line: {"outputs": {name: {shape, dtype, file}}, "latency_ms": {median, min, max, runs}}
 // With --against (and --repeat), MODEL_B runs on the same inputs in the same process, its runs alternating with
 // MODEL's, so both see the same machine load; the line adds "latency_b_ms" and "ratio": the median over the
-// run pairs of B's time / MODEL's time.
+// run pairs of B's time / MODEL's time. "cpu_ms", "cpu_b_ms" and "cpu_ratio" are the same for the process's CPU time
+// (user + system, all threads) during each run: with --threads 1 that is the work itself, and it does not grow when
+// the machine's load preempts the run (cache and memory contention from other processes still count).
 // With --profile, ORT writes its per-node profile (Chrome trace JSON) to PREFIX_<date>.json, covering the
 // warm-up run and the --repeat runs of MODEL (scripts/ort/profile_summary.py sums it per op type).
 // Output files are named after the output with characters outside [A-Za-z0-9_.-] replaced by '_'.
@@ -104,20 +106,27 @@ async function main() {
   delete optsB.profileFilePrefix;
   const other = a.against ? await ort.InferenceSession.create(a.against, optsB) : null;
   if (other) await other.run(feeds);
-  const times = [], timesB = [], ratios = [];
+  const times = [], timesB = [], ratios = [], cpu = [], cpuB = [], cpuRatios = [];
+  // Wall time and the process's CPU time (user + system, all threads) of one run.
   const timed = async (s) => {
+    const c0 = process.cpuUsage();
     const t0 = process.hrtime.bigint();
     const r = await s.run(feeds);
-    return [r, Number(process.hrtime.bigint() - t0) / 1e6];
+    const wall = Number(process.hrtime.bigint() - t0) / 1e6;
+    const c = process.cpuUsage(c0);
+    return [r, wall, (c.user + c.system) / 1e3];
   };
   for (let r = 0; r < a.repeat; r++) {
-    let t;
-    [results, t] = await timed(session);
+    let t, c;
+    [results, t, c] = await timed(session);
     times.push(t);
+    cpu.push(c);
     if (other) {
-      const [, tb] = await timed(other);
+      const [, tb, cb] = await timed(other);
       timesB.push(tb);
       ratios.push(tb / t);
+      cpuB.push(cb);
+      cpuRatios.push(cb / c);
     }
   }
   const out = { outputs: {} };
@@ -135,10 +144,15 @@ async function main() {
     v.sort((x, y) => x - y);
     return { median: v[Math.floor(v.length / 2)], min: v[0], max: v[v.length - 1], runs: v.length };
   };
-  if (times.length) out.latency_ms = stats(times);
+  if (times.length) {
+    out.latency_ms = stats(times);
+    out.cpu_ms = stats(cpu);
+  }
   if (timesB.length) {
     out.latency_b_ms = stats(timesB);
     out.ratio = stats(ratios).median;
+    out.cpu_b_ms = stats(cpuB);
+    out.cpu_ratio = stats(cpuRatios).median;
   }
   if (a.profile) session.endProfiling();
   console.log(JSON.stringify(out));

@@ -881,6 +881,91 @@ QConfig guarded(double min_sqnr_db, int64_t max_float_tensors) {
 
 }  // namespace
 
+namespace {
+
+// The node (if any) that writes `tensor`.
+const onnx::NodeProto* writer(const onnx::ModelProto& m, const std::string& tensor) {
+  for (const auto& n : m.graph().node())
+    for (const auto& o : n.output())
+      if (o == tensor) return &n;
+  return nullptr;
+}
+
+// x -> Conv(w) -> c -> Mul(c, k) -> s -> Conv(w2) -> y, and with `negative_branch` also c -> Mul(c, -0.5) -> n ->
+// Conv(w3) -> y2.
+Builder scaled_conv(const Tensor& k, bool negative_branch) {
+  Builder b(13);
+  b.input("x", {1, 2, 4, 4});
+  b.init("w", random_tensor({3, 2, 1, 1}, 91));
+  b.init("w2", random_tensor({2, 3, 1, 1}, 92));
+  b.init("k", k);
+  b.node("Conv", {"x", "w"}, {"c"});
+  b.node("Mul", {"c", "k"}, {"s"});
+  b.node("Conv", {"s", "w2"}, {"y"});
+  b.output("y");
+  if (negative_branch) {
+    b.init("w3", random_tensor({2, 3, 1, 1}, 93));
+    b.init("kn", Tensor::scalar<float>(-0.5f));
+    b.node("Mul", {"c", "kn"}, {"n"});
+    b.node("Conv", {"n", "w3"}, {"y2"});
+    b.output("y2");
+  }
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("qdq: Mul by a positive constant reads its input's integers with scale c*s, other Muls stay") {
+  auto ranges =
+      minmax_ranges({{"x", -1, 1}, {"c", -2, 3}, {"s", -5, 7.5f}, {"n", -1.5f, 1}, {"y", -4, 4}, {"y2", -4, 4}});
+  const Tensor x = random_tensor({1, 2, 4, 4}, 94);
+  SECTION("c's only reader: no Mul, no Q of its own, c's DQ gone; numbers as float") {
+    const Builder b = scaled_conv(Tensor::scalar<float>(2.5f), false);
+    onnx::ModelProto m = b.m;
+    const QdqReport rep = insert_qdq(m, QConfig::builtin_default(), ranges);
+    Graph g(m);
+    CHECK(count_op(m, "Mul") == 0);
+    CHECK(writer(m, "s_q") == nullptr);
+    CHECK(writer(m, "c_dq") == nullptr);  // nothing reads it: ORT would still run it
+    const onnx::NodeProto* dq = writer(m, "s_dq");
+    REQUIRE(dq != nullptr);
+    CHECK(dq->op_type() == "DequantizeLinear");
+    CHECK(dq->input(0) == "c_q");
+    const float s_c = g.initializer_tensor("c_scale").data<float>()[0];
+    CHECK(g.initializer_tensor(dq->input(1)).data<float>()[0] == static_cast<float>(double(s_c) * 2.5));
+    CHECK(g.initializer_tensor(dq->input(2)).data<uint8_t>()[0] ==
+          g.initializer_tensor("c_zero_point").data<uint8_t>()[0]);
+    CHECK(rep.quantized_ops.at("Mul") == 1);
+    CHECK(max_diff(run1(b.m, x), run1(m, x)) < 0.1);
+  }
+  SECTION("a negative constant keeps its Mul (and c's DQ); a [1,1,1,1] one needs x of rank >= 4") {
+    const Builder b = scaled_conv(Tensor::from_vector<float>({1, 1, 1, 1}, {2.5f}), true);
+    onnx::ModelProto unknown = b.m;
+    insert_qdq(unknown, QConfig::builtin_default(), ranges);  // no shape recorded: c might broadcast x up
+    CHECK(count_op(unknown, "Mul") == 2);
+    ranges.tensors["c"].shape = {1, 3, 4, 4};
+    onnx::ModelProto m = b.m;
+    insert_qdq(m, QConfig::builtin_default(), ranges);
+    CHECK(count_op(m, "Mul") == 1);
+    CHECK(writer(m, "c_dq") != nullptr);
+    CHECK(writer(m, "n_q") != nullptr);
+    CHECK(writer(m, "s_dq")->input(0) == "c_q");
+    CHECK(max_diff(run1(b.m, x, "y2"), run1(m, x, "y2")) < 0.1);
+  }
+  SECTION("target tensorrt: the Mul stays (the reason is ONNX Runtime's)") {
+    std::ifstream f(test::source_dir() / "configs" / "int8.json");
+    std::stringstream text;
+    text << f.rdbuf();
+    std::string json = text.str();
+    json.insert(json.find("\"version\": 1,") + 13, " \"target\": \"tensorrt\",");
+    const Builder b = scaled_conv(Tensor::scalar<float>(2.5f), false);
+    onnx::ModelProto m = b.m;
+    insert_qdq(m, QConfig::parse(json, "int8-for-tensorrt.json"), ranges);
+    CHECK(count_op(m, "Mul") == 1);
+    CHECK(writer(m, "s_q") != nullptr);
+  }
+}
+
 TEST_CASE("guard: an input whose range one outlier blew up goes back to float, its weights stay int8") {
   const Builder b = two_matmuls(random_tensor({8, 8}, 31), 32);
   // x lies in [0, 1], but the calibration range says [0, 1000]: every x quantizes to 0 or 1 step (3.9).
