@@ -51,6 +51,8 @@ const std::set<std::string> kComputeOps = {
     "GRU",
     "RNN",
     "Einsum",
+    "NonMaxSuppression",
+    "RoiAlign",
 };
 
 // Cases that are known not to pass, with the reason (kept short and explicit).

@@ -154,6 +154,8 @@ const KernelDef kKernels[] = {
   {"", "GRU", 1, kMaxOpset, make_gru},
   {"", "RNN", 1, kMaxOpset, make_rnn},
   {"", "Einsum", 12, kMaxOpset, make_einsum},
+  {"", "NonMaxSuppression", 10, kMaxOpset, make_non_max_suppression},
+  {"", "RoiAlign", 10, kMaxOpset, make_roi_align},
 
   // sentinel, never matched (keeps the array non-empty while families are added)
   {"qtool.internal", "", 0, -1, nullptr},
