@@ -101,6 +101,9 @@ std::unique_ptr<Kernel> make_instance_norm(const NodeInfo& node);       // norma
 std::unique_ptr<Kernel> make_layer_norm(const NodeInfo& node);          // normalization.cc
 std::unique_ptr<Kernel> make_rms_norm(const NodeInfo& node);            // normalization.cc
 std::unique_ptr<Kernel> make_lrn(const NodeInfo& node);                 // normalization.cc
+std::unique_ptr<Kernel> make_group_norm(const NodeInfo& node);          // normalization.cc
+std::unique_ptr<Kernel> make_lp_norm(const NodeInfo& node);             // normalization.cc
+std::unique_ptr<Kernel> make_mean_variance_norm(const NodeInfo& node);  // normalization.cc
 std::unique_ptr<Kernel> make_softmax(const NodeInfo& node);             // softmax.cc
 std::unique_ptr<Kernel> make_log_softmax(const NodeInfo& node);         // softmax.cc
 std::unique_ptr<Kernel> make_hardmax(const NodeInfo& node);             // softmax.cc

@@ -132,6 +132,9 @@ const KernelDef kKernels[] = {
   {"", "LayerNormalization", 17, kMaxOpset, make_layer_norm},
   // Opset 23 (past kMaxOpset): rows for the nodes graph preparation forms (runtime/fuse_rmsnorm.h).
   {"", "RMSNormalization", 23, 23, make_rms_norm},
+  {"", "GroupNormalization", 18, kMaxOpset, make_group_norm},
+  {"", "LpNormalization", 1, kMaxOpset, make_lp_norm},
+  {"", "MeanVarianceNormalization", 9, kMaxOpset, make_mean_variance_norm},
   {"", "LRN", 1, kMaxOpset, make_lrn},
   {"", "Softmax", 1, kMaxOpset, make_softmax},
   {"", "LogSoftmax", 1, kMaxOpset, make_log_softmax},
