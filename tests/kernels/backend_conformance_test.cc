@@ -53,6 +53,7 @@ const std::set<std::string> kComputeOps = {
     "Einsum",
     "NonMaxSuppression",
     "RoiAlign",
+    "GridSample",
     "MeanVarianceNormalization",
     "GroupNormalization",
     "LpNormalization",

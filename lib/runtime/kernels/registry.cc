@@ -159,6 +159,7 @@ const KernelDef kKernels[] = {
   {"", "Einsum", 12, kMaxOpset, make_einsum},
   {"", "NonMaxSuppression", 10, kMaxOpset, make_non_max_suppression},
   {"", "RoiAlign", 10, kMaxOpset, make_roi_align},
+  {"", "GridSample", 16, kMaxOpset, make_grid_sample},
 
   // sentinel, never matched (keeps the array non-empty while families are added)
   {"qtool.internal", "", 0, -1, nullptr},
