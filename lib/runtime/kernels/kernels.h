@@ -128,5 +128,9 @@ std::unique_ptr<Kernel> make_einsum(const NodeInfo& node);              // einsu
 std::unique_ptr<Kernel> make_non_max_suppression(const NodeInfo& node); // detection.cc
 std::unique_ptr<Kernel> make_roi_align(const NodeInfo& node);           // detection.cc
 std::unique_ptr<Kernel> make_grid_sample(const NodeInfo& node);         // grid_sample.cc
+std::unique_ptr<Kernel> make_dft(const NodeInfo& node);                 // spectral.cc
+std::unique_ptr<Kernel> make_stft(const NodeInfo& node);                // spectral.cc
+std::unique_ptr<Kernel> make_window(const NodeInfo& node);              // spectral.cc: Hann/Hamming/BlackmanWindow
+std::unique_ptr<Kernel> make_mel_weight_matrix(const NodeInfo& node);   // spectral.cc
 
 }  // namespace qtool::runtime::kernels

@@ -160,6 +160,12 @@ const KernelDef kKernels[] = {
   {"", "NonMaxSuppression", 10, kMaxOpset, make_non_max_suppression},
   {"", "RoiAlign", 10, kMaxOpset, make_roi_align},
   {"", "GridSample", 16, kMaxOpset, make_grid_sample},
+  {"", "DFT", 17, kMaxOpset, make_dft},
+  {"", "STFT", 17, kMaxOpset, make_stft},
+  {"", "HannWindow", 17, kMaxOpset, make_window},
+  {"", "HammingWindow", 17, kMaxOpset, make_window},
+  {"", "BlackmanWindow", 17, kMaxOpset, make_window},
+  {"", "MelWeightMatrix", 17, kMaxOpset, make_mel_weight_matrix},
 
   // sentinel, never matched (keeps the array non-empty while families are added)
   {"qtool.internal", "", 0, -1, nullptr},
