@@ -540,6 +540,39 @@ def onnx_norm_embedding(opset):
     return m
 
 
+def onnx_logmel_classifier(opset):
+    """Built with onnx.helper (torch 1.13 has no STFT export): an audio front-end as deployed keyword spotters and
+    speech encoders carry it — HannWindow, STFT (400-sample frames, hop 160), power spectrum, MatMul with a
+    MelWeightMatrix (40 bands), Log, then Conv1d / Relu / global pool / Gemm."""
+    from onnx import helper, numpy_helper, TensorProto
+    rng = np.random.default_rng(0)
+
+    def t(name, *shape, scale=0.3):
+        return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
+
+    def c(name, v, dt=np.int64):
+        return numpy_helper.from_array(np.array(v, dt), name)
+    inits = [c('n_fft', 400), c('hop', 160), c('mels', 40), c('rate', 16000), c('lo', 20.0, np.float32),
+             c('hi', 7600.0, np.float32), c('eps', 1e-6, np.float32), c('last', [-1]), t('w1', 32, 40, 3),
+             t('b1', 32), t('wf', 10, 32), t('bf', 10)]
+    nodes = [helper.make_node('HannWindow', ['n_fft'], ['win']),
+             helper.make_node('STFT', ['x', 'hop', 'win', 'n_fft'], ['spec']),
+             helper.make_node('Mul', ['spec', 'spec'], ['sq']),
+             helper.make_node('ReduceSum', ['sq', 'last'], ['power'], keepdims=0),
+             helper.make_node('MelWeightMatrix', ['mels', 'n_fft', 'rate', 'lo', 'hi'], ['melw']),
+             helper.make_node('MatMul', ['power', 'melw'], ['mel']),
+             helper.make_node('Add', ['mel', 'eps'], ['mel_eps']), helper.make_node('Log', ['mel_eps'], ['logmel']),
+             helper.make_node('Transpose', ['logmel'], ['feat'], perm=[0, 2, 1]),
+             helper.make_node('Conv', ['feat', 'w1', 'b1'], ['c1'], pads=[1, 1]),
+             helper.make_node('Relu', ['c1'], ['r1']), helper.make_node('GlobalAveragePool', ['r1'], ['gp']),
+             helper.make_node('Flatten', ['gp'], ['fl']), helper.make_node('Gemm', ['fl', 'wf', 'bf'], ['y'], transB=1)]
+    graph = helper.make_graph(nodes, 'logmel', [helper.make_tensor_value_info('x', TensorProto.FLOAT, ['B', 4000, 1])],
+                              [helper.make_tensor_value_info('y', TensorProto.FLOAT, ['B', 10])], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid('', opset)])
+    m.ir_version = 8
+    return m
+
+
 def img(c, h, w):
     return [('x', (c, h, w), 'normal')]
 
@@ -611,6 +644,7 @@ CASES = {
     'two_stage_roialign_o16': (TwoStageRoi, img(3, 32, 32), 16, True, {}),
     'norm_embedding_o18': (onnx_norm_embedding, img(3, 24, 24), 18, True, {}, {'onnx': True}),
     'norm_embedding_o21': (onnx_norm_embedding, img(3, 24, 24), 21, False, {}, {'onnx': True}),
+    'audio_logmel_stft_o17': (onnx_logmel_classifier, [('x', (4000, 1), 'normal')], 17, True, {}, {'onnx': True}),
 }
 # A case that fails for a reason not fixed yet: name -> the reason (documented in docs/reliability.md). The check
 # still runs and prints its result; it does not fail the test.
