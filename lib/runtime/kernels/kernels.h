@@ -132,5 +132,6 @@ std::unique_ptr<Kernel> make_dft(const NodeInfo& node);                 // spect
 std::unique_ptr<Kernel> make_stft(const NodeInfo& node);                // spectral.cc
 std::unique_ptr<Kernel> make_window(const NodeInfo& node);              // spectral.cc: Hann/Hamming/BlackmanWindow
 std::unique_ptr<Kernel> make_mel_weight_matrix(const NodeInfo& node);   // spectral.cc
+std::unique_ptr<Kernel> make_random(const NodeInfo& node);  // random.cc: Random{Normal,Uniform}[Like] Bernoulli Multinomial
 
 }  // namespace qtool::runtime::kernels

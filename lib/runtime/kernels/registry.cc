@@ -166,6 +166,12 @@ const KernelDef kKernels[] = {
   {"", "HammingWindow", 17, kMaxOpset, make_window},
   {"", "BlackmanWindow", 17, kMaxOpset, make_window},
   {"", "MelWeightMatrix", 17, kMaxOpset, make_mel_weight_matrix},
+  {"", "RandomNormal", 1, kMaxOpset, make_random},
+  {"", "RandomUniform", 1, kMaxOpset, make_random},
+  {"", "RandomNormalLike", 1, kMaxOpset, make_random},
+  {"", "RandomUniformLike", 1, kMaxOpset, make_random},
+  {"", "Bernoulli", 15, kMaxOpset, make_random},
+  {"", "Multinomial", 7, kMaxOpset, make_random},
 
   // sentinel, never matched (keeps the array non-empty while families are added)
   {"qtool.internal", "", 0, -1, nullptr},
