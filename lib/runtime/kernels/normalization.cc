@@ -66,28 +66,40 @@ class BatchNormKernel final : public Kernel {
   float eps_;
 };
 
+// X [N, C, ...] in N·G blocks of `per` = C/G consecutive channels of S values: per block, Y = (X - mean) /
+// sqrt(var + eps) · scale[p] + bias[p] (population variance, in double), p the channel (per_channel) or the group.
+// InstanceNormalization is G = C; GroupNormalization has per-group (18) or per-channel (21) parameters.
+void normalize_groups(const Tensor& X, int64_t G, bool per_channel, const float* scale, const float* bias, double eps,
+                      Tensor& Y, int threads) {
+  const int64_t N = X.dim(0), C = X.dim(1), S = X.numel() / std::max<int64_t>(1, N * C), per = C / G, len = per * S;
+  const float* x = X.data<float>();
+  float* y = Y.data<float>();
+  parallel_for(N * G, threads_for(X.numel() * 3, threads), [&](int64_t i) {  // 3 passes: mean, variance, y
+    const int64_t g = i % G;
+    const float* xs = x + i * len;
+    double sum = 0, sq = 0;
+    for (int64_t j = 0; j < len; ++j) sum += xs[j];
+    const double mean = len ? sum / static_cast<double>(len) : 0;
+    for (int64_t j = 0; j < len; ++j) sq += (xs[j] - mean) * (xs[j] - mean);
+    const double inv = 1.0 / std::sqrt((len ? sq / static_cast<double>(len) : 0) + eps);
+    for (int64_t k = 0; k < per; ++k) {
+      const int64_t p = per_channel ? g * per + k : g;
+      const float a = static_cast<float>(scale[p] * inv), b = bias[p] - static_cast<float>(mean) * a;
+      scale_shift(xs + k * S, a, b, y + i * len + k * S, S);
+    }
+  });
+}
+
 void instance_norm(KernelContext& ctx) {
   const Tensor& X = float_input(ctx, 0);
   if (X.rank() < 3) throw BadInputError(ctx.node.label() + ": X must have rank >= 3, got " + shape_str(X.shape()));
-  const float eps = ctx.node.attrs.get_float("epsilon", 1e-5f);
-  const int64_t N = X.dim(0), C = X.dim(1), S = X.numel() / std::max<int64_t>(1, N * C);
+  const int64_t C = X.dim(1);
   check_channel_vector(ctx, 1, C, "scale");
   check_channel_vector(ctx, 2, C, "B");
-  const float* scale = ctx.input(1).data<float>();
-  const float* bias = ctx.input(2).data<float>();
   Tensor Y(DType::Float32, X.shape());
-  const float* x = X.data<float>();
-  float* y = Y.data<float>();
-  parallel_for(N * C, threads_for(X.numel() * 3, ctx.threads), [&](int64_t i) {  // 3 passes: mean, variance, y
-    const float* xs = x + i * S;
-    double sum = 0, sq = 0;
-    for (int64_t j = 0; j < S; ++j) sum += xs[j];
-    const double mean = sum / S;
-    for (int64_t j = 0; j < S; ++j) sq += (xs[j] - mean) * (xs[j] - mean);
-    const float inv = static_cast<float>(1.0 / std::sqrt(sq / S + eps));
-    const float a = scale[i % C] * inv, b = bias[i % C] - static_cast<float>(mean) * a;
-    scale_shift(xs, a, b, y + i * S, S);
-  });
+  if (C > 0)
+    normalize_groups(X, C, true, ctx.input(1).data<float>(), ctx.input(2).data<float>(),
+                     ctx.node.attrs.get_float("epsilon", 1e-5f), Y, ctx.threads);
   ctx.outputs[0] = std::move(Y);
 }
 
@@ -247,33 +259,15 @@ class GroupNormKernel final : public Kernel {
     const NodeInfo& node = ctx.node;
     const Tensor& X = float_input(ctx, 0);
     if (X.rank() < 2) throw BadInputError(node.label() + ": X must have rank >= 2, got " + shape_str(X.shape()));
-    const int64_t N = X.dim(0), C = X.dim(1), S = X.numel() / std::max<int64_t>(1, N * C);
+    const int64_t C = X.dim(1);
     if (C % groups_ != 0)
       throw BadInputError(node.label() + ": " + std::to_string(C) +
                           " channels do not split into num_groups = " + std::to_string(groups_) + " groups");
-    const int64_t G = groups_, per = C / G, params = per_channel_ ? C : G;
+    const int64_t G = groups_, params = per_channel_ ? C : G;
     check_channel_vector(ctx, 1, params, "scale");
     check_channel_vector(ctx, 2, params, "bias");
-    const float* scale = ctx.input(1).data<float>();
-    const float* bias = ctx.input(2).data<float>();
     Tensor Y(DType::Float32, X.shape());
-    const float* x = X.data<float>();
-    float* y = Y.data<float>();
-    const int64_t len = per * S;
-    parallel_for(N * G, threads_for(X.numel() * 3, ctx.threads), [&](int64_t i) {  // mean, variance, y
-      const int64_t g = i % G;
-      const float* xs = x + i * len;
-      double sum = 0, sq = 0;
-      for (int64_t j = 0; j < len; ++j) sum += xs[j];
-      const double mean = len ? sum / static_cast<double>(len) : 0;
-      for (int64_t j = 0; j < len; ++j) sq += (xs[j] - mean) * (xs[j] - mean);
-      const double inv = 1.0 / std::sqrt((len ? sq / static_cast<double>(len) : 0) + eps_);
-      for (int64_t k = 0; k < per; ++k) {
-        const int64_t p = per_channel_ ? g * per + k : g;
-        const float a = static_cast<float>(scale[p] * inv), b = bias[p] - static_cast<float>(mean) * a;
-        scale_shift(xs + k * S, a, b, y + i * len + k * S, S);
-      }
-    });
+    normalize_groups(X, G, per_channel_, ctx.input(1).data<float>(), ctx.input(2).data<float>(), eps_, Y, ctx.threads);
     ctx.outputs[0] = std::move(Y);
   }
 
