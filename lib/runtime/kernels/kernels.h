@@ -94,6 +94,7 @@ void log_gpu_node(const NodeInfo& node, std::string_view how);
 std::unique_ptr<Kernel> make_max_pool(const NodeInfo& node);            // pool.cc
 std::unique_ptr<Kernel> make_average_pool(const NodeInfo& node);        // pool.cc
 std::unique_ptr<Kernel> make_lp_pool(const NodeInfo& node);             // pool.cc
+std::unique_ptr<Kernel> make_max_unpool(const NodeInfo& node);          // pool.cc
 std::unique_ptr<Kernel> make_global_average_pool(const NodeInfo& node); // pool.cc
 std::unique_ptr<Kernel> make_global_max_pool(const NodeInfo& node);     // pool.cc
 std::unique_ptr<Kernel> make_batch_norm(const NodeInfo& node);          // normalization.cc

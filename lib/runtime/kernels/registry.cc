@@ -125,6 +125,7 @@ const KernelDef kKernels[] = {
   {"", "MaxPool", 1, kMaxOpset, make_max_pool},
   {"", "AveragePool", 1, kMaxOpset, make_average_pool},
   {"", "LpPool", 1, kMaxOpset, make_lp_pool},
+  {"", "MaxUnpool", 9, kMaxOpset, make_max_unpool},
   {"", "GlobalAveragePool", 1, kMaxOpset, make_global_average_pool},
   {"", "GlobalMaxPool", 1, kMaxOpset, make_global_max_pool},
   {"", "BatchNormalization", 1, kMaxOpset, make_batch_norm},
