@@ -52,6 +52,7 @@ const std::set<std::string> kComputeOps = {
     "GRU",
     "RNN",
     "Einsum",
+    "Det",
     "NonMaxSuppression",
     "RoiAlign",
     "GridSample",

@@ -1,6 +1,6 @@
 // GroupNormalization (opset 18 and 21) and LpNormalization: no vectors in ONNX 1.12, so pinned to ONNX Runtime
-// 1.30's answers (models built with onnx.helper, run by scripts/ort/ort_run.mjs). MeanVarianceNormalization runs
-// the backend vectors (backend_conformance_test.cc); its constant-group case is pinned here.
+// 1.30's answers (models built with onnx.helper, run by scripts/ort/ort_run.mjs). MeanVarianceNormalization and Det
+// run the backend vectors (backend_conformance_test.cc); MVN's constant group and Det's pivoting are pinned here.
 #include <catch2/catch.hpp>
 
 #include "core/error.h"
@@ -63,4 +63,16 @@ TEST_CASE("MeanVarianceNormalization: a constant group gives 0 (the op's + 1e-9)
   check_values(run_kernel("MeanVarianceNormalization", 13, a, {x})[0], {0, 0, -1, 1});
   a.values["axes"] = attr_ints({2, -1, 3});
   CHECK_THROWS_AS(run_kernel("MeanVarianceNormalization", 13, a, {x}), BadInputError);
+}
+
+TEST_CASE("Det: batches of matrices by pivoted LU; singular gives 0, row swaps flip the sign") {
+  // [[0, 2], [3, 4]] needs a row swap: det = -6; [[1, 2], [2, 4]] is singular; a 3x3 with det 18 (ORT agrees within
+  // 7e-7 on random 5x5 batches).
+  const Tensor x = Tensor::from_vector<float>({2, 2, 2}, {0, 2, 3, 4, 1, 2, 2, 4});
+  check_values(run_kernel("Det", 11, {}, {x})[0], {-6, 0});
+  const Tensor m3 = Tensor::from_vector<double>({3, 3}, {2, 0, 1, 1, 3, 2, 1, 1, 4});
+  const Tensor d = run_kernel("Det", 11, {}, {m3})[0];
+  REQUIRE(d.dtype() == DType::Float64);
+  CHECK(d.data<double>()[0] == Approx(2 * 10 - 0 + 1 * (1 - 3)));
+  CHECK_THROWS_AS(run_kernel("Det", 11, {}, {random_tensor({2, 3}, 1)}), BadInputError);
 }

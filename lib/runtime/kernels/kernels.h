@@ -126,6 +126,7 @@ std::unique_ptr<Kernel> make_lstm(const NodeInfo& node);                // recur
 std::unique_ptr<Kernel> make_gru(const NodeInfo& node);                 // recurrent.cc
 std::unique_ptr<Kernel> make_rnn(const NodeInfo& node);                 // recurrent.cc
 std::unique_ptr<Kernel> make_einsum(const NodeInfo& node);              // einsum.cc
+std::unique_ptr<Kernel> make_det(const NodeInfo& node);                 // det.cc
 std::unique_ptr<Kernel> make_non_max_suppression(const NodeInfo& node); // detection.cc
 std::unique_ptr<Kernel> make_roi_align(const NodeInfo& node);           // detection.cc
 std::unique_ptr<Kernel> make_grid_sample(const NodeInfo& node);         // grid_sample.cc

@@ -158,6 +158,7 @@ const KernelDef kKernels[] = {
   {"", "GRU", 1, kMaxOpset, make_gru},
   {"", "RNN", 1, kMaxOpset, make_rnn},
   {"", "Einsum", 12, kMaxOpset, make_einsum},
+  {"", "Det", 11, kMaxOpset, make_det},
   {"", "NonMaxSuppression", 10, kMaxOpset, make_non_max_suppression},
   {"", "RoiAlign", 10, kMaxOpset, make_roi_align},
   {"", "GridSample", 16, kMaxOpset, make_grid_sample},
