@@ -53,6 +53,7 @@ const std::set<std::string> kComputeOps = {
     "RNN",
     "Einsum",
     "Det",
+    "Unique",
     "NonMaxSuppression",
     "RoiAlign",
     "GridSample",

@@ -67,6 +67,8 @@ std::unique_ptr<Kernel> make_compress(const NodeInfo& n);
 // topk_cumsum.cc
 std::unique_ptr<Kernel> make_topk(const NodeInfo& n);
 std::unique_ptr<Kernel> make_cumsum(const NodeInfo& n);
+// unique.cc
+std::unique_ptr<Kernel> make_unique_op(const NodeInfo& n);  // Unique
 // control_flow.cc
 std::unique_ptr<Kernel> make_if(const NodeInfo& n);
 std::unique_ptr<Kernel> make_loop(const NodeInfo& n);

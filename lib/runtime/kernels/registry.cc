@@ -109,6 +109,7 @@ const KernelDef kKernels[] = {
   {"", "NonZero", 9, kMaxOpset, make_nonzero},
   {"", "Compress", 9, kMaxOpset, make_compress},
   {"", "TopK", 1, kMaxOpset, make_topk},
+  {"", "Unique", 11, kMaxOpset, make_unique_op},
   {"", "CumSum", 11, kMaxOpset, make_cumsum},
   {"", "If", 1, kMaxOpset, make_if},
   {"", "Loop", 1, kMaxOpset, make_loop},
