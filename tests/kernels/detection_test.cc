@@ -3,7 +3,6 @@
 // hostile ROIs and attributes.
 #include <catch2/catch.hpp>
 #include <limits>
-#include <numeric>
 
 #include "core/error.h"
 #include "kernel_harness.h"
@@ -12,11 +11,7 @@ using namespace qtool;
 using namespace qtool::test;
 
 namespace {
-Tensor iota_map() {
-  std::vector<float> v(16);
-  std::iota(v.begin(), v.end(), 0.f);
-  return Tensor::from_vector<float>({1, 1, 4, 4}, v);
-}
+Tensor iota_map() { return iota_tensor({1, 1, 4, 4}); }
 runtime::NodeAttrs roi_attrs(const char* mode) {
   runtime::NodeAttrs a;
   a.values["mode"] = attr_str(mode);

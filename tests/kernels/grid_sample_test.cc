@@ -4,7 +4,6 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
-#include <numeric>
 
 #include "core/error.h"
 #include "kernel_harness.h"
@@ -13,11 +12,7 @@ using namespace qtool;
 using namespace qtool::test;
 
 namespace {
-Tensor image3x3() {
-  std::vector<float> v(9);
-  std::iota(v.begin(), v.end(), 0.f);
-  return Tensor::from_vector<float>({1, 1, 3, 3}, v);
-}
+Tensor image3x3() { return iota_tensor({1, 1, 3, 3}); }
 runtime::NodeAttrs gs_attrs(const char* mode, const char* pad) {
   runtime::NodeAttrs a;
   a.values["mode"] = attr_str(mode);
