@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""A zoo of small, realistic architectures built in torch (seeded random weights), exported at opsets 11, 13 and 17,
+"""A zoo of small, realistic architectures built in torch (seeded random weights), exported at opsets 11 to 17, and a
+few built with onnx.helper for ops torch 1.13 cannot export (opset 18/21 GroupNormalization, STFT; 'onnx' option),
 each run through qtool as a new user would (issue 12: models qtool was not tuned on).
 
 usage: zoo.py [--all] [--json FILE] [--config QCONFIG.json] [NAME ...]
