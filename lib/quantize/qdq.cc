@@ -34,7 +34,8 @@ struct ActQ {
 };
 
 constexpr const char* kCoordinatesNote =
-    "its output is read as coordinates (GridSample grid, RoiAlign rois, NonMaxSuppression boxes): it stays float";
+    "its output is read as coordinates (GridSample grid, RoiAlign rois, NonMaxSuppression boxes, AffineGrid theta): "
+    "it stays float";
 
 class QdqBuilder {
  public:

@@ -59,3 +59,20 @@ TEST_CASE("GridSample: hostile coordinates stay defined; mode names follow the o
                              {random_tensor({1, 1, 2, 2, 2}, 1), random_tensor({1, 1, 1, 1, 3}, 2)}),
                   UnsupportedError);
 }
+
+TEST_CASE("AffineGrid: identity and translation thetas, align_corners, a size-1 axis as ONNX Runtime") {
+  runtime::NodeAttrs a;
+  const Tensor identity = Tensor::from_vector<float>({1, 2, 3}, {1, 0, 0.5f, 0, 1, 0});  // x shifted by 0.5
+  const Tensor size = Tensor::from_vector<int64_t>({4}, {1, 1, 2, 2});
+  Tensor g = run_kernel("AffineGrid", 20, a, {identity, size})[0];
+  REQUIRE(g.shape() == Shape{1, 2, 2, 2});
+  // Pixel centres of a 2x2 image: ±0.5.
+  CHECK(std::vector<float>(g.data<float>(), g.data<float>() + 8) ==
+        std::vector<float>{0, -0.5f, 1, -0.5f, 0, 0.5f, 1, 0.5f});
+  a.values["align_corners"] = attr_int(1);
+  g = run_kernel("AffineGrid", 20, a, {identity, Tensor::from_vector<int64_t>({4}, {1, 1, 1, 2})})[0];
+  // Corners ±1 on x; the single row sits at y = 1 (ORT 1.30; PyTorch would say 0).
+  CHECK(std::vector<float>(g.data<float>(), g.data<float>() + 4) == std::vector<float>{-0.5f, 1, 1.5f, 1});
+  CHECK_THROWS_AS(run_kernel("AffineGrid", 20, a, {identity, Tensor::from_vector<int64_t>({5}, {1, 1, 2, 2, 2})}),
+                  BadInputError);
+}

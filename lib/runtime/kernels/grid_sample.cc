@@ -204,8 +204,53 @@ class GridSampleKernel final : public Kernel {
   Padding padding_ = Padding::Zeros;
 };
 
+// AffineGrid (opset 20): theta [N, 2, 3] with size [N, C, H, W], or theta [N, 3, 4] with size [N, C, D, H, W];
+// grid[n, (d,) h, w] = theta[n] · (x_w, y_h, (z_d,) 1), the base coordinates spread over [-1, 1]: pixel centres
+// (2i + 1)/L - 1 (align_corners 0) or -1 + 2i/(L - 1) (align_corners 1; for L = 1 ONNX Runtime
+// 1.30 answers 1, Eigen's LinSpaced, and so does qtool: PyTorch's affine_grid answers 0). Output [N, (D,) H, W, 2 or
+// 3], GridSample's grid.
+void affine_grid(KernelContext& ctx) {
+  const NodeInfo& node = ctx.node;
+  const bool align = node.attrs.get_int("align_corners", 0) != 0;
+  const Tensor& theta = float_input(ctx, 0);
+  const std::vector<int64_t> size = read_ints(ctx.input(1), node, "size");
+  const int64_t nd = static_cast<int64_t>(size.size()) - 2;  // 2 or 3 spatial axes
+  if ((nd != 2 && nd != 3) || theta.rank() != 3 || theta.dim(1) != nd || theta.dim(2) != nd + 1 ||
+      theta.dim(0) != size[0])
+    throw BadInputError(node.label() + ": theta " + shape_str(theta.shape()) + " and size " + shape_str(size) +
+                        " must be [N, 2, 3] with [N, C, H, W] or [N, 3, 4] with [N, C, D, H, W]");
+  for (int64_t d : size)
+    if (d < 0) throw BadInputError(node.label() + ": size has a negative dimension");
+  Shape out = {size[0]};
+  for (int64_t i = 0; i < nd; ++i) out.push_back(size[2 + i]);
+  out.push_back(nd);
+  Tensor Y(DType::Float32, out);
+  const int64_t D = nd == 3 ? size[2] : 1, H = size[nd == 3 ? 3 : 2], W = size[nd == 3 ? 4 : 3];
+  auto base = [&](int64_t i, int64_t L) -> double {
+    if (align) return L > 1 ? -1.0 + 2.0 * static_cast<double>(i) / static_cast<double>(L - 1) : 1.0;
+    return (2.0 * static_cast<double>(i) + 1.0) / static_cast<double>(L) - 1.0;
+  };
+  const float* t = theta.data<float>();
+  float* y = Y.data<float>();
+  for (int64_t n = 0; n < size[0]; ++n) {
+    const float* tn = t + n * nd * (nd + 1);
+    for (int64_t d = 0; d < D; ++d)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t w = 0; w < W; ++w) {
+          const double v[4] = {base(w, W), base(h, H), nd == 3 ? base(d, D) : 1.0, 1.0};
+          for (int64_t r = 0; r < nd; ++r) {
+            double acc = 0;
+            for (int64_t c = 0; c <= nd; ++c) acc += tn[r * (nd + 1) + c] * v[c];
+            *y++ = static_cast<float>(acc);
+          }
+        }
+  }
+  ctx.outputs[0] = std::move(Y);
+}
+
 }  // namespace
 
+std::unique_ptr<Kernel> make_affine_grid(const NodeInfo& n) { return make_function_kernel<affine_grid>(n); }
 std::unique_ptr<Kernel> make_grid_sample(const NodeInfo& n) { return std::make_unique<GridSampleKernel>(n); }
 
 }  // namespace qtool::runtime::kernels

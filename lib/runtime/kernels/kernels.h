@@ -132,6 +132,7 @@ std::unique_ptr<Kernel> make_det(const NodeInfo& node);                 // det.c
 std::unique_ptr<Kernel> make_non_max_suppression(const NodeInfo& node); // detection.cc
 std::unique_ptr<Kernel> make_roi_align(const NodeInfo& node);           // detection.cc
 std::unique_ptr<Kernel> make_grid_sample(const NodeInfo& node);         // grid_sample.cc
+std::unique_ptr<Kernel> make_affine_grid(const NodeInfo& node);         // grid_sample.cc
 std::unique_ptr<Kernel> make_dft(const NodeInfo& node);                 // spectral.cc
 std::unique_ptr<Kernel> make_stft(const NodeInfo& node);                // spectral.cc
 std::unique_ptr<Kernel> make_window(const NodeInfo& node);              // spectral.cc: Hann/Hamming/BlackmanWindow

@@ -163,6 +163,7 @@ const KernelDef kKernels[] = {
   {"", "NonMaxSuppression", 10, kMaxOpset, make_non_max_suppression},
   {"", "RoiAlign", 10, kMaxOpset, make_roi_align},
   {"", "GridSample", 16, kMaxOpset, make_grid_sample},
+  {"", "AffineGrid", 20, kMaxOpset, make_affine_grid},
   {"", "DFT", 17, kMaxOpset, make_dft},
   {"", "STFT", 17, kMaxOpset, make_stft},
   {"", "HannWindow", 17, kMaxOpset, make_window},
