@@ -73,6 +73,13 @@ OpRole op_role(const onnx::NodeProto& node, const Graph* g) {
   return {};
 }
 
+bool is_coordinate_input(const onnx::NodeProto& node, int k) {
+  if (!node.domain().empty() && node.domain() != "ai.onnx") return false;
+  const std::string& op = node.op_type();
+  return (k == 1 && (op == "GridSample" || op == "RoiAlign")) ||
+         (k == 0 && (op == "NonMaxSuppression" || op == "AffineGrid"));
+}
+
 int64_t weight_channel_axis(const onnx::NodeProto& node, int64_t weight_rank) {
   const std::string& op = node.op_type();
   if (op == "Conv") return 0;

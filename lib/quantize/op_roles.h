@@ -26,6 +26,10 @@ struct OpRole {
 class Graph;
 // `g` (optional) lets roles depend on which inputs are constants (Min/Max against a constant pass through).
 OpRole op_role(const onnx::NodeProto& node, const Graph* g = nullptr);
+// Whether input k of `node` is read as sampling or box coordinates (GridSample's grid, RoiAlign's rois,
+// NonMaxSuppression's boxes, AffineGrid's theta): an integer grid there moves where the op samples or how boxes overlap by a step of the
+// whole range (an 8-bit grid over [-1, 1] is 2.5 pixels of a 320-pixel image), so such values stay float.
+bool is_coordinate_input(const onnx::NodeProto& node, int k);
 // Output-channel axis of the weight for per-channel quantization; -1 when per-channel does not apply.
 // Gather's weight is an embedding table (weight-only rules): one scale per gathered row.
 int64_t weight_channel_axis(const onnx::NodeProto& node, int64_t weight_rank);

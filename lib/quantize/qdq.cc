@@ -33,6 +33,10 @@ struct ActQ {
   QParams params;
 };
 
+constexpr const char* kCoordinatesNote =
+    "its output is read as coordinates (GridSample grid, RoiAlign rois, NonMaxSuppression boxes, AffineGrid theta): "
+    "it stays float";
+
 class QdqBuilder {
  public:
   QdqBuilder(onnx::ModelProto& model, const QConfig& cfg, const calib::CalibrationTable& ranges,
@@ -405,6 +409,7 @@ class QdqBuilder {
       TensorSettings os = q.output ? *q.output : *q.activation;
       auto p = act_params(out, os);
       if (!p || g_.is_graph_output(out)) return keep_float(i, "its output is kept float");
+      if (read_as_coordinates(out)) return keep_float(i, kCoordinatesNote);
       add_act(out, *p);
       e.quantized = true;
       e.note = "fused: its producer's output has no Q/DQ";
@@ -417,7 +422,9 @@ class QdqBuilder {
       if (it == act_.end()) return keep_float(i, "input " + in + " is not quantized");
       const QParams p = it->second.params;
       for (const auto& out : node.output())
-        if (!out.empty() && !g_.is_graph_output(out) && tensor_settings(out, *q.activation)) add_act(out, p);
+        if (!out.empty() && !g_.is_graph_output(out) && tensor_settings(out, *q.activation) &&
+            !read_as_coordinates(out))
+          add_act(out, p);
       e.quantized = true;
       e.note = "pass-through: output keeps the input's scale and zero point";
       return;
@@ -429,6 +436,8 @@ class QdqBuilder {
                             g_.is_float_initializer(node.input(role.weight_input));
     if (!has_weight && (!q.output || node.output_size() != 1 || g_.is_graph_output(node.output(0))))
       return keep_float(i, "no weight and its output is not quantized: float is as fast and exact");
+    const bool coordinates_out = node.output_size() == 1 && read_as_coordinates(node.output(0));
+    if (!has_weight && coordinates_out) return keep_float(i, kCoordinatesNote);
 
     if (plan_rescale(i, q)) return;
 
@@ -448,6 +457,7 @@ class QdqBuilder {
     std::vector<Plan> plans;
     for (int k : data) {
       if (k >= node.input_size() || node.input(k).empty()) continue;
+      if (is_coordinate_input(node, k)) continue;  // stays float (op_roles.h)
       const std::string& t = node.input(k);
       if (g_.is_initializer(t)) {
         if (!g_.is_float_initializer(t)) return keep_float(i, "input " + t + " is not float");
@@ -534,7 +544,9 @@ class QdqBuilder {
     if (q.output && node.output_size() == 1) {
       const std::string& out = node.output(0);
       const auto& cons = g_.consumers(out);
-      if (!g_.is_graph_output(out) && cons.size() == 1 && fusable_activation(cons[0])) {
+      if (coordinates_out) {
+        e.note = kCoordinatesNote;
+      } else if (!g_.is_graph_output(out) && cons.size() == 1 && fusable_activation(cons[0])) {
         fused_[cons[0]] = true;
         e.note = "output quantized after " + g_.node(cons[0]).op_type();
       } else if (!g_.is_graph_output(out)) {
@@ -662,6 +674,24 @@ class QdqBuilder {
     std::snprintf(buf, sizeof buf, "input ranges differ %.0fx: one scale would leave %s under %d levels", widest / narrowest,
                   narrow_name.c_str(), 1 << (bits / 2));
     return std::string(buf);
+  }
+
+  // True when every reader of `t` takes it as coordinates (op_roles.h is_coordinate_input), directly or through
+  // pass-through ops (Reshape, Transpose, Slice...) whose outputs are all read that way: then `t` gets no Q/DQ.
+  bool read_as_coordinates(const std::string& t, int depth = 0) const {
+    const auto& cons = g_.consumers(t);
+    if (cons.empty() || depth > 8) return false;
+    for (int c : cons) {
+      const auto& n = g_.node(c);
+      bool coordinates = true;
+      for (int k = 0; k < n.input_size(); ++k)
+        if (n.input(k) == t) coordinates = coordinates && is_coordinate_input(n, k);
+      if (coordinates) continue;
+      if (op_role(n, &g_).kind != OpKind::PassThrough || n.input(0) != t) return false;
+      for (const auto& out : n.output())
+        if (!out.empty() && !read_as_coordinates(out, depth + 1)) return false;
+    }
+    return true;
   }
 
   bool fusable_activation(int c) const {

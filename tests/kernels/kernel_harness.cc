@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <numeric>
 #include <sstream>
 
 #include "onnx/tensor_proto.h"
@@ -86,6 +87,12 @@ Attribute attr_strs(std::vector<std::string> v) {
   a.kind = Attribute::Kind::Strings;
   a.strings = std::move(v);
   return a;
+}
+
+Tensor iota_tensor(Shape shape, float start) {
+  Tensor t(DType::Float32, std::move(shape));
+  std::iota(t.span<float>().begin(), t.span<float>().end(), start);
+  return t;
 }
 
 Tensor random_tensor(Shape shape, uint32_t seed, float lo, float hi) {

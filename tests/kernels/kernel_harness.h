@@ -45,6 +45,8 @@ runtime::Attribute attr_strs(std::vector<std::string> v);
 
 // Deterministic pseudo-random float tensor in [lo, hi).
 Tensor random_tensor(Shape shape, uint32_t seed, float lo = -1.f, float hi = 1.f);
+// Float tensor holding start, start + 1, ... in C order.
+Tensor iota_tensor(Shape shape, float start = 0.f);
 // Largest |a - b| over elements; +inf when shapes or dtypes differ.
 double max_abs_diff(const Tensor& a, const Tensor& b);
 

@@ -1457,3 +1457,58 @@ TEST_CASE("weights: cross-layer equalization leaves weights already on an int8 g
   CHECK(equalize_cross_layer(g).pairs == 1);  // only pointwise -> Relu -> depthwise
   CHECK(max_diff(g.initializer_tensor("w3"), w3) == 0);
 }
+
+TEST_CASE("qdq: coordinates (GridSample grid, RoiAlign rois, NMS boxes) stay float, through pass-through ops") {
+  // x -> Conv(wf) -> f ; x -> Conv(wg) -> g4 -> Transpose -> flow ; Add(flow, base) -> grid ; GridSample(f, grid) -> s
+  // ; x -> Conv(wd) -> d -> Transpose -> grid2 ; GridSample(s, grid2) -> s2 ; Conv(s2, wy) -> y
+  Builder b(16);
+  b.input("x", {1, 2, 4, 4});
+  b.init("wf", random_tensor({3, 2, 1, 1}, 51));
+  b.init("wg", random_tensor({2, 2, 1, 1}, 52));
+  b.init("wd", random_tensor({2, 2, 1, 1}, 53));
+  b.init("wy", random_tensor({2, 3, 1, 1}, 54));
+  b.init("base", random_tensor({1, 4, 4, 2}, 55));
+  b.node("Conv", {"x", "wf"}, {"f"}, "conv_f");
+  b.node("Conv", {"x", "wg"}, {"g4"}, "conv_g");
+  attr_ints(b.node("Transpose", {"g4"}, {"flow"}, "tr"), "perm", {0, 2, 3, 1});
+  b.node("Add", {"flow", "base"}, {"grid"}, "add");
+  b.node("GridSample", {"f", "grid"}, {"s"}, "gs");
+  b.node("Conv", {"x", "wd"}, {"d"}, "conv_d");
+  attr_ints(b.node("Transpose", {"d"}, {"grid2"}, "tr2"), "perm", {0, 2, 3, 1});
+  b.node("GridSample", {"s", "grid2"}, {"s2"}, "gs2");
+  b.node("Conv", {"s2", "wy"}, {"y"}, "conv_y");
+  b.output("y");
+  calib::CalibrationTable ranges;
+  for (const char* t : {"x", "f", "g4", "flow", "grid", "s", "d", "grid2", "s2", "y"}) {
+    calib::TensorCalibration tc;
+    tc.minmax = calib::Range{-1.5f, 1.5f};
+    tc.ranges[calib::RangeMethod::Percentile] = *tc.minmax;
+    ranges.tensors[t] = tc;
+  }
+  auto has_q = [](const onnx::ModelProto& m, const std::string& t) {
+    for (const auto& n : m.graph().node())
+      if (n.op_type() == "QuantizeLinear" && n.input(0) == t) return true;
+    return false;
+  };
+  const Tensor x = random_tensor({1, 2, 4, 4}, 56);
+  for (const char* ops : {R"("*": null, "Conv": {}, "Add": {}, "Transpose": {})", R"("*": {})"}) {
+    INFO("op_types " << ops);
+    const std::string cfg = std::string(R"({"format": "qtool-qconfig", "version": 1, "global": {
+        "activation": {"dtype": "uint8", "symmetric": false}, "weight": {"dtype": "int8", "symmetric": true}},
+        "op_types": {)") + ops +
+                            "}}";
+    onnx::ModelProto q = b.m;
+    const QdqReport rep = insert_qdq(q, QConfig::parse(cfg, "cfg.json"), ranges);
+    CHECK(has_q(q, "f"));     // sampled values are quantized
+    CHECK(has_q(q, "flow"));  // the flow is an Add input, not yet coordinates
+    CHECK_FALSE(has_q(q, "grid"));
+    CHECK_FALSE(has_q(q, "grid2"));
+    CHECK_FALSE(has_q(q, "d"));  // Conv -> Transpose -> grid: the Conv is quantized, its output stays float
+    for (const auto& n : q.graph().node())
+      if (n.op_type() == "DequantizeLinear") CHECK(n.input(0).rfind("base", 0) != 0);  // base grid not on int8
+    bool noted = false;
+    for (const auto& e : rep.nodes) noted |= e.node == "add" && e.note.find("read as coordinates") != std::string::npos;
+    CHECK(noted);
+    CHECK(max_diff(run1(b.m, x), run1(q, x)) < 0.1);
+  }
+}

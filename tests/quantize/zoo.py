@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""A zoo of small, realistic architectures built in torch (seeded random weights), exported at opsets 11, 13 and 17,
+"""A zoo of small, realistic architectures built in torch (seeded random weights), exported at opsets 11 to 17, and a
+few built with onnx.helper for ops torch 1.13 cannot export (opset 18/21 GroupNormalization, STFT; 'onnx' option),
 each run through qtool as a new user would (issue 12: models qtool was not tuned on).
 
 usage: zoo.py [--all] [--json FILE] [--config QCONFIG.json] [NAME ...]
@@ -425,6 +426,154 @@ class Upsample1d(nn.Module):
         return y, x
 
 
+class FlowWarp(nn.Module):
+    """Optical-flow style warping: a conv predicts a flow field, added to the identity grid, F.grid_sample
+    (GridSample, opset 16) warps the input features, convs refine."""
+    def __init__(self, mode='bilinear', padding='border'):
+        super().__init__()
+        self.mode, self.padding = mode, padding
+        self.enc, self.flow = conv_bn(3, 8), nn.Conv2d(8, 2, 3, 1, 1)
+        self.out = nn.Sequential(conv_bn(8, 8), nn.Conv2d(8, 3, 1))
+
+    def forward(self, x):
+        f = self.enc(x)
+        n, _, h, w = f.shape
+        gy, gx = torch.meshgrid(torch.linspace(-1, 1, h), torch.linspace(-1, 1, w), indexing='ij')
+        base = torch.stack([gx, gy], -1)[None]
+        grid = base + 0.2 * torch.tanh(self.flow(f)).permute(0, 2, 3, 1)
+        return self.out(F.grid_sample(f, grid, mode=self.mode, padding_mode=self.padding, align_corners=False))
+
+
+class _NMS(torch.autograd.Function):
+    """ONNX NonMaxSuppression as torchvision exports it (torchvision is not installed here): forward gives a
+    placeholder of the output's rank for tracing; the exported node is the ONNX op."""
+    @staticmethod
+    def forward(ctx, boxes, scores):
+        return torch.zeros(1, 3, dtype=torch.int64)
+
+    @staticmethod
+    def symbolic(g, boxes, scores):
+        k = g.op('Constant', value_t=torch.tensor([20], dtype=torch.int64))
+        iou = g.op('Constant', value_t=torch.tensor([0.5], dtype=torch.float32))
+        thr = g.op('Constant', value_t=torch.tensor([0.3], dtype=torch.float32))
+        return g.op('NonMaxSuppression', boxes, scores, k, iou, thr)
+
+
+class _RoiAlign(torch.autograd.Function):
+    """ONNX RoiAlign (opset 16, half_pixel) as torchvision.ops.roi_align exports it, 4x4 bins, 2x2 samples."""
+    @staticmethod
+    def forward(ctx, x, rois, batch_indices):
+        return torch.zeros(rois.shape[0], x.shape[1], 4, 4)
+
+    @staticmethod
+    def symbolic(g, x, rois, batch_indices):
+        return g.op('RoiAlign', x, rois, batch_indices, output_height_i=4, output_width_i=4, sampling_ratio_i=2,
+                    spatial_scale_f=0.5, mode_s='avg', coordinate_transformation_mode_s='half_pixel')
+
+
+class DetectorNMS(nn.Module):
+    """A single-stage detector with NMS in the graph: per-location boxes (x1 y1 x2 y2 from sigmoid offsets) and
+    class scores, NonMaxSuppression, the kept boxes and scores gathered by its indices. Outputs: all boxes, all
+    scores and the int64 selection (which must never get Q/DQ)."""
+    def __init__(self):
+        super().__init__()
+        self.f = nn.Sequential(conv_bn(3, 16, s=2), conv_bn(16, 16, s=2))
+        self.box, self.cls = nn.Conv2d(16, 4, 1), nn.Conv2d(16, 3, 1)
+
+    def forward(self, x):
+        f = self.f(x)
+        n, _, h, w = f.shape
+        gy, gx = torch.meshgrid(torch.arange(h, dtype=torch.float32), torch.arange(w, dtype=torch.float32),
+                                indexing='ij')
+        centre = torch.stack([gy, gx, gy, gx])[None] * 4 + 2
+        d = torch.sigmoid(self.box(f)) * 12
+        boxes = (centre + torch.cat([-d[:, :2], d[:, 2:]], 1)).reshape(n, 4, -1).transpose(1, 2)
+        scores = torch.sigmoid(self.cls(f)).reshape(n, 3, -1)
+        return boxes, scores, _NMS.apply(boxes, scores)
+
+
+class TwoStageRoi(nn.Module):
+    """The second stage of a two-stage detector (Faster/Mask R-CNN): fixed proposals per image pooled from a
+    stride-2 feature map with RoiAlign, a conv and a Linear head per ROI."""
+    def __init__(self):
+        super().__init__()
+        self.f = nn.Sequential(conv_bn(3, 8), conv_bn(8, 16, s=2))
+        self.head = nn.Sequential(conv_bn(16, 16), nn.Flatten(), nn.Linear(16 * 16, 5))
+        self.register_buffer('proposals', torch.tensor([[0, 0, 16, 16], [4, 6, 28, 20], [10, 2, 31, 31],
+                                                        [2.5, 3.5, 9.5, 30.0]]))
+
+    def forward(self, x):
+        f = self.f(x)
+        n, k = f.shape[0], self.proposals.shape[0]
+        bi = (torch.arange(n)[:, None] * torch.ones(1, k, dtype=torch.int64)).reshape(-1)
+        rois = self.proposals.repeat(n, 1)
+        return self.head(_RoiAlign.apply(f, rois, bi)).reshape(n, k, 5)
+
+
+def onnx_norm_embedding(opset):
+    """Built with onnx.helper (torch 1.13 exports up to opset 17): Conv, GroupNormalization (opset 18: scale per
+    group; 21: per channel), SiLU, Conv, MeanVarianceNormalization, global pool, Gemm, and an L2-normalised
+    embedding (LpNormalization), as face/speaker embedding and diffusion exports carry them."""
+    import onnx
+    from onnx import helper, numpy_helper, TensorProto
+    rng = np.random.default_rng(0)
+
+    def t(name, *shape, scale=0.3):
+        return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
+    g = 4 if opset < 21 else 16
+    inits = [t('w1', 16, 3, 3, 3), t('b1', 16), t('gs', g, scale=0.2), t('gb', g, scale=0.2), t('w2', 16, 16, 3, 3),
+             t('b2', 16), t('wf', 32, 16), t('bf', 32)]
+    inits[2].CopyFrom(numpy_helper.from_array(1 + numpy_helper.to_array(inits[2]), 'gs'))
+    nodes = [helper.make_node('Conv', ['x', 'w1', 'b1'], ['c1'], pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node('GroupNormalization', ['c1', 'gs', 'gb'], ['gn'], num_groups=4, epsilon=1e-5),
+             helper.make_node('Sigmoid', ['gn'], ['sg']), helper.make_node('Mul', ['gn', 'sg'], ['a1']),
+             helper.make_node('Conv', ['a1', 'w2', 'b2'], ['c2'], pads=[1, 1, 1, 1]),
+             helper.make_node('MeanVarianceNormalization', ['c2'], ['mv'], axes=[2, 3]),
+             helper.make_node('Relu', ['mv'], ['r2']), helper.make_node('GlobalAveragePool', ['r2'], ['gp']),
+             helper.make_node('Flatten', ['gp'], ['fl']),
+             helper.make_node('Gemm', ['fl', 'wf', 'bf'], ['emb'], transB=1),
+             helper.make_node('LpNormalization', ['emb'], ['y'], axis=1, p=2)]
+    graph = helper.make_graph(nodes, 'norm_embedding', [helper.make_tensor_value_info('x', TensorProto.FLOAT,
+                                                                                      ['B', 3, 24, 24])],
+                              [helper.make_tensor_value_info('y', TensorProto.FLOAT, ['B', 32])], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid('', opset)])
+    m.ir_version = 8  # no onnx.checker: the installed onnx (1.12) predates GroupNormalization
+    return m
+
+
+def onnx_logmel_classifier(opset):
+    """Built with onnx.helper (torch 1.13 has no STFT export): an audio front-end as deployed keyword spotters and
+    speech encoders carry it — HannWindow, STFT (400-sample frames, hop 160), power spectrum, MatMul with a
+    MelWeightMatrix (40 bands), Log, then Conv1d / Relu / global pool / Gemm."""
+    from onnx import helper, numpy_helper, TensorProto
+    rng = np.random.default_rng(0)
+
+    def t(name, *shape, scale=0.3):
+        return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
+
+    def c(name, v, dt=np.int64):
+        return numpy_helper.from_array(np.array(v, dt), name)
+    inits = [c('n_fft', 400), c('hop', 160), c('mels', 40), c('rate', 16000), c('lo', 20.0, np.float32),
+             c('hi', 7600.0, np.float32), c('eps', 1e-6, np.float32), c('last', [-1]), t('w1', 32, 40, 3),
+             t('b1', 32), t('wf', 10, 32), t('bf', 10)]
+    nodes = [helper.make_node('HannWindow', ['n_fft'], ['win']),
+             helper.make_node('STFT', ['x', 'hop', 'win', 'n_fft'], ['spec']),
+             helper.make_node('Mul', ['spec', 'spec'], ['sq']),
+             helper.make_node('ReduceSum', ['sq', 'last'], ['power'], keepdims=0),
+             helper.make_node('MelWeightMatrix', ['mels', 'n_fft', 'rate', 'lo', 'hi'], ['melw']),
+             helper.make_node('MatMul', ['power', 'melw'], ['mel']),
+             helper.make_node('Add', ['mel', 'eps'], ['mel_eps']), helper.make_node('Log', ['mel_eps'], ['logmel']),
+             helper.make_node('Transpose', ['logmel'], ['feat'], perm=[0, 2, 1]),
+             helper.make_node('Conv', ['feat', 'w1', 'b1'], ['c1'], pads=[1, 1]),
+             helper.make_node('Relu', ['c1'], ['r1']), helper.make_node('GlobalAveragePool', ['r1'], ['gp']),
+             helper.make_node('Flatten', ['gp'], ['fl']), helper.make_node('Gemm', ['fl', 'wf', 'bf'], ['y'], transB=1)]
+    graph = helper.make_graph(nodes, 'logmel', [helper.make_tensor_value_info('x', TensorProto.FLOAT, ['B', 4000, 1])],
+                              [helper.make_tensor_value_info('y', TensorProto.FLOAT, ['B', 10])], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid('', opset)])
+    m.ir_version = 8
+    return m
+
+
 def img(c, h, w):
     return [('x', (c, h, w), 'normal')]
 
@@ -490,6 +639,13 @@ CASES = {
     'mobilenetv3_fp16_model_o13': (lambda: MobileNet(nn.Hardswish, lambda c: SE(c, nn.Hardsigmoid), nn.Hardswish),
                                    img(3, 32, 32), 13, True, {}, {'fp16_model': True}),
     'tiny_gpt_fp16_model_o17': (TinyGPT, [('tokens', (12,), 'tokens:64')], 17, True, {}, {'fp16_model': True}),
+    'flow_warp_gridsample_o16': (FlowWarp, img(3, 20, 20), 16, True, {}),
+    'flow_warp_gridsample_bicubic_o16': (lambda: FlowWarp('bicubic', 'reflection'), img(3, 20, 20), 16, False, {}),
+    'detector_nms_o13': (DetectorNMS, img(3, 32, 32), 13, True, {}),
+    'two_stage_roialign_o16': (TwoStageRoi, img(3, 32, 32), 16, True, {}),
+    'norm_embedding_o18': (onnx_norm_embedding, img(3, 24, 24), 18, True, {}, {'onnx': True}),
+    'norm_embedding_o21': (onnx_norm_embedding, img(3, 24, 24), 21, False, {}, {'onnx': True}),
+    'audio_logmel_stft_o17': (onnx_logmel_classifier, [('x', (4000, 1), 'normal')], 17, True, {}, {'onnx': True}),
 }
 # A case that fails for a reason not fixed yet: name -> the reason (documented in docs/reliability.md). The check
 # still runs and prints its result; it does not fail the test.
@@ -563,6 +719,11 @@ def fp16_model(path):
 
 def export(name, work):
     build, inputs, opset, _, dyn = CASES[name][:5]
+    if options(name).get('onnx'):  # built with onnx.helper for opsets torch cannot export
+        import onnx
+        path = os.path.join(work, name + '.onnx')
+        onnx.save(build(opset), path)
+        return path, inputs
     torch.manual_seed(0)
     model = build().eval()
     with torch.no_grad():  # non-trivial BatchNorm statistics, as a trained model has
@@ -579,9 +740,11 @@ def export(name, work):
         example = tuple(e.transpose(0, 1).contiguous() for e in example)
     path = os.path.join(work, name + '.onnx')
     names = [n for n, _, _ in inputs]
-    outs = {Yolo: ['y', 'score', 'cls'], StatefulLSTM: ['y', 'h', 'c'], Siamese: ['y', 'emb'],
+    outs = {Yolo: ['y', 'score', 'cls'], DetectorNMS: ['boxes', 'scores', 'selected'], StatefulLSTM: ['y', 'h', 'c'], Siamese: ['y', 'emb'],
             Upsample1d: ['y', 'x_out']}.get(build, ['y'])
     axes = {n: {0: 'B', **dyn.get(n, {})} for n in names + outs}
+    if build is DetectorNMS:  # selected indices: [num_selected, 3]
+        axes['selected'] = {0: 'S'}
     if build is StatefulLSTM:
         axes.update({n: {1: 'B'} for n in ('h0', 'c0', 'h', 'c')})
     if 'seqfirst' in name:  # sequence-first RNN: axis 1 is the batch
@@ -723,7 +886,9 @@ def check_case(name, work, config=None):
             problems.append('ORT cannot run the quantized model: ' + err)
         else:
             rec['sqnr_db'] = {k: round(sqnr(yf[k], yq[k]), 1) for k in yf if yf[k].dtype.kind == 'f'}
-            rec['int_agreement'] = {k: float((yf[k] == yq[k]).mean()) for k in yf if yf[k].dtype.kind != 'f'}
+            # Integer outputs of data-dependent size (NonMaxSuppression's selection) may differ in length: 0.
+            rec['int_agreement'] = {k: float((yf[k] == yq[k]).mean()) if yf[k].shape == yq[k].shape else 0.0
+                                    for k in yf if yf[k].dtype.kind != 'f'}
             collapsed = [k for k, db in rec['sqnr_db'].items() if db < COLLAPSE_DB]
             if collapsed:
                 problems.append(f'quantized output(s) {", ".join(collapsed)} collapsed in ORT (SQNR < {COLLAPSE_DB} dB)')

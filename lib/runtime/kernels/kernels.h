@@ -67,6 +67,8 @@ std::unique_ptr<Kernel> make_compress(const NodeInfo& n);
 // topk_cumsum.cc
 std::unique_ptr<Kernel> make_topk(const NodeInfo& n);
 std::unique_ptr<Kernel> make_cumsum(const NodeInfo& n);
+// unique.cc
+std::unique_ptr<Kernel> make_unique_op(const NodeInfo& n);  // Unique
 // control_flow.cc
 std::unique_ptr<Kernel> make_if(const NodeInfo& n);
 std::unique_ptr<Kernel> make_loop(const NodeInfo& n);
@@ -94,6 +96,7 @@ void log_gpu_node(const NodeInfo& node, std::string_view how);
 std::unique_ptr<Kernel> make_max_pool(const NodeInfo& node);            // pool.cc
 std::unique_ptr<Kernel> make_average_pool(const NodeInfo& node);        // pool.cc
 std::unique_ptr<Kernel> make_lp_pool(const NodeInfo& node);             // pool.cc
+std::unique_ptr<Kernel> make_max_unpool(const NodeInfo& node);          // pool.cc
 std::unique_ptr<Kernel> make_global_average_pool(const NodeInfo& node); // pool.cc
 std::unique_ptr<Kernel> make_global_max_pool(const NodeInfo& node);     // pool.cc
 std::unique_ptr<Kernel> make_batch_norm(const NodeInfo& node);          // normalization.cc
@@ -101,6 +104,9 @@ std::unique_ptr<Kernel> make_instance_norm(const NodeInfo& node);       // norma
 std::unique_ptr<Kernel> make_layer_norm(const NodeInfo& node);          // normalization.cc
 std::unique_ptr<Kernel> make_rms_norm(const NodeInfo& node);            // normalization.cc
 std::unique_ptr<Kernel> make_lrn(const NodeInfo& node);                 // normalization.cc
+std::unique_ptr<Kernel> make_group_norm(const NodeInfo& node);          // normalization.cc
+std::unique_ptr<Kernel> make_lp_norm(const NodeInfo& node);             // normalization.cc
+std::unique_ptr<Kernel> make_mean_variance_norm(const NodeInfo& node);  // normalization.cc
 std::unique_ptr<Kernel> make_softmax(const NodeInfo& node);             // softmax.cc
 std::unique_ptr<Kernel> make_log_softmax(const NodeInfo& node);         // softmax.cc
 std::unique_ptr<Kernel> make_hardmax(const NodeInfo& node);             // softmax.cc
@@ -122,5 +128,15 @@ std::unique_ptr<Kernel> make_lstm(const NodeInfo& node);                // recur
 std::unique_ptr<Kernel> make_gru(const NodeInfo& node);                 // recurrent.cc
 std::unique_ptr<Kernel> make_rnn(const NodeInfo& node);                 // recurrent.cc
 std::unique_ptr<Kernel> make_einsum(const NodeInfo& node);              // einsum.cc
+std::unique_ptr<Kernel> make_det(const NodeInfo& node);                 // det.cc
+std::unique_ptr<Kernel> make_non_max_suppression(const NodeInfo& node); // detection.cc
+std::unique_ptr<Kernel> make_roi_align(const NodeInfo& node);           // detection.cc
+std::unique_ptr<Kernel> make_grid_sample(const NodeInfo& node);         // grid_sample.cc
+std::unique_ptr<Kernel> make_affine_grid(const NodeInfo& node);         // grid_sample.cc
+std::unique_ptr<Kernel> make_dft(const NodeInfo& node);                 // spectral.cc
+std::unique_ptr<Kernel> make_stft(const NodeInfo& node);                // spectral.cc
+std::unique_ptr<Kernel> make_window(const NodeInfo& node);              // spectral.cc: Hann/Hamming/BlackmanWindow
+std::unique_ptr<Kernel> make_mel_weight_matrix(const NodeInfo& node);   // spectral.cc
+std::unique_ptr<Kernel> make_random(const NodeInfo& node);  // random.cc: Random{Normal,Uniform}[Like] Bernoulli Multinomial
 
 }  // namespace qtool::runtime::kernels

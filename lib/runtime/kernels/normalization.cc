@@ -9,6 +9,14 @@
 //   Mean and InvStdDev have X's shape with the normalised axes set to 1. Computed in float (stash_type 1).
 // RMSNormalization (opset 23; also the node runtime/fuse_rmsnorm.h forms, which may omit Scale): over axes
 //   [axis, rank): Y = X · 1/sqrt(mean(X²) + epsilon) · Scale, Scale broadcast to the normalised shape, in float.
+// GroupNormalization (opset 18, 21): X [N, C, ...] with C split into num_groups groups of C/G consecutive
+//   channels; per (n, group) over its channels and spatial positions: Y = (X - mean) / sqrt(var + epsilon) · scale
+//   + bias (population variance, in double). Opset 18: scale and bias hold one value per group; opset 21: one per
+//   channel (stash_type 1 only: statistics in float or wider).
+// LpNormalization: Y = X / ||X||_p along axis (p 1 or 2); a zero norm gives Y = 0 (ONNX Runtime's answer).
+// MeanVarianceNormalization (opset 9, 13): over `axes` (default [0, 2, 3]): Y = (X - mean) / (sqrt(var) + 1e-9),
+//   population variance (the op's function body: Sqrt(E[X²] - E[X]²) + 1e-9; computed here as the mean squared
+//   deviation, which cannot go negative).
 // LRN: Y = X / (bias + alpha / size * sum_{c' in window(c)} X[c']^2)^beta, window [c - (size-1)/2, c +
 // ceil((size-1)/2)].
 #include <cmath>
@@ -58,28 +66,40 @@ class BatchNormKernel final : public Kernel {
   float eps_;
 };
 
+// X [N, C, ...] in N·G blocks of `per` = C/G consecutive channels of S values: per block, Y = (X - mean) /
+// sqrt(var + eps) · scale[p] + bias[p] (population variance, in double), p the channel (per_channel) or the group.
+// InstanceNormalization is G = C; GroupNormalization has per-group (18) or per-channel (21) parameters.
+void normalize_groups(const Tensor& X, int64_t G, bool per_channel, const float* scale, const float* bias, double eps,
+                      Tensor& Y, int threads) {
+  const int64_t N = X.dim(0), C = X.dim(1), S = X.numel() / std::max<int64_t>(1, N * C), per = C / G, len = per * S;
+  const float* x = X.data<float>();
+  float* y = Y.data<float>();
+  parallel_for(N * G, threads_for(X.numel() * 3, threads), [&](int64_t i) {  // 3 passes: mean, variance, y
+    const int64_t g = i % G;
+    const float* xs = x + i * len;
+    double sum = 0, sq = 0;
+    for (int64_t j = 0; j < len; ++j) sum += xs[j];
+    const double mean = len ? sum / static_cast<double>(len) : 0;
+    for (int64_t j = 0; j < len; ++j) sq += (xs[j] - mean) * (xs[j] - mean);
+    const double inv = 1.0 / std::sqrt((len ? sq / static_cast<double>(len) : 0) + eps);
+    for (int64_t k = 0; k < per; ++k) {
+      const int64_t p = per_channel ? g * per + k : g;
+      const float a = static_cast<float>(scale[p] * inv), b = bias[p] - static_cast<float>(mean) * a;
+      scale_shift(xs + k * S, a, b, y + i * len + k * S, S);
+    }
+  });
+}
+
 void instance_norm(KernelContext& ctx) {
   const Tensor& X = float_input(ctx, 0);
   if (X.rank() < 3) throw BadInputError(ctx.node.label() + ": X must have rank >= 3, got " + shape_str(X.shape()));
-  const float eps = ctx.node.attrs.get_float("epsilon", 1e-5f);
-  const int64_t N = X.dim(0), C = X.dim(1), S = X.numel() / std::max<int64_t>(1, N * C);
+  const int64_t C = X.dim(1);
   check_channel_vector(ctx, 1, C, "scale");
   check_channel_vector(ctx, 2, C, "B");
-  const float* scale = ctx.input(1).data<float>();
-  const float* bias = ctx.input(2).data<float>();
   Tensor Y(DType::Float32, X.shape());
-  const float* x = X.data<float>();
-  float* y = Y.data<float>();
-  parallel_for(N * C, threads_for(X.numel() * 3, ctx.threads), [&](int64_t i) {  // 3 passes: mean, variance, y
-    const float* xs = x + i * S;
-    double sum = 0, sq = 0;
-    for (int64_t j = 0; j < S; ++j) sum += xs[j];
-    const double mean = sum / S;
-    for (int64_t j = 0; j < S; ++j) sq += (xs[j] - mean) * (xs[j] - mean);
-    const float inv = static_cast<float>(1.0 / std::sqrt(sq / S + eps));
-    const float a = scale[i % C] * inv, b = bias[i % C] - static_cast<float>(mean) * a;
-    scale_shift(xs, a, b, y + i * S, S);
-  });
+  if (C > 0)
+    normalize_groups(X, C, true, ctx.input(1).data<float>(), ctx.input(2).data<float>(),
+                     ctx.node.attrs.get_float("epsilon", 1e-5f), Y, ctx.threads);
   ctx.outputs[0] = std::move(Y);
 }
 
@@ -193,9 +213,8 @@ void rms_norm(KernelContext& ctx) {
   Tensor Y(DType::Float32, X.shape());
   const float* x = X.data<float>();
   float* y = Y.data<float>();
-  parallel_for(rows, threads_for(X.numel(), ctx.threads), [&](int64_t r) {
-    rms_norm_row(x + r * D, D, eps, scale.empty() ? nullptr : scale.data(), y + r * D);
-  });
+  parallel_for(rows, threads_for(X.numel(), ctx.threads),
+               [&](int64_t r) { rms_norm_row(x + r * D, D, eps, scale.empty() ? nullptr : scale.data(), y + r * D); });
   ctx.outputs[0] = std::move(Y);
 }
 
@@ -224,8 +243,128 @@ void lrn(KernelContext& ctx) {
   ctx.outputs[0] = std::move(Y);
 }
 
+class GroupNormKernel final : public Kernel {
+ public:
+  explicit GroupNormKernel(const NodeInfo& node)
+      : groups_(node.attrs.require_int("num_groups")),
+        eps_(node.attrs.get_float("epsilon", 1e-5f)),
+        per_channel_(node.opset >= 21) {
+    if (groups_ < 1) throw BadInputError(node.label() + ": num_groups must be >= 1, got " + std::to_string(groups_));
+    const int64_t stash = node.attrs.get_int("stash_type", 1);
+    if (stash != 1)
+      throw UnsupportedError(node.label() + ": stash_type " + std::to_string(stash) +
+                             " is not supported (1, statistics in float, is)");
+  }
+  void run(KernelContext& ctx) override {
+    const NodeInfo& node = ctx.node;
+    const Tensor& X = float_input(ctx, 0);
+    if (X.rank() < 2) throw BadInputError(node.label() + ": X must have rank >= 2, got " + shape_str(X.shape()));
+    const int64_t C = X.dim(1);
+    if (C % groups_ != 0)
+      throw BadInputError(node.label() + ": " + std::to_string(C) +
+                          " channels do not split into num_groups = " + std::to_string(groups_) + " groups");
+    const int64_t G = groups_, params = per_channel_ ? C : G;
+    check_channel_vector(ctx, 1, params, "scale");
+    check_channel_vector(ctx, 2, params, "bias");
+    Tensor Y(DType::Float32, X.shape());
+    normalize_groups(X, G, per_channel_, ctx.input(1).data<float>(), ctx.input(2).data<float>(), eps_, Y, ctx.threads);
+    ctx.outputs[0] = std::move(Y);
+  }
+
+ private:
+  int64_t groups_;
+  float eps_;
+  bool per_channel_;
+};
+
+class LpNormKernel final : public Kernel {
+ public:
+  explicit LpNormKernel(const NodeInfo& node) : axis_(node.attrs.get_int("axis", -1)), p_(node.attrs.get_int("p", 2)) {
+    if (p_ != 1 && p_ != 2) throw BadInputError(node.label() + ": p must be 1 or 2, got " + std::to_string(p_));
+  }
+  void run(KernelContext& ctx) override {
+    const Tensor& X = float_input(ctx, 0);
+    const int64_t axis = normalize_axis(axis_, X.rank(), ctx.node);
+    const int64_t D = X.dim(axis), inner = shape_numel(Shape(X.shape().begin() + axis + 1, X.shape().end()));
+    const int64_t outer = (D * inner) != 0 ? X.numel() / (D * inner) : 0;
+    Tensor Y(DType::Float32, X.shape());
+    const float* x = X.data<float>();
+    float* y = Y.data<float>();
+    parallel_for(outer * inner, threads_for(X.numel() * 2, ctx.threads), [&](int64_t r) {
+      const int64_t base = (r / inner) * D * inner + r % inner;
+      double norm = 0;
+      for (int64_t j = 0; j < D; ++j) {
+        const double v = x[base + j * inner];
+        norm += p_ == 1 ? std::abs(v) : v * v;
+      }
+      if (p_ == 2) norm = std::sqrt(norm);
+      const float inv = norm != 0 ? static_cast<float>(1.0 / norm) : 0.f;
+      for (int64_t j = 0; j < D; ++j) y[base + j * inner] = x[base + j * inner] * inv;
+    });
+    ctx.outputs[0] = std::move(Y);
+  }
+
+ private:
+  int64_t axis_, p_;
+};
+
+class MeanVarianceNormKernel final : public Kernel {
+ public:
+  explicit MeanVarianceNormKernel(const NodeInfo& node) : axes_(node.attrs.get_ints("axes", {0, 2, 3})) {}
+  void run(KernelContext& ctx) override {
+    const Tensor& X = float_input(ctx, 0);
+    const int64_t rank = X.rank();
+    std::vector<bool> reduced(rank, false);
+    for (int64_t a : axes_) {
+      const int64_t k = normalize_axis(a, rank, ctx.node);
+      if (reduced[k]) throw BadInputError(ctx.node.label() + ": axis " + std::to_string(a) + " is repeated in axes");
+      reduced[k] = true;
+    }
+    // group[i]: the index of element i over the kept axes (row-major), its statistics' slot.
+    int64_t groups = 1;
+    for (int64_t d = 0; d < rank; ++d)
+      if (!reduced[d]) groups *= X.dim(d);
+    const int64_t n = X.numel();
+    std::vector<int64_t> group(n), idx(rank, 0);
+    const Shape& shape = X.shape();
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t g = 0;
+      for (int64_t d = 0; d < rank; ++d)
+        if (!reduced[d]) g = g * shape[d] + idx[d];
+      group[i] = g;
+      for (int64_t d = rank; d-- > 0;) {
+        if (++idx[d] < shape[d]) break;
+        idx[d] = 0;
+      }
+    }
+    const float* x = X.data<float>();
+    std::vector<double> mean(groups, 0.0), sq(groups, 0.0);
+    std::vector<int64_t> count(groups, 0);
+    for (int64_t i = 0; i < n; ++i) {
+      mean[group[i]] += x[i];
+      ++count[group[i]];
+    }
+    for (int64_t g = 0; g < groups; ++g) mean[g] /= std::max<int64_t>(count[g], 1);
+    for (int64_t i = 0; i < n; ++i) sq[group[i]] += (x[i] - mean[group[i]]) * (x[i] - mean[group[i]]);
+    std::vector<double> inv(groups);
+    for (int64_t g = 0; g < groups; ++g) inv[g] = 1.0 / (std::sqrt(sq[g] / std::max<int64_t>(count[g], 1)) + 1e-9);
+    Tensor Y(DType::Float32, shape);
+    float* y = Y.data<float>();
+    for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>((x[i] - mean[group[i]]) * inv[group[i]]);
+    ctx.outputs[0] = std::move(Y);
+  }
+
+ private:
+  std::vector<int64_t> axes_;
+};
+
 }  // namespace
 
+std::unique_ptr<Kernel> make_group_norm(const NodeInfo& node) { return std::make_unique<GroupNormKernel>(node); }
+std::unique_ptr<Kernel> make_lp_norm(const NodeInfo& node) { return std::make_unique<LpNormKernel>(node); }
+std::unique_ptr<Kernel> make_mean_variance_norm(const NodeInfo& node) {
+  return std::make_unique<MeanVarianceNormKernel>(node);
+}
 std::unique_ptr<Kernel> make_batch_norm(const NodeInfo& node) { return std::make_unique<BatchNormKernel>(node); }
 std::unique_ptr<Kernel> make_instance_norm(const NodeInfo& node) { return make_function_kernel<instance_norm>(node); }
 std::unique_ptr<Kernel> make_layer_norm(const NodeInfo& node) { return make_function_kernel<layer_norm>(node); }

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/checked.h"
 #include "runtime/kernels/blas.h"
 #include "runtime/kernels/compute_common.h"
 #include "runtime/kernels/kernels.h"
@@ -182,6 +183,52 @@ void global_pool(KernelContext& ctx) {
 
 }  // namespace
 
+// MaxUnpool (opset 9, 11): Y = zeros of [N, C, out...], out[i] = (in[i] - 1)·stride[i] + kernel[i] - pad_begin[i] -
+// pad_end[i], or the shape output_shape (input 2) gives; then Y.flat[I[j]] = X[j] for every j, I as MaxPool's
+// Indices output (positions in the whole tensor, flattened; with output_shape, in that shape: ONNX Runtime 1.30
+// and PyTorch's max_unpool, where the ONNX 1.12 vector keeps each position's coordinates of the inferred shape).
+// An index outside Y is an error; a later j overwrites.
+void max_unpool(KernelContext& ctx) {
+  const NodeInfo& node = ctx.node;
+  const Tensor& X = float_input(ctx, 0);
+  const Tensor& I = ctx.input(1);
+  if (X.rank() < 3) throw BadInputError(node.label() + ": X must have rank >= 3, got " + shape_str(X.shape()));
+  if (I.shape() != X.shape())
+    throw BadInputError(node.label() + ": indices " + shape_str(I.shape()) + " must have X's shape " +
+                        shape_str(X.shape()));
+  const size_t nd = static_cast<size_t>(X.rank()) - 2;
+  const Window win = Window::parse(node, nd, {});
+  Shape inferred = {X.dim(0), X.dim(1)};
+  constexpr std::string_view what = "MaxUnpool output size (strides, kernel_shape, pads)";
+  for (size_t i = 0; i < nd; ++i) {
+    const int64_t d = checked_sub(checked_add(checked_mul(X.dim(2 + i) - 1, win.strides[i], what), win.kernel[i], what),
+                                  checked_add(win.pads[i], win.pads[nd + i], what), what);
+    if (d < 0) throw BadInputError(node.label() + ": the pads leave a negative output size");
+    inferred.push_back(d);
+  }
+  Shape out = inferred;
+  if (ctx.has_input(2) && ctx.input(2).numel()) {
+    out = read_ints(ctx.input(2), node, "output_shape");
+    if (out.size() != static_cast<size_t>(X.rank()) || out[0] != X.dim(0) || out[1] != X.dim(1))
+      throw BadInputError(node.label() + ": output_shape must be [" + std::to_string(X.dim(0)) + ", " +
+                          std::to_string(X.dim(1)) + ", ...] of rank " + std::to_string(X.rank()));
+    for (int64_t d : out)
+      if (d < 0) throw BadInputError(node.label() + ": output_shape has a negative dimension");
+  }
+  Tensor Y(DType::Float32, out);
+  float* y = Y.data<float>();
+  std::fill_n(y, Y.numel(), 0.f);
+  const std::vector<int64_t> idx = read_ints(I, node, "I");
+  for (int64_t j = 0; j < X.numel(); ++j) {
+    if (idx[j] < 0 || idx[j] >= Y.numel())
+      throw BadInputError(node.label() + ": index " + std::to_string(idx[j]) + " is outside the output " +
+                          shape_str(out));
+    y[idx[j]] = X.data<float>()[j];
+  }
+  ctx.outputs[0] = std::move(Y);
+}
+
+std::unique_ptr<Kernel> make_max_unpool(const NodeInfo& node) { return make_function_kernel<max_unpool>(node); }
 std::unique_ptr<Kernel> make_max_pool(const NodeInfo& node) {
   return std::make_unique<PoolKernel>(node, PoolKind::Max);
 }
