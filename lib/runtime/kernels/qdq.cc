@@ -1,5 +1,9 @@
-// QuantizeLinear / DequantizeLinear (opsets 10, 13, 19, 21): thin kernels over lib/numerics, which holds
+// QuantizeLinear / DequantizeLinear (opsets 10, 13, 19, 21, 23-25): thin kernels over lib/numerics, which holds
 // the contract (rounding, saturation, per-tensor / per-axis / blocked layouts) and its reference twin.
+// Opset 23 added QuantizeLinear's `precision` (the dtype x / y_scale is computed in) and DequantizeLinear's
+// `output_dtype` (y's dtype; default: x_scale's). qtool divides and multiplies in float32 and rounds the result
+// to the output dtype, so `precision` is honoured when it is float32 or x_scale's own dtype (the default) and
+// refused otherwise; DequantizeLinear's `output_dtype` is honoured for every float dtype.
 #include "numerics/qdq.h"
 
 #include <algorithm>
@@ -19,30 +23,62 @@ numerics::QdqAttrs qdq_attrs(const NodeInfo& n) {
   const int64_t out = n.attrs.get_int("output_dtype", 0);
   if (out != 0) {
     const DTypeInfo* info = dtype_info_or_null(static_cast<int32_t>(out));
-    if (!info) throw BadInputError("attribute 'output_dtype' is not a known dtype (" + std::to_string(out) + ")");
+    if (!info) throw_unknown_dtype(static_cast<int32_t>(out), n.label() + ": attribute 'output_dtype'");
     a.output_dtype = info->dtype;
   }
   return a;
 }
 
+// QuantizeLinear-23's `precision` as a dtype; Undefined when absent.
+DType precision_attr(const NodeInfo& n) {
+  const int64_t p = n.attrs.get_int("precision", 0);
+  if (p == 0) return DType::Undefined;
+  const DTypeInfo* info = dtype_info_or_null(static_cast<int32_t>(p));
+  if (!info) throw_unknown_dtype(static_cast<int32_t>(p), n.label() + ": attribute 'precision'");
+  if (!is_float(info->dtype))
+    throw BadInputError(n.label() + ": attribute 'precision' = " + std::to_string(p) +
+                        " is not a float dtype; the model is corrupt");
+  return info->dtype;
+}
+
 class QuantizeKernel final : public Kernel {
  public:
-  explicit QuantizeKernel(const NodeInfo& n) : attrs_(qdq_attrs(n)) {}
+  explicit QuantizeKernel(const NodeInfo& n) : attrs_(qdq_attrs(n)), precision_(precision_attr(n)) {}
   void run(KernelContext& ctx) override {
+    const Tensor& scale = ctx.input(1);
+    if (precision_ != DType::Undefined && precision_ != DType::Float32 && precision_ != scale.dtype())
+      throw UnsupportedError(ctx.node.label() + ": attribute 'precision' = " + std::string(dtype_name(precision_)) +
+                             " (y_scale is " + std::string(dtype_name(scale.dtype())) +
+                             "): qtool divides in float32 only; remove the attribute or set it to float");
     const Tensor* zp = ctx.has_input(2) ? &ctx.input(2) : nullptr;
-    ctx.outputs[0] = numerics::quantize_linear(ctx.input(0), ctx.input(1), zp, attrs_, ctx.threads);
+    ctx.outputs[0] = numerics::quantize_linear(ctx.input(0), scale, zp, attrs_, ctx.threads);
   }
 
  private:
   numerics::QdqAttrs attrs_;
+  DType precision_;
 };
 
 class DequantizeKernel final : public Kernel {
  public:
-  explicit DequantizeKernel(const NodeInfo& n) : attrs_(qdq_attrs(n)) {}
+  explicit DequantizeKernel(const NodeInfo& n) : attrs_(qdq_attrs(n)) {
+    if (attrs_.output_dtype != DType::Undefined && !is_float(attrs_.output_dtype))
+      throw BadInputError(n.label() + ": attribute 'output_dtype' = " +
+                          std::string(dtype_name(attrs_.output_dtype)) + " is not a float dtype; the model is corrupt");
+  }
   void run(KernelContext& ctx) override {
     const Tensor* zp = ctx.has_input(2) ? &ctx.input(2) : nullptr;
-    ctx.outputs[0] = numerics::dequantize_linear(ctx.input(0), ctx.input(1), zp, attrs_, ctx.threads);
+    const Tensor& scale = ctx.input(1);
+    const DType out = attrs_.output_dtype;
+    if (out == DType::Undefined || out == scale.dtype()) {
+      ctx.outputs[0] = numerics::dequantize_linear(ctx.input(0), scale, zp, attrs_, ctx.threads);
+      return;
+    }
+    // DequantizeLinear-23 output_dtype other than x_scale's: the product in float32 (x_scale widened exactly),
+    // rounded once to the output dtype.
+    const Tensor scale32 = cast_tensor(scale, DType::Float32, ctx.node, ctx.threads);
+    Tensor y = numerics::dequantize_linear(ctx.input(0), scale32, zp, attrs_, ctx.threads);
+    ctx.outputs[0] = out == DType::Float32 ? std::move(y) : cast_tensor(y, out, ctx.node, ctx.threads);
   }
 
  private:
