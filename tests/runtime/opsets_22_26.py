@@ -226,6 +226,31 @@ def qdq(opset):
     return model(nodes, [vi('x', TensorProto.FLOAT, [4, 8])], [vi('y', TensorProto.FLOAT, [4, 8])], inits, opset)
 
 
+def rope(opset):
+    """RotaryEmbedding-23 in three forms: 4-D X without position ids (caches [B, S, D/2]); 3-D X with num_heads,
+    position ids and interleaved pairs; partial rotation (rotary_embedding_dim < head size) with position ids.
+    x: [1, 5, 16] (= 2 heads of 8)."""
+    reseed(14)
+    N = helper.make_node
+    ang = np.arange(10)[:, None] * (1.0 / 10000 ** (np.arange(4) / 4.0))[None, :]
+    nodes = [
+        N('Reshape', ['x', 'shape4'], ['x4r'], name='to_heads'),
+        N('Transpose', ['x4r'], ['x4'], name='heads_first', perm=[0, 2, 1, 3]),                # [1,2,5,8]
+        N('RotaryEmbedding', ['x4', 'cos_bs', 'sin_bs'], ['y4'], name='rope_4d'),
+        N('RotaryEmbedding', ['x', 'cos', 'sin', 'pos'], ['y3'], name='rope_3d_interleaved', num_heads=2,
+          interleaved=1),
+        N('RotaryEmbedding', ['x4', 'cos2', 'sin2', 'pos'], ['yp'], name='rope_partial', rotary_embedding_dim=4),
+    ]
+    cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+    pos = np.array([[3, 4, 5, 6, 7]], dtype=np.int64)
+    inits = [i64('shape4', [1, 5, 2, 8]), numpy_helper.from_array(cos, 'cos'), numpy_helper.from_array(sin, 'sin'),
+             numpy_helper.from_array(cos[1:6][None], 'cos_bs'), numpy_helper.from_array(sin[1:6][None], 'sin_bs'),
+             numpy_helper.from_array(pos, 'pos'), numpy_helper.from_array(cos[:, :2].copy(), 'cos2'),
+             numpy_helper.from_array(sin[:, :2].copy(), 'sin2')]
+    outs = [vi(n, TensorProto.FLOAT, None) for n in ('y4', 'y3', 'yp')]
+    return model(nodes, [vi('x', TensorProto.FLOAT, [1, 5, 16])], outs, inits, opset)
+
+
 def save(m, path):
     with open(path, 'wb') as f:
         f.write(m.SerializeToString())
@@ -313,7 +338,8 @@ def main():
     os.makedirs(work, exist_ok=True)
     rs = np.random.RandomState(2)
     inputs = {'img': rs.rand(2, 3, 16, 16).astype(np.float32), 'x3': rs.randn(2, 6, 8).astype(np.float32),
-              'tok': rs.randn(1, 8, 16).astype(np.float32), 'x2': rs.randn(4, 8).astype(np.float32)}
+              'tok': rs.randn(1, 8, 16).astype(np.float32), 'x2': rs.randn(4, 8).astype(np.float32),
+              'rope': rs.randn(1, 5, 16).astype(np.float32)}
     files = {}
     for k, v in inputs.items():
         files[k] = os.path.join(work, f'{k}.npy')
@@ -322,7 +348,7 @@ def main():
         cases = [('cnn', cnn(opset), files['img']), ('tensor_ops', tensor_ops(opset), files['x3']),
                  ('transformer', transformer(opset), files['tok'])]
         if opset >= 23:
-            cases.append(('qdq', qdq(opset), files['x2']))
+            cases += [('qdq', qdq(opset), files['x2']), ('rope', rope(opset), files['rope'])]
         for name, m, x in cases:
             path = os.path.join(work, f'{name}_opset{opset}.onnx')
             save(m, path)

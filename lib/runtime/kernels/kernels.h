@@ -100,6 +100,7 @@ std::unique_ptr<Kernel> make_batch_norm(const NodeInfo& node);          // norma
 std::unique_ptr<Kernel> make_instance_norm(const NodeInfo& node);       // normalization.cc
 std::unique_ptr<Kernel> make_layer_norm(const NodeInfo& node);          // normalization.cc
 std::unique_ptr<Kernel> make_rms_norm(const NodeInfo& node);            // normalization.cc
+std::unique_ptr<Kernel> make_rotary_embedding(const NodeInfo& node);  // rotary_embedding.cc
 std::unique_ptr<Kernel> make_lrn(const NodeInfo& node);                 // normalization.cc
 std::unique_ptr<Kernel> make_softmax(const NodeInfo& node);             // softmax.cc
 std::unique_ptr<Kernel> make_log_softmax(const NodeInfo& node);         // softmax.cc

@@ -136,6 +136,7 @@ const KernelDef kKernels[] = {
   {"", "LayerNormalization", 17, kMaxOpset, make_layer_norm},
   // RMSNormalization-23, also formed by graph preparation (runtime/fuse_rmsnorm.h) in models of any opset.
   {"", "RMSNormalization", 23, kMaxOpset, make_rms_norm},
+  {"", "RotaryEmbedding", 23, kMaxOpset, make_rotary_embedding},
   {"", "LRN", 1, kMaxOpset, make_lrn},
   {"", "Softmax", 1, kMaxOpset, make_softmax},
   {"", "LogSoftmax", 1, kMaxOpset, make_log_softmax},
