@@ -219,11 +219,16 @@ def qdq(opset):
         N('DequantizeLinear', ['wq', 'ws'], ['wd16'], name='dq_w', axis=1, output_dtype=TensorProto.FLOAT16),
         N('Cast', ['wd16'], ['wd'], name='w_to_float', to=TensorProto.FLOAT),
         N('MatMul', ['xd', 'wd'], ['y'], name='matmul'),
+        # float16 computed on (qtool promotes it to float32, output_dtype included; x2 is exact either way)
+        N('Mul', ['wd16', 'two16'], ['w2_16'], name='times2_half'),
+        N('Cast', ['w2_16'], ['w2'], name='w2_to_float', to=TensorProto.FLOAT),
     ]
     inits = [f32('xs', 0.02), numpy_helper.from_array(np.array(3, dtype=np.int8), 'xz'),
              numpy_helper.from_array(wq, 'wq'),
-             numpy_helper.from_array((RNG.rand(8) * 0.01 + 0.001).astype(np.float16), 'ws')]
-    return model(nodes, [vi('x', TensorProto.FLOAT, [4, 8])], [vi('y', TensorProto.FLOAT, [4, 8])], inits, opset)
+             numpy_helper.from_array((RNG.rand(8) * 0.01 + 0.001).astype(np.float16), 'ws'),
+             numpy_helper.from_array(np.array(2.0, dtype=np.float16), 'two16')]
+    return model(nodes, [vi('x', TensorProto.FLOAT, [4, 8])],
+                 [vi('y', TensorProto.FLOAT, [4, 8]), vi('w2', TensorProto.FLOAT, [8, 8])], inits, opset)
 
 
 def rope(opset):
