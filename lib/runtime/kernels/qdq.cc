@@ -2,8 +2,8 @@
 // the contract (rounding, saturation, per-tensor / per-axis / blocked layouts) and its reference twin.
 // Opset 23 added QuantizeLinear's `precision` (the dtype x / y_scale is computed in) and DequantizeLinear's
 // `output_dtype` (y's dtype; default: x_scale's). qtool divides and multiplies in float32 and rounds the result
-// to the output dtype, so `precision` is honoured when it is float32 or x_scale's own dtype (the default) and
-// refused otherwise; DequantizeLinear's `output_dtype` is honoured for every float dtype.
+// to the output dtype; float32 promotion makes a float16/bfloat16/double `precision` float32, as it makes every
+// float16 op compute in float32, and DequantizeLinear's `output_dtype` is honoured for every float dtype.
 #include "numerics/qdq.h"
 
 #include <algorithm>
@@ -29,34 +29,28 @@ numerics::QdqAttrs qdq_attrs(const NodeInfo& n) {
   return a;
 }
 
-// QuantizeLinear-23's `precision` as a dtype; Undefined when absent.
-DType precision_attr(const NodeInfo& n) {
+// QuantizeLinear-23's `precision` must name a float dtype. Float32 promotion (onnx/float32_promotion.h), which
+// every Graph applies, turns float16, bfloat16 and double into float, so the kernel always divides in float32.
+void check_precision_attr(const NodeInfo& n) {
   const int64_t p = n.attrs.get_int("precision", 0);
-  if (p == 0) return DType::Undefined;
+  if (p == 0) return;
   const DTypeInfo* info = dtype_info_or_null(static_cast<int32_t>(p));
   if (!info) throw_unknown_dtype(static_cast<int32_t>(p), n.label() + ": attribute 'precision'");
   if (!is_float(info->dtype))
-    throw BadInputError(n.label() + ": attribute 'precision' = " + std::to_string(p) +
+    throw BadInputError(n.label() + ": attribute 'precision' = " + std::string(info->name) +
                         " is not a float dtype; the model is corrupt");
-  return info->dtype;
 }
 
 class QuantizeKernel final : public Kernel {
  public:
-  explicit QuantizeKernel(const NodeInfo& n) : attrs_(qdq_attrs(n)), precision_(precision_attr(n)) {}
+  explicit QuantizeKernel(const NodeInfo& n) : attrs_(qdq_attrs(n)) { check_precision_attr(n); }
   void run(KernelContext& ctx) override {
-    const Tensor& scale = ctx.input(1);
-    if (precision_ != DType::Undefined && precision_ != DType::Float32 && precision_ != scale.dtype())
-      throw UnsupportedError(ctx.node.label() + ": attribute 'precision' = " + std::string(dtype_name(precision_)) +
-                             " (y_scale is " + std::string(dtype_name(scale.dtype())) +
-                             "): qtool divides in float32 only; remove the attribute or set it to float");
     const Tensor* zp = ctx.has_input(2) ? &ctx.input(2) : nullptr;
-    ctx.outputs[0] = numerics::quantize_linear(ctx.input(0), scale, zp, attrs_, ctx.threads);
+    ctx.outputs[0] = numerics::quantize_linear(ctx.input(0), ctx.input(1), zp, attrs_, ctx.threads);
   }
 
  private:
   numerics::QdqAttrs attrs_;
-  DType precision_;
 };
 
 class DequantizeKernel final : public Kernel {
