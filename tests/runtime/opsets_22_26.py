@@ -11,7 +11,7 @@ num_outputs, RMSNormalization from 23 on). Checks:
   1. every output of `qtool run` within max |qtool - ORT| <= 1e-4 * max |ORT| + 1e-5 (as tests/runtime/ort_run_compare.sh);
   2. quantized CNN (opset 22 and 26) and transformer block (opset 23 and 26): ORT 1.30 loads and runs them, and
      their SQNR against float on inputs not used for calibration is that of the same network at opset 21
-     (within SAME_AS_21_DB);
+     (within SAME_AS_21_DB); the block with RotaryEmbedding (opset 23) quantizes, runs in ORT and does not collapse;
   3. what qtool cannot honour exits 2 with one line naming node and attribute or type (a Cast to float4e2m1,
      CumProd-26, which has no kernel); QuantizeLinear-23 `precision` = float16 runs in float32.
 """
@@ -147,9 +147,9 @@ def tensor_ops(opset):
     return model(nodes, [vi('x', TensorProto.FLOAT, [2, 6, 8])], outs, inits, opset)
 
 
-def transformer(opset, seq=8, dim=16, heads=2):
+def transformer(opset, seq=8, dim=16, heads=2, rope=False):
     """A pre-norm decoder block: RMSNorm (the op from 23, its decomposition at 22), causal self-attention with a
-    -1e9 mask fill, SwiGLU MLP, residuals. x: [1, seq, dim]."""
+    -1e9 mask fill (rope: RotaryEmbedding-23 on queries and keys), SwiGLU MLP, residuals. x: [1, seq, dim]."""
     reseed(12)
     N = helper.make_node
     hd = dim // heads
@@ -177,9 +177,17 @@ def transformer(opset, seq=8, dim=16, heads=2):
         inits.append(w(f'w{p}', dim, dim))
         nodes.append(N('MatMul', ['n1', f'w{p}'], [f'{p}0'], name=f'proj_{p}'))
         heads_of(f'{p}0', f'{p}h', p)
+    q, k = 'qh', 'kh'
+    if rope:
+        ang = np.arange(seq)[:, None] * (1.0 / 10000 ** (np.arange(hd // 2) / (hd // 2)))[None, :]
+        inits += [numpy_helper.from_array(np.cos(ang).astype(np.float32)[None], 'rope_cos'),
+                  numpy_helper.from_array(np.sin(ang).astype(np.float32)[None], 'rope_sin')]
+        nodes += [N('RotaryEmbedding', ['qh', 'rope_cos', 'rope_sin'], ['qr'], name='rope_q'),
+                  N('RotaryEmbedding', ['kh', 'rope_cos', 'rope_sin'], ['kr'], name='rope_k')]
+        q, k = 'qr', 'kr'
     nodes.extend([
-        N('Transpose', ['kh'], ['kt'], name='k_t', perm=[0, 1, 3, 2]),
-        N('MatMul', ['qh', 'kt'], ['scores'], name='qk'),
+        N('Transpose', [k], ['kt'], name='k_t', perm=[0, 1, 3, 2]),
+        N('MatMul', [q, 'kt'], ['scores'], name='qk'),
         N('Mul', ['scores', 'inv_sqrt_d'], ['scaled'], name='scale'),
         N('Add', ['scaled', 'mask'], ['masked'], name='mask_add'),
         N('Softmax', ['masked'], ['attn'], name='softmax', axis=-1),
@@ -365,7 +373,8 @@ def main():
         cases = [('cnn', cnn(opset), files['img']), ('tensor_ops', tensor_ops(opset), files['x3']),
                  ('transformer', transformer(opset), files['tok'])]
         if opset >= 23:
-            cases += [('qdq', qdq(opset), files['x2']), ('rope', rope(opset), files['rope'])]
+            cases += [('qdq', qdq(opset), files['x2']), ('rope', rope(opset), files['rope']),
+                      ('transformer_rope', transformer(opset, rope=True), files['tok'])]
         for name, m, x in cases:
             path = os.path.join(work, f'{name}_opset{opset}.onnx')
             save(m, path)
@@ -378,6 +387,9 @@ def main():
             got = check_quantize(f'{name}_opset{opset}', os.path.join(work, f'{name}_opset{opset}.onnx'), 'x', shape,
                                  work)
             assert got >= ref - SAME_AS_21_DB, f'{name}_opset{opset}: SQNR {got:.1f} dB, at opset 21 {ref:.1f} dB'
+    # With RotaryEmbedding (no opset-21 twin): ORT runs the quantized model and it does not collapse.
+    check_quantize('transformer_rope_opset23', os.path.join(work, 'transformer_rope_opset23.onnx'), 'x', [1, 8, 16],
+                   work)
 
     # What qtool cannot honour: one line, exit 2, naming the node and the attribute or type.
     N = helper.make_node
