@@ -265,6 +265,16 @@ def rope(opset):
     return model(nodes, [vi('x', TensorProto.FLOAT, [1, 5, 16])], outs, inits, opset)
 
 
+def edge(opset):
+    """The two spec clarifications of ONNX 1.20/1.21 without a new version: Softmax of an empty tensor is empty,
+    integer Div truncates toward zero."""
+    N = helper.make_node
+    return model([N('Softmax', ['x'], ['y'], name='softmax', axis=-1), N('Div', ['a', 'b'], ['d'], name='div')],
+                 [vi('x', TensorProto.FLOAT, [None, 4]), vi('a', TensorProto.INT32, [4]),
+                  vi('b', TensorProto.INT32, [4])],
+                 [vi('y', TensorProto.FLOAT, None), vi('d', TensorProto.INT32, None)], [], opset)
+
+
 def save(m, path):
     with open(path, 'wb') as f:
         f.write(m.SerializeToString())
@@ -369,6 +379,13 @@ def main():
     for k, v in inputs.items():
         files[k] = os.path.join(work, f'{k}.npy')
         np.save(files[k], v)
+    np.save(os.path.join(work, 'empty.npy'), np.zeros((0, 4), dtype=np.float32))
+    np.save(os.path.join(work, 'num.npy'), np.array([-7, 7, -7, 9], dtype=np.int32))
+    np.save(os.path.join(work, 'den.npy'), np.array([2, -2, -2, 4], dtype=np.int32))
+    path = os.path.join(work, 'edge_opset26.onnx')
+    save(edge(26), path)
+    compare_float('edge_opset26', path, {k: os.path.join(work, f) for k, f in
+                                         (('x', 'empty.npy'), ('a', 'num.npy'), ('b', 'den.npy'))}, work)
     for opset in OPSETS:
         cases = [('cnn', cnn(opset), files['img']), ('tensor_ops', tensor_ops(opset), files['x3']),
                  ('transformer', transformer(opset), files['tok'])]
