@@ -3,7 +3,7 @@
 // Opset 23 added QuantizeLinear's `precision` (the dtype x / y_scale is computed in) and DequantizeLinear's
 // `output_dtype` (y's dtype; default: x_scale's). qtool divides and multiplies in float32 and rounds the result
 // to the output dtype; float32 promotion makes a float16/bfloat16/double `precision` float32, as it makes every
-// float16 op compute in float32, and DequantizeLinear's `output_dtype` is honoured for every float dtype.
+// float16 op compute in float32, and makes DequantizeLinear's float16/bfloat16/double `output_dtype` float.
 #include "numerics/qdq.h"
 
 #include <algorithm>
@@ -62,17 +62,12 @@ class DequantizeKernel final : public Kernel {
   }
   void run(KernelContext& ctx) override {
     const Tensor* zp = ctx.has_input(2) ? &ctx.input(2) : nullptr;
-    const Tensor& scale = ctx.input(1);
-    const DType out = attrs_.output_dtype;
-    if (out == DType::Undefined || out == scale.dtype()) {
-      ctx.outputs[0] = numerics::dequantize_linear(ctx.input(0), scale, zp, attrs_, ctx.threads);
-      return;
-    }
-    // DequantizeLinear-23 output_dtype other than x_scale's: the product in float32 (x_scale widened exactly),
-    // rounded once to the output dtype.
-    const Tensor scale32 = cast_tensor(scale, DType::Float32, ctx.node, ctx.threads);
-    Tensor y = numerics::dequantize_linear(ctx.input(0), scale32, zp, attrs_, ctx.threads);
-    ctx.outputs[0] = out == DType::Float32 ? std::move(y) : cast_tensor(y, out, ctx.node, ctx.threads);
+    Tensor y = numerics::dequantize_linear(ctx.input(0), ctx.input(1), zp, attrs_, ctx.threads);
+    // DequantizeLinear-23 output_dtype: float32 promotion has made a float16/bfloat16/double one float, as it made
+    // x_scale float, so y is float32 here; another dtype would be rounded from it.
+    if (attrs_.output_dtype != DType::Undefined && attrs_.output_dtype != y.dtype())
+      y = cast_tensor(y, attrs_.output_dtype, ctx.node, ctx.threads);
+    ctx.outputs[0] = std::move(y);
   }
 
  private:
