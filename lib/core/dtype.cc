@@ -135,7 +135,10 @@ std::optional<DType> dtype_from_name(std::string_view name) {
 std::string_view dtype_name(DType t) { return dtype_info(t).name; }
 
 void throw_unknown_dtype(int32_t onnx_enum, const std::string& what) {
-  struct Known { int32_t onnx_enum; const char* name; };
+  struct Known {
+    int32_t onnx_enum;
+    const char* name;
+  };
   static constexpr Known kWithoutRow[] = {{14, "complex64"},  {15, "complex128"}, {23, "float4e2m1"},
                                           {24, "float8e8m0"}, {25, "uint2"},      {26, "int2"}};
   for (const Known& k : kWithoutRow)

@@ -1,6 +1,6 @@
 // Ops and attributes of ai.onnx opsets 23-26 (docs/interpreter.md, "Opsets 22-26") against their formulas:
-// RotaryEmbedding-23, Swish-24, DequantizeLinear-23 output_dtype under float32 promotion. tests/runtime/opsets_22_26.py checks the same
-// ops against ONNX Runtime 1.30.
+// RotaryEmbedding-23, Swish-24, DequantizeLinear-23 output_dtype under float32 promotion. tests/runtime/opsets_22_26.py
+// checks the same ops against ONNX Runtime 1.30.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <string>
@@ -90,6 +90,5 @@ TEST_CASE("DequantizeLinear-23 output_dtype float16 runs in float32 as every flo
   b.output("y");
   const std::vector<int8_t> qv = {-128, -3, 7, 127};
   const Tensor y = Session(b.model).run({{"q", Tensor::from_vector<int8_t>({4}, qv)}}).at("y");
-  for (int i = 0; i < 4; ++i)
-    CHECK(y.data<float>()[i] == static_cast<float>(qv[i]) * 0.0123f);
+  for (int i = 0; i < 4; ++i) CHECK(y.data<float>()[i] == static_cast<float>(qv[i]) * 0.0123f);
 }

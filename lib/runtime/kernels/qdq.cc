@@ -57,8 +57,8 @@ class DequantizeKernel final : public Kernel {
  public:
   explicit DequantizeKernel(const NodeInfo& n) : attrs_(qdq_attrs(n)) {
     if (attrs_.output_dtype != DType::Undefined && !is_float(attrs_.output_dtype))
-      throw BadInputError(n.label() + ": attribute 'output_dtype' = " +
-                          std::string(dtype_name(attrs_.output_dtype)) + " is not a float dtype; the model is corrupt");
+      throw BadInputError(n.label() + ": attribute 'output_dtype' = " + std::string(dtype_name(attrs_.output_dtype)) +
+                          " is not a float dtype; the model is corrupt");
   }
   void run(KernelContext& ctx) override {
     const Tensor* zp = ctx.has_input(2) ? &ctx.input(2) : nullptr;

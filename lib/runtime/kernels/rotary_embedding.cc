@@ -57,8 +57,7 @@ class RotaryEmbeddingKernel final : public Kernel {
       if (cos_t.rank() != 2 || static_cast<int64_t>(pos.size()) != B * S)
         throw BadInputError(node.label() + ": with position_ids " + shape_str(ctx.input(3).shape()) +
                             " the caches must be [max_position, " + std::to_string(half) + "] and the ids [" +
-                            std::to_string(B) + ", " + std::to_string(S) + "], got caches " +
-                            shape_str(cos_t.shape()));
+                            std::to_string(B) + ", " + std::to_string(S) + "], got caches " + shape_str(cos_t.shape()));
       rows = cos_t.dim(0);
       for (int64_t p : pos)
         if (p < 0 || p >= rows)
