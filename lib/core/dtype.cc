@@ -134,6 +134,22 @@ std::optional<DType> dtype_from_name(std::string_view name) {
 
 std::string_view dtype_name(DType t) { return dtype_info(t).name; }
 
+void throw_unknown_dtype(int32_t onnx_enum, const std::string& what) {
+  struct Known {
+    int32_t onnx_enum;
+    const char* name;
+  };
+  static constexpr Known kWithoutRow[] = {{14, "complex64"},  {15, "complex128"}, {23, "float4e2m1"},
+                                          {24, "float8e8m0"}, {25, "uint2"},      {26, "int2"}};
+  for (const Known& k : kWithoutRow)
+    if (k.onnx_enum == onnx_enum)
+      throw UnsupportedError(what + " has ONNX data type " + k.name + " (" + std::to_string(onnx_enum) +
+                             "), which qtool does not support; convert it to a supported type (float, float16, "
+                             "int8, int4...) before qtool");
+  throw BadInputError(what + ": data_type " + std::to_string(onnx_enum) +
+                      (onnx_enum == 0 ? " (UNDEFINED)" : " is not an ONNX data type") + "; the model is corrupt");
+}
+
 size_t storage_bytes(DType t, int64_t count) {
   const DTypeInfo& d = dtype_info(t);
   if (d.cls == DTypeClass::String || d.cls == DTypeClass::None)

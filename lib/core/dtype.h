@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace qtool {
@@ -63,6 +64,10 @@ const DTypeInfo* dtype_info_or_null(int32_t onnx_enum);
 // Parses a name in either spelling ("int8", "i8", "float8e4m3fn", "fp8e4m3", "f32"...).
 std::optional<DType> dtype_from_name(std::string_view name);
 std::string_view dtype_name(DType t);
+// Throws for an ONNX data type number without a row in the table, naming `what` (a tensor, an input, an
+// attribute): UnsupportedError for the ONNX types qtool does not hold (complex64/128, float4e2m1 and float8e8m0 of
+// opsets 23/24, uint2/int2 of opset 25), BadInputError ("the model is corrupt") for numbers ONNX does not define.
+[[noreturn]] void throw_unknown_dtype(int32_t onnx_enum, const std::string& what);
 
 inline bool is_float(DType t) { return dtype_info(t).cls == DTypeClass::Float; }
 inline bool is_integer(DType t) { return dtype_info(t).cls == DTypeClass::Integer; }

@@ -37,6 +37,8 @@ std::string_view type_attribute(const onnx::NodeProto& n) {
                                                        "SequenceEmpty"};
   if (n.op_type() == "Cast") return "to";
   if (dtype_ops.count(n.op_type())) return "dtype";
+  if (n.op_type() == "DequantizeLinear") return "output_dtype";  // opset 23
+  if (n.op_type() == "QuantizeLinear") return "precision";       // opset 23: the dtype x / y_scale is computed in
   return {};
 }
 

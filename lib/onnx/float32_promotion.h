@@ -7,8 +7,9 @@
 // - every tensor of a promoted type stored in the model (initializers, Constant / ConstantOfShape values, any
 //   TENSOR attribute, subgraphs included) becomes float32; an initializer still in external data (not read)
 //   keeps its type behind a Cast to float32, so a large model's bytes are not read here;
-// - an op whose output type is an attribute (Cast, EyeLike, RandomNormal/Uniform[Like], Bernoulli) gets float32
-//   where it named a promoted type; value_info and subgraph inputs/outputs follow;
+// - an op whose output type is an attribute (Cast, EyeLike, RandomNormal/Uniform[Like], Bernoulli,
+//   DequantizeLinear-23 output_dtype; QuantizeLinear-23's compute type `precision`) gets float32 where it named a
+//   promoted type; value_info and subgraph inputs/outputs follow;
 // - a main-graph input of a promoted type keeps its type: a Cast to float32 named "<input>_float32" (made
 //   unique) feeds the nodes that read it; such an output keeps its name and type through a Cast from
 //   "<output>_float32" at the end.

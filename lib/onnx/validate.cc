@@ -130,9 +130,7 @@ void validate_node(const onnx::NodeProto& n, const std::map<std::string, int>& o
 
 void validate_tensor(const onnx::TensorProto& t, const std::string& what) {
   const DTypeInfo* info = dtype_info_or_null(t.data_type());
-  if (!info || info->dtype == DType::Undefined)
-    throw BadInputError(what + ": data_type " + std::to_string(t.data_type()) +
-                        (t.data_type() == 0 ? " (UNDEFINED)" : " is not an ONNX data type") + "; the model is corrupt");
+  if (!info || info->dtype == DType::Undefined) throw_unknown_dtype(t.data_type(), what);
   const int64_t numel = checked_numel(t.dims(), what);
   const DType dt = info->dtype;
   int64_t bytes = 0;
@@ -166,9 +164,7 @@ void validate_model(const onnx::ModelProto& model, const std::string& prefix) {
       // Sparse parts: header checks (their shapes were checked with the sparse tensor).
       const std::string what = prefix + site.label;
       const DTypeInfo* info = dtype_info_or_null(t.data_type());
-      if (!info || info->dtype == DType::Undefined)
-        throw BadInputError(what + ": data_type " + std::to_string(t.data_type()) +
-                            " is not an ONNX data type; the model is corrupt");
+      if (!info || info->dtype == DType::Undefined) throw_unknown_dtype(t.data_type(), what);
     }
     validate_tensor(t, prefix + site.label);
   });

@@ -53,7 +53,10 @@ ValueDecl decl_from(const onnx::ValueInfoProto& vi) {
   d.name = vi.name();
   if (vi.has_type() && vi.type().has_tensor_type()) {
     const auto& tt = vi.type().tensor_type();
-    if (const DTypeInfo* info = dtype_info_or_null(tt.elem_type())) d.dtype = info->dtype;
+    if (const DTypeInfo* info = dtype_info_or_null(tt.elem_type()))
+      d.dtype = info->dtype;
+    else
+      throw_unknown_dtype(tt.elem_type(), "value '" + vi.name() + "'");
     if (tt.has_shape()) {
       std::vector<DeclaredDim> dims;
       for (const auto& dim : tt.shape().dim()) {

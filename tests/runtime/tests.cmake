@@ -5,3 +5,11 @@ add_test(NAME "runtime: qtool run matches ONNX Runtime on tiny If/Loop/QDQ/conv 
                  ${CMAKE_BINARY_DIR}/test_scratch/runtime_ort_compare $<TARGET_FILE:qtool>)
 set_tests_properties("runtime: qtool run matches ONNX Runtime on tiny If/Loop/QDQ/conv models"
                      PROPERTIES FIXTURES_REQUIRED ort TIMEOUT 300 ENVIRONMENT OMP_WAIT_POLICY=PASSIVE)
+# Models stamped with ai.onnx opsets 22-26 (tests/runtime/opsets_22_26.py): `qtool run` against ONNX Runtime 1.30,
+# calibrate + quantize of a CNN and a transformer block loaded and run in ORT, and the refusals by name.
+add_test(NAME "runtime: opsets 22-26 models run as in ONNX Runtime and quantize"
+         COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/runtime/opsets_22_26.py
+                 ${CMAKE_BINARY_DIR}/test_scratch/opsets_22_26)
+set_tests_properties("runtime: opsets 22-26 models run as in ONNX Runtime and quantize"
+                     PROPERTIES FIXTURES_REQUIRED ort TIMEOUT 300
+                                ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE;QTOOL_EXE=$<TARGET_FILE:qtool>")

@@ -121,7 +121,7 @@ class CastKernel final : public Kernel {
   explicit CastKernel(const NodeInfo& n) {
     const int64_t to = n.attrs.require_int("to");
     const DTypeInfo* info = dtype_info_or_null(static_cast<int32_t>(to));
-    if (!info) throw BadInputError("attribute 'to' is not a known dtype (" + std::to_string(to) + ")");
+    if (!info) throw_unknown_dtype(static_cast<int32_t>(to), n.label() + ": attribute 'to'");
     to_ = info->dtype;
     saturate_ = n.attrs.get_int("saturate", 1) != 0;
   }

@@ -73,6 +73,7 @@ enum class FloatOp {
   Gelu,
   GeluTanh,
   Mish,
+  Swish,
 };
 
 struct FloatOpName {
@@ -112,6 +113,7 @@ constexpr FloatOpName kFloatOps[] = {
     {"ThresholdedRelu", FloatOp::ThresholdedRelu},
     {"Gelu", FloatOp::Gelu},
     {"Mish", FloatOp::Mish},
+    {"Swish", FloatOp::Swish},
 };
 
 // y = f(x) for float/double x; alpha/beta/gamma from the node's attributes with ONNX defaults.
@@ -141,6 +143,7 @@ class FloatUnaryKernel final : public Kernel {
         alpha_ = n.attrs.get_float("alpha", 0.01f);
         break;
       case FloatOp::ThresholdedRelu:
+      case FloatOp::Swish:
         alpha_ = n.attrs.get_float("alpha", 1.0f);
         break;
       case FloatOp::Gelu: {
@@ -272,6 +275,9 @@ class FloatUnaryKernel final : public Kernel {
           const T sp = v > zero ? v + std::log1p(std::exp(-v)) : std::log1p(std::exp(v));
           return v * std::tanh(sp);
         });
+      // Swish (opset 24): x · sigmoid(alpha · x); exp overflowing to inf gives x / inf = 0, the right limit.
+      case FloatOp::Swish:
+        return map_unary<T, T>(x, y, th, [=](T v) { return v / (one + std::exp(-alpha * v)); });
     }
   }
 

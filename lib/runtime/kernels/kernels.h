@@ -9,7 +9,7 @@ namespace qtool::runtime::kernels {
 // --- core: elementwise, shape, tensor manipulation, control flow, QDQ (runtime core) ---
 // Factories that serve several ops map node.op_type to an enum once, when the node is prepared.
 // elementwise_unary.cc
-std::unique_ptr<Kernel> make_float_unary(const NodeInfo& n);    // Exp, Log, Sigmoid, Erf, Gelu, Elu, ...
+std::unique_ptr<Kernel> make_float_unary(const NodeInfo& n);    // Exp, Log, Sigmoid, Erf, Gelu, Elu, Swish, ...
 std::unique_ptr<Kernel> make_numeric_unary(const NodeInfo& n);  // Abs, Neg, Sign, Relu
 std::unique_ptr<Kernel> make_not(const NodeInfo& n);
 std::unique_ptr<Kernel> make_isnan(const NodeInfo& n);
@@ -103,6 +103,7 @@ std::unique_ptr<Kernel> make_batch_norm(const NodeInfo& node);          // norma
 std::unique_ptr<Kernel> make_instance_norm(const NodeInfo& node);       // normalization.cc
 std::unique_ptr<Kernel> make_layer_norm(const NodeInfo& node);          // normalization.cc
 std::unique_ptr<Kernel> make_rms_norm(const NodeInfo& node);            // normalization.cc
+std::unique_ptr<Kernel> make_rotary_embedding(const NodeInfo& node);  // rotary_embedding.cc
 std::unique_ptr<Kernel> make_lrn(const NodeInfo& node);                 // normalization.cc
 std::unique_ptr<Kernel> make_group_norm(const NodeInfo& node);          // normalization.cc
 std::unique_ptr<Kernel> make_lp_norm(const NodeInfo& node);             // normalization.cc

@@ -1,5 +1,9 @@
-// QuantizeLinear / DequantizeLinear (opsets 10, 13, 19, 21): thin kernels over lib/numerics, which holds
+// QuantizeLinear / DequantizeLinear (opsets 10, 13, 19, 21, 23-25): thin kernels over lib/numerics, which holds
 // the contract (rounding, saturation, per-tensor / per-axis / blocked layouts) and its reference twin.
+// Opset 23 added QuantizeLinear's `precision` (the dtype x / y_scale is computed in) and DequantizeLinear's
+// `output_dtype` (y's dtype; default: x_scale's). qtool divides and multiplies in float32 and rounds the result
+// to the output dtype; float32 promotion makes a float16/bfloat16/double `precision` float32, as it makes every
+// float16 op compute in float32, and makes DequantizeLinear's float16/bfloat16/double `output_dtype` float.
 #include "numerics/qdq.h"
 
 #include <algorithm>
@@ -19,15 +23,27 @@ numerics::QdqAttrs qdq_attrs(const NodeInfo& n) {
   const int64_t out = n.attrs.get_int("output_dtype", 0);
   if (out != 0) {
     const DTypeInfo* info = dtype_info_or_null(static_cast<int32_t>(out));
-    if (!info) throw BadInputError("attribute 'output_dtype' is not a known dtype (" + std::to_string(out) + ")");
+    if (!info) throw_unknown_dtype(static_cast<int32_t>(out), n.label() + ": attribute 'output_dtype'");
     a.output_dtype = info->dtype;
   }
   return a;
 }
 
+// QuantizeLinear-23's `precision` must name a float dtype. Float32 promotion (onnx/float32_promotion.h), which
+// every Graph applies, turns float16, bfloat16 and double into float, so the kernel always divides in float32.
+void check_precision_attr(const NodeInfo& n) {
+  const int64_t p = n.attrs.get_int("precision", 0);
+  if (p == 0) return;
+  const DTypeInfo* info = dtype_info_or_null(static_cast<int32_t>(p));
+  if (!info) throw_unknown_dtype(static_cast<int32_t>(p), n.label() + ": attribute 'precision'");
+  if (!is_float(info->dtype))
+    throw BadInputError(n.label() + ": attribute 'precision' = " + std::string(info->name) +
+                        " is not a float dtype; the model is corrupt");
+}
+
 class QuantizeKernel final : public Kernel {
  public:
-  explicit QuantizeKernel(const NodeInfo& n) : attrs_(qdq_attrs(n)) {}
+  explicit QuantizeKernel(const NodeInfo& n) : attrs_(qdq_attrs(n)) { check_precision_attr(n); }
   void run(KernelContext& ctx) override {
     const Tensor* zp = ctx.has_input(2) ? &ctx.input(2) : nullptr;
     ctx.outputs[0] = numerics::quantize_linear(ctx.input(0), ctx.input(1), zp, attrs_, ctx.threads);
@@ -39,10 +55,19 @@ class QuantizeKernel final : public Kernel {
 
 class DequantizeKernel final : public Kernel {
  public:
-  explicit DequantizeKernel(const NodeInfo& n) : attrs_(qdq_attrs(n)) {}
+  explicit DequantizeKernel(const NodeInfo& n) : attrs_(qdq_attrs(n)) {
+    if (attrs_.output_dtype != DType::Undefined && !is_float(attrs_.output_dtype))
+      throw BadInputError(n.label() + ": attribute 'output_dtype' = " + std::string(dtype_name(attrs_.output_dtype)) +
+                          " is not a float dtype; the model is corrupt");
+  }
   void run(KernelContext& ctx) override {
     const Tensor* zp = ctx.has_input(2) ? &ctx.input(2) : nullptr;
-    ctx.outputs[0] = numerics::dequantize_linear(ctx.input(0), ctx.input(1), zp, attrs_, ctx.threads);
+    Tensor y = numerics::dequantize_linear(ctx.input(0), ctx.input(1), zp, attrs_, ctx.threads);
+    // DequantizeLinear-23 output_dtype: float32 promotion has made a float16/bfloat16/double one float, as it made
+    // x_scale float, so y is float32 here; another dtype would be rounded from it.
+    if (attrs_.output_dtype != DType::Undefined && attrs_.output_dtype != y.dtype())
+      y = cast_tensor(y, attrs_.output_dtype, ctx.node, ctx.threads);
+    ctx.outputs[0] = std::move(y);
   }
 
  private:

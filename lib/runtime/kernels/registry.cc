@@ -9,7 +9,10 @@ namespace qtool::runtime {
 using namespace kernels;
 
 namespace {
-constexpr int kMaxOpset = 21;
+// The newest ai.onnx opset every row below was checked against (docs/interpreter.md, "Opsets 22-26": what each
+// version changed for these ops and what qtool does about it). Most bumps of 22-26 only widen the allowed types
+// (bfloat16, float4e2m1, float8e8m0, int2/uint2); a row is split where the semantics change.
+constexpr int kMaxOpset = 26;
 // clang-format off
 const KernelDef kKernels[] = {
   // --- core: elementwise, shape, tensor manipulation, control flow, QDQ ---
@@ -45,6 +48,7 @@ const KernelDef kKernels[] = {
   {"", "ThresholdedRelu", 1, kMaxOpset, make_float_unary},
   {"", "Mish", 1, kMaxOpset, make_float_unary},
   {"", "Gelu", 20, kMaxOpset, make_float_unary},
+  {"", "Swish", 24, kMaxOpset, make_float_unary},
   {"", "Abs", 1, kMaxOpset, make_numeric_unary},
   {"", "Neg", 1, kMaxOpset, make_numeric_unary},
   {"", "Sign", 1, kMaxOpset, make_numeric_unary},
@@ -132,8 +136,9 @@ const KernelDef kKernels[] = {
   {"", "BatchNormalization", 1, kMaxOpset, make_batch_norm},
   {"", "InstanceNormalization", 1, kMaxOpset, make_instance_norm},
   {"", "LayerNormalization", 17, kMaxOpset, make_layer_norm},
-  // Opset 23 (past kMaxOpset): rows for the nodes graph preparation forms (runtime/fuse_rmsnorm.h).
-  {"", "RMSNormalization", 23, 23, make_rms_norm},
+  // RMSNormalization-23, also formed by graph preparation (runtime/fuse_rmsnorm.h) in models of any opset.
+  {"", "RMSNormalization", 23, kMaxOpset, make_rms_norm},
+  {"", "RotaryEmbedding", 23, kMaxOpset, make_rotary_embedding},
   {"", "GroupNormalization", 18, kMaxOpset, make_group_norm},
   {"", "LpNormalization", 1, kMaxOpset, make_lp_norm},
   {"", "MeanVarianceNormalization", 9, kMaxOpset, make_mean_variance_norm},

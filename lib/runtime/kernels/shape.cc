@@ -240,8 +240,9 @@ class EyeLikeKernel final : public Kernel {
  public:
   explicit EyeLikeKernel(const NodeInfo& n) : k_(n.attrs.get_int("k", 0)) {
     if (n.attrs.has("dtype")) {
-      const DTypeInfo* info = dtype_info_or_null(static_cast<int32_t>(n.attrs.get_int("dtype", 1)));
-      if (!info) throw BadInputError("attribute 'dtype' is not a known dtype");
+      const int64_t dtype = n.attrs.get_int("dtype", 1);
+      const DTypeInfo* info = dtype_info_or_null(static_cast<int32_t>(dtype));
+      if (!info) throw_unknown_dtype(static_cast<int32_t>(dtype), n.label() + ": attribute 'dtype'");
       dtype_ = info->dtype;
     }
   }
