@@ -79,9 +79,11 @@ namespace {
 
 using fusion::onnx_op;
 
-// The activation a single-input node computes, when it is one the kernels can apply.
-std::optional<FusedActivation> activation_of(const GraphNode& n) {
+// The activation a single-input node computes, when it is one the kernels can apply (Gelu only on the CPU).
+std::optional<FusedActivation> activation_of(const GraphNode& n, bool cpu) {
   using K = FusedActivation::Kind;
+  if (cpu && onnx_op(n, "Gelu") && n.info.attrs.get_string("approximate", "none") == "none")
+    return FusedActivation{K::Gelu};
   if (onnx_op(n, "Relu")) return FusedActivation{K::Relu};
   if (onnx_op(n, "HardSwish")) return FusedActivation{K::HardSwish};
   if (onnx_op(n, "HardSigmoid"))
@@ -93,7 +95,7 @@ std::optional<FusedActivation> activation_of(const GraphNode& n) {
 
 }  // namespace
 
-int fuse_activations(Graph& g, const std::set<std::string>& keep) {
+int fuse_activations(Graph& g, const std::set<std::string>& keep, bool cpu) {
   const size_t count = g.nodes.size();
   const fusion::Uses u = fusion::uses_of(g, keep);
   const auto& consumers = u.consumers;
@@ -110,7 +112,7 @@ int fuse_activations(Graph& g, const std::set<std::string>& keep) {
     if (uses.size() == 1) {  // P -> activation
       GraphNode& a = g.nodes[uses[0]];
       const auto act = a.inputs.size() >= 1 && a.inputs[0] == t && a.outputs.size() == 1 && a.implicit_inputs.empty()
-                           ? activation_of(a)
+                           ? activation_of(a, cpu)
                            : std::nullopt;
       if (!act) continue;
       p.info.activation = *act;

@@ -57,3 +57,27 @@ TEST_CASE("sgemm_direct matches sgemm_ref on transformer shapes and tile tails, 
   CHECK_FALSE(use_sgemm_direct(false, false, 256, 512, 512));
   CHECK_FALSE(use_sgemm_direct(true, false, 17, 17, 16));
 }
+
+TEST_CASE("sgemm_direct_packed gives sgemm_direct's bits on every panel and strip tail") {
+  struct Case {
+    int64_t M, N, K;
+  };
+  // Full 16-column panels, a last panel of 9-15 columns (two vectors) and of 1-8 (one), row tails of 1-5.
+  for (const Case c : {Case{256, 64, 64}, Case{17, 17, 16}, Case{5, 77, 3}, Case{1, 9, 1}, Case{33, 31, 12},
+                       Case{256, 172, 64}, Case{40, 45, 33}, Case{4, 100, 20}, Case{13, 24, 7}}) {
+    INFO("M " << c.M << " N " << c.N << " K " << c.K);
+    REQUIRE(use_packed_b(c.K, c.N));
+    // B as a block of a wider matrix (ldb > N), packed once.
+    const Tensor A = random_tensor({c.M, c.K}, 41), B = random_tensor({c.K, c.N + 3}, 42);
+    const PackedB packed(c.K, c.N, B.data<float>(), c.N + 3);
+    for (const auto& [alpha, beta] : {std::pair{1.f, 0.f}, std::pair{-0.5f, 1.f}}) {
+      const Tensor C0 = random_tensor({c.M, c.N}, 43);
+      Tensor direct = C0.clone(), got = C0.clone();
+      sgemm_direct(c.M, c.N, c.K, alpha, A.data<float>(), c.K, B.data<float>(), c.N + 3, beta, direct.data<float>(),
+                   c.N);
+      sgemm_direct_packed(c.M, alpha, A.data<float>(), c.K, packed, beta, got.data<float>(), c.N);
+      CHECK(std::memcmp(direct.data<float>(), got.data<float>(), got.nbytes()) == 0);
+    }
+  }
+  CHECK_FALSE(use_packed_b(512, 512));
+}

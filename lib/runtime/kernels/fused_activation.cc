@@ -33,6 +33,9 @@ void apply_activation(const FusedActivation& act, float* y, int64_t n) {
     case FusedActivation::Kind::Silu:
       silu_approx(y, y, n);  // vector_math.h: exp_approx, not a libm call per value
       return;
+    case FusedActivation::Kind::Gelu:
+      gelu_approx(y, y, n);  // the standalone Gelu's function (elementwise_unary.cc): the same bits
+      return;
   }
 }
 
@@ -69,7 +72,8 @@ void apply_activation(const FusedActivation& act, Tensor& Y, int threads) {
   constexpr int64_t kChunk = 1 << 14;
   const int64_t n = Y.numel(), chunks = (n + kChunk - 1) / kChunk;
   float* y = Y.data<float>();
-  const int64_t cost = act.kind == FusedActivation::Kind::Silu ? kTranscendentalCost : 1;  // Silu calls exp
+  const bool transcendental = act.kind == FusedActivation::Kind::Silu || act.kind == FusedActivation::Kind::Gelu;
+  const int64_t cost = transcendental ? kTranscendentalCost : 1;  // exp, erf
   parallel_for(chunks, threads_for(n * cost, threads),
                [&](int64_t c) { apply_activation(act, y + c * kChunk, std::min(kChunk, n - c * kChunk)); });
 }
