@@ -109,6 +109,24 @@ int fuse_activations(Graph& g, const std::set<std::string>& keep, bool cpu) {
     const int t = p.outputs[0];
     if (t < 0 || !hidden_ok(t)) continue;
     const auto& uses = consumers[t];
+    if (uses.size() == 1 && cpu && onnx_op(p, "MatMul")) {  // MatMul -> [Cast to float] -> Softmax over the last axis
+      size_t si = uses[0];
+      const bool cast = onnx_op(g.nodes[si], "Cast") && g.nodes[si].info.attrs.get_int("to", 0) == 1 &&
+                        g.nodes[si].outputs.size() == 1 && hidden_ok(g.nodes[si].outputs[0]) &&
+                        consumers[g.nodes[si].outputs[0]].size() == 1;
+      const int sv = cast ? g.nodes[si].outputs[0] : t;  // what the Softmax reads (MatMul's output is float)
+      if (cast) si = consumers[sv][0];
+      const GraphNode& s = g.nodes[si];
+      if (onnx_op(s, "Softmax") && s.info.opset >= 13 && s.info.attrs.get_int("axis", -1) == -1 &&
+          s.inputs.size() == 1 && s.inputs[0] == sv && s.outputs.size() == 1 && s.implicit_inputs.empty()) {
+        p.info.activation = FusedActivation{FusedActivation::Kind::Softmax};
+        p.outputs[0] = s.outputs[0];
+        p.info.outputs[0] = s.info.outputs[0];
+        removed[uses[0]] = removed[si] = true;
+        fused += cast ? 2 : 1;
+        continue;
+      }
+    }
     if (uses.size() == 1) {  // P -> activation
       GraphNode& a = g.nodes[uses[0]];
       const auto act = a.inputs.size() >= 1 && a.inputs[0] == t && a.outputs.size() == 1 && a.implicit_inputs.empty()

@@ -9,7 +9,10 @@
 // be in `keep` (the tensors a tap observes, e.g. the calibrator's), and must have no consumer other than
 // the activation. Clip folds only with constant float bounds (attributes, or initializer inputs). With `cpu` (a CPU
 // session) Gelu (approximate "none") folds too: the CPU kernels apply it to each block of rows while the block is
-// in cache (digits-vit's fc1 MatMul -> Gelu); the GPU kernels have no Gelu epilogue.
+// in cache (digits-vit's fc1 MatMul -> Gelu); the GPU kernels have no Gelu epilogue. Also CPU only:
+//   t = MatMul(...);  [c = Cast(t, to float);]  y = Softmax(t|c, axis -1, opset >= 13)
+// (attention's scores: the MatMul's output is float, so the Cast is an identity) becomes one MatMul whose kernel runs
+// Softmax over each row of each block or batch of its output while it is in cache.
 #pragma once
 
 #include <set>

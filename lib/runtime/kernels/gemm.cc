@@ -160,6 +160,18 @@ void matmul(KernelContext& ctx, const PackedB* packed) {
     }
     beta = 1.f;
   }
+  // The activation of whole rows of N values while they are in cache (each block or batch), unless an addend
+  // broadcasts Y up (the activation comes after that addition) or, for Softmax (over Y's last axis), B is a vector
+  // (Y's last axis is not N): then it runs after, over all of Y.
+  const FusedActivation& act = ctx.node.activation;
+  const bool by_rows = !late && (act.kind != FusedActivation::Kind::Softmax || !b_vec);
+  auto finish = [&](float* yr, int64_t n) {
+    if (!by_rows) return;
+    if (act.kind == FusedActivation::Kind::Softmax)
+      softmax_in_place(yr, n, N);
+    else
+      apply_activation(act, yr, n * N);
+  };
   if (blocked) {
     // Block by block: fill (addend, then + bias), multiply-add onto it, activate. packed is B when it was constant;
     // with it and alpha 1 the tiles start from the addend and bias instead (no fill).
@@ -172,7 +184,7 @@ void matmul(KernelContext& ctx, const PackedB* packed) {
       if (start) {
         sgemm_direct_packed(n, 1.f, a + r0 * K, K, *packed, 0.f, yb, N,
                             {row_addend ? row_addend + r0 * N : nullptr, N, row_bias});
-        apply_activation(ctx.node.activation, yb, n * N);
+        finish(yb, n);
         return;
       }
       if (row_addend) std::copy_n(row_addend + r0 * N, n * N, yb);
@@ -187,8 +199,9 @@ void matmul(KernelContext& ctx, const PackedB* packed) {
         sgemm_direct_packed(n, alpha, a + r0 * K, K, *packed, beta, yb, N);
       else
         sgemm_direct(n, N, K, alpha, a + r0 * K, K, b, N, beta, yb, N);
-      apply_activation(ctx.node.activation, yb, n * N);
+      finish(yb, n);
     });
+    if (!by_rows) apply_activation(act, Y, ctx.threads);
     ctx.outputs[0] = std::move(Y);
     return;
   }
@@ -209,7 +222,12 @@ void matmul(KernelContext& ctx, const PackedB* packed) {
     parallel_for(nb, per_batch ? threads_for_macs(nb * M * N * K, ctx.threads) : 1, [&](int64_t i) {
       sgemm(false, false, M, N, K, alpha, a + offset(i, a_str), K, b + offset(i, b_str), N, beta, y + i * M * N, N,
             per_batch ? 1 : ctx.threads);
+      finish(y + i * M * N, M);  // attention's scores: Softmax while the batch is in cache
     });
+    if (by_rows) {
+      ctx.outputs[0] = std::move(Y);
+      return;
+    }
   }
   if (late) {
     Tensor sum(DType::Float32, late->out_shape);
