@@ -172,31 +172,26 @@ void sgemm_direct_packed(int64_t M, float alpha, const float* A, int64_t lda, co
     return Start{epilogue.addend ? epilogue.addend + i * epilogue.ld_addend + j : nullptr, epilogue.ld_addend,
                  epilogue.bias ? epilogue.bias + j : nullptr};
   };
-  int64_t i = 0;
-  for (; i + kStripRows <= M; i += kStripRows) {
+  // Strips of 6 rows, then groups of up to 3 (sgemm_direct's cut); one 16-column panel (two vectors) or a last one of
+  // at most 8 columns (one vector) per tile.
+  for (int64_t i = 0; i < M;) {
+    const int rows = static_cast<int>(M - i >= kStripRows ? kStripRows : std::min(kTailRows, M - i));
     const float* a = A + i * lda;
     float* c = C + i * ldc;
     for (int64_t p = 0; p < panels; ++p) {
       const int w = static_cast<int>(std::min<int64_t>(16, N - p * 16));
       const Start s = init_at(i, p * 16);
-      if (w > 8)
-        tile<6, 2>(K, alpha, a, lda, B.panel(p), 16, beta, c + p * 16, ldc, w - 8, start ? &s : nullptr);
+      const Start* st = start ? &s : nullptr;
+      if (rows == kStripRows && w > 8)
+        tile<6, 2>(K, alpha, a, lda, B.panel(p), 16, beta, c + p * 16, ldc, w - 8, st);
+      else if (rows == kStripRows)
+        tile<6, 1>(K, alpha, a, lda, B.panel(p), 16, beta, c + p * 16, ldc, w, st);
+      else if (w > 8)
+        tail_rows<2>(rows, K, alpha, a, lda, B.panel(p), 16, beta, c + p * 16, ldc, w - 8, st);
       else
-        tile<6, 1>(K, alpha, a, lda, B.panel(p), 16, beta, c + p * 16, ldc, w, start ? &s : nullptr);
+        tail_rows<1>(rows, K, alpha, a, lda, B.panel(p), 16, beta, c + p * 16, ldc, w, st);
     }
-  }
-  for (; i < M; i += kTailRows) {
-    const int rows = static_cast<int>(std::min(kTailRows, M - i));
-    const float* a = A + i * lda;
-    float* c = C + i * ldc;
-    for (int64_t p = 0; p < panels; ++p) {
-      const int w = static_cast<int>(std::min<int64_t>(16, N - p * 16));
-      const Start s = init_at(i, p * 16);
-      if (w > 8)
-        tail_rows<2>(rows, K, alpha, a, lda, B.panel(p), 16, beta, c + p * 16, ldc, w - 8, start ? &s : nullptr);
-      else
-        tail_rows<1>(rows, K, alpha, a, lda, B.panel(p), 16, beta, c + p * 16, ldc, w, start ? &s : nullptr);
-    }
+    i += rows;
   }
 }
 
