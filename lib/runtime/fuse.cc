@@ -79,9 +79,11 @@ namespace {
 
 using fusion::onnx_op;
 
-// The activation a single-input node computes, when it is one the kernels can apply.
-std::optional<FusedActivation> activation_of(const GraphNode& n) {
+// The activation a single-input node computes, when it is one the kernels can apply (Gelu only on the CPU).
+std::optional<FusedActivation> activation_of(const GraphNode& n, bool cpu) {
   using K = FusedActivation::Kind;
+  if (cpu && onnx_op(n, "Gelu") && n.info.attrs.get_string("approximate", "none") == "none")
+    return FusedActivation{K::Gelu};
   if (onnx_op(n, "Relu")) return FusedActivation{K::Relu};
   if (onnx_op(n, "HardSwish")) return FusedActivation{K::HardSwish};
   if (onnx_op(n, "HardSigmoid"))
@@ -93,7 +95,7 @@ std::optional<FusedActivation> activation_of(const GraphNode& n) {
 
 }  // namespace
 
-int fuse_activations(Graph& g, const std::set<std::string>& keep) {
+int fuse_activations(Graph& g, const std::set<std::string>& keep, bool cpu) {
   const size_t count = g.nodes.size();
   const fusion::Uses u = fusion::uses_of(g, keep);
   const auto& consumers = u.consumers;
@@ -107,10 +109,28 @@ int fuse_activations(Graph& g, const std::set<std::string>& keep) {
     const int t = p.outputs[0];
     if (t < 0 || !hidden_ok(t)) continue;
     const auto& uses = consumers[t];
+    if (uses.size() == 1 && cpu && onnx_op(p, "MatMul")) {  // MatMul -> [Cast to float] -> Softmax over the last axis
+      size_t si = uses[0];
+      const bool cast = onnx_op(g.nodes[si], "Cast") && g.nodes[si].info.attrs.get_int("to", 0) == 1 &&
+                        g.nodes[si].outputs.size() == 1 && hidden_ok(g.nodes[si].outputs[0]) &&
+                        consumers[g.nodes[si].outputs[0]].size() == 1;
+      const int sv = cast ? g.nodes[si].outputs[0] : t;  // what the Softmax reads (MatMul's output is float)
+      if (cast) si = consumers[sv][0];
+      const GraphNode& s = g.nodes[si];
+      if (onnx_op(s, "Softmax") && s.info.opset >= 13 && s.info.attrs.get_int("axis", -1) == -1 &&
+          s.inputs.size() == 1 && s.inputs[0] == sv && s.outputs.size() == 1 && s.implicit_inputs.empty()) {
+        p.info.activation = FusedActivation{FusedActivation::Kind::Softmax};
+        p.outputs[0] = s.outputs[0];
+        p.info.outputs[0] = s.info.outputs[0];
+        removed[uses[0]] = removed[si] = true;
+        fused += cast ? 2 : 1;
+        continue;
+      }
+    }
     if (uses.size() == 1) {  // P -> activation
       GraphNode& a = g.nodes[uses[0]];
       const auto act = a.inputs.size() >= 1 && a.inputs[0] == t && a.outputs.size() == 1 && a.implicit_inputs.empty()
-                           ? activation_of(a)
+                           ? activation_of(a, cpu)
                            : std::nullopt;
       if (!act) continue;
       p.info.activation = *act;

@@ -342,7 +342,8 @@ std::shared_ptr<Graph> Builder::build(const onnx::GraphProto& gp, const Scope* p
     fold_conv_affine(*g, options_.keep);  // before the activation pass: an activation after the affine folds in too
     // The GPU MatMul (cuda_kernels.cu) has no scale or bias epilogue: only CPU sessions fold them.
     if (options_.device == device::DeviceKind::Cpu) fuse_matmul_epilogue(*g, options_.keep);
-    fuse_activations(*g, options_.keep);  // an activation after a fused bias folds in too
+    // An activation after a fused bias folds in too.
+    fuse_activations(*g, options_.keep, options_.device == device::DeviceKind::Cpu);
     // The GPU Conv has no per-channel epilogue either.
     if (options_.device == device::DeviceKind::Cpu) fuse_conv_epilogue(*g, options_.keep);
     // Last: it decides on the final nodes which tensors between oneDNN Convs stay in its blocked layout.

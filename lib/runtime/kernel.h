@@ -59,9 +59,11 @@ class NodeAttrs {
 // An activation that graph preparation (runtime/fuse.h) folded into a Conv, Gemm or MatMul node: the
 // kernel applies it to every output value. Formulas as the standalone ops: Relu max(x, 0); Clip
 // min(max(x, a), b); HardSigmoid max(0, min(1, a*x + b)); HardSwish x * max(0, min(1, x/6 + 0.5));
-// Silu (Sigmoid then Mul with the same x) x * (1 / (1 + exp(-x))).
+// Silu (Sigmoid then Mul with the same x) x * (1 / (1 + exp(-x))); Gelu (approximate "none", CPU sessions only: the
+// GPU kernels have no Gelu epilogue) x/2 * (1 + erf(x/sqrt(2))); Softmax (MatMul only, CPU only: not elementwise) over
+// the output's last axis.
 struct FusedActivation {
-  enum class Kind { None, Relu, Clip, HardSigmoid, HardSwish, Silu } kind = Kind::None;
+  enum class Kind { None, Relu, Clip, HardSigmoid, HardSwish, Silu, Gelu, Softmax } kind = Kind::None;
   float a = 0, b = 0;
   // Conv only, CPU sessions only (runtime/fuse_conv.h fuse_conv_epilogue): after the activation, per output channel
   // m, y = min(max(y, lo[m]), hi[m]) * scale[m] + shift[m]. Null when the Conv has none.

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -44,8 +45,8 @@ int main(int argc, char** argv) {
               "128x128x16", "128x16x128", "12544x32x27", "1024x1024x64", "256x1024x512"};
   std::mt19937 gen(1);
   std::uniform_real_distribution<float> dist(-1.f, 1.f);
-  std::printf("%-14s %10s %8s %10s %8s %10s %s\n", "MxNxK", "openblas_us", "mac/ns", "direct_us", "mac/ns", "max_diff",
-              "sgemm takes");
+  std::printf("%-14s %10s %8s %10s %8s %10s %8s %10s %s\n", "MxNxK", "openblas_us", "mac/ns", "direct_us", "mac/ns",
+              "packed_us", "mac/ns", "max_diff", "sgemm takes");
   for (const std::string& s : shapes) {
     long long M = 0, N = 0, K = 0;
     if (std::sscanf(s.c_str(), "%lldx%lldx%lld", &M, &N, &K) != 3 || M <= 0 || N <= 0 || K <= 0) {
@@ -64,11 +65,19 @@ int main(int argc, char** argv) {
         iters);
     const double direct =
         median_us([&] { c::sgemm_direct(M, N, K, 1.f, A.data(), K, B.data(), N, 0.f, C2.data(), N); }, iters);
+    const c::PackedB packed(K, N, B.data(), N);
+    std::vector<float> C3(M * N);
+    const double direct_packed =
+        median_us([&] { c::sgemm_direct_packed(M, 1.f, A.data(), K, packed, 0.f, C3.data(), N); }, iters);
+    if (std::memcmp(C2.data(), C3.data(), C2.size() * sizeof(float)) != 0) {
+      std::fprintf(stderr, "bench_gemm: %s: sgemm_direct_packed differs from sgemm_direct\n", s.c_str());
+      return 1;
+    }
     double diff = 0;
     for (size_t i = 0; i < C1.size(); ++i) diff = std::max(diff, double(std::fabs(C1[i] - C2[i])));
     const double macs = double(M) * N * K;
-    std::printf("%-14s %10.1f %8.1f %10.1f %8.1f %10.2g %s\n", s.c_str(), blas, macs / blas / 1e3, direct,
-                macs / direct / 1e3, diff, c::use_sgemm_direct(false, false, M, N, K) ? "direct" : "openblas");
+    std::printf("%-14s %10.1f %8.1f %10.1f %8.1f %10.1f %8.1f %10.2g %s\n", s.c_str(), blas, macs / blas / 1e3, direct,
+                macs / direct / 1e3, direct_packed, macs / direct_packed / 1e3, diff, c::use_sgemm_direct(false, false, M, N, K) ? "direct" : "openblas");
   }
   return 0;
 }

@@ -57,3 +57,44 @@ TEST_CASE("sgemm_direct matches sgemm_ref on transformer shapes and tile tails, 
   CHECK_FALSE(use_sgemm_direct(false, false, 256, 512, 512));
   CHECK_FALSE(use_sgemm_direct(true, false, 17, 17, 16));
 }
+
+TEST_CASE("sgemm_direct_packed gives sgemm_direct's bits on every panel and strip tail, and starts from epilogue terms") {
+  struct Case {
+    int64_t M, N, K;
+  };
+  // Full 16-column panels, a last panel of 9-15 columns (two vectors) and of 1-8 (one), row tails of 1-5.
+  for (const Case c : {Case{256, 64, 64}, Case{17, 17, 16}, Case{5, 77, 3}, Case{1, 9, 1}, Case{33, 31, 12},
+                       Case{256, 172, 64}, Case{40, 45, 33}, Case{4, 100, 20}, Case{13, 24, 7}}) {
+    INFO("M " << c.M << " N " << c.N << " K " << c.K);
+    REQUIRE(use_packed_b(c.K, c.N));
+    // B as a block of a wider matrix (ldb > N), packed once.
+    const Tensor A = random_tensor({c.M, c.K}, 41), B = random_tensor({c.K, c.N + 3}, 42);
+    const PackedB packed(c.K, c.N, B.data<float>(), c.N + 3);
+    for (const auto& [alpha, beta] : {std::pair{1.f, 0.f}, std::pair{-0.5f, 1.f}}) {
+      const Tensor C0 = random_tensor({c.M, c.N}, 43);
+      Tensor direct = C0.clone(), got = C0.clone();
+      sgemm_direct(c.M, c.N, c.K, alpha, A.data<float>(), c.K, B.data<float>(), c.N + 3, beta, direct.data<float>(),
+                   c.N);
+      sgemm_direct_packed(c.M, alpha, A.data<float>(), c.K, packed, beta, got.data<float>(), c.N);
+      CHECK(std::memcmp(direct.data<float>(), got.data<float>(), got.nbytes()) == 0);
+    }
+    // Accumulators starting from an addend (rows N + 2 apart) and a bias: A·B + addend + bias, whatever the row cut.
+    const Tensor addend = random_tensor({c.M, c.N + 2}, 44), bias = random_tensor({c.N}, 45);
+    Tensor want(DType::Float32, {c.M, c.N}), got(DType::Float32, {c.M, c.N}), split(DType::Float32, {c.M, c.N});
+    for (int64_t i = 0; i < c.M; ++i)
+      for (int64_t j = 0; j < c.N; ++j)
+        want.data<float>()[i * c.N + j] = addend.data<float>()[i * (c.N + 2) + j] + bias.data<float>()[j];
+    sgemm_ref(false, false, c.M, c.N, c.K, 1.f, A.data<float>(), c.K, B.data<float>(), c.N + 3, 1.f,
+              want.data<float>(), c.N);
+    const Epilogue terms{addend.data<float>(), c.N + 2, bias.data<float>()};
+    sgemm_direct_packed(c.M, 1.f, A.data<float>(), c.K, packed, 0.f, got.data<float>(), c.N, terms);
+    CHECK(max_abs_diff(got, want) < 1e-5 * std::sqrt(static_cast<double>(c.K + 2)));
+    const int64_t half = c.M / 2;  // two calls on a cut of the rows: the same bits
+    sgemm_direct_packed(half, 1.f, A.data<float>(), c.K, packed, 0.f, split.data<float>(), c.N, terms);
+    sgemm_direct_packed(c.M - half, 1.f, A.data<float>() + half * c.K, c.K, packed, 0.f,
+                        split.data<float>() + half * c.N, c.N,
+                        {addend.data<float>() + half * (c.N + 2), c.N + 2, bias.data<float>()});
+    CHECK(std::memcmp(split.data<float>(), got.data<float>(), got.nbytes()) == 0);
+  }
+  CHECK_FALSE(use_packed_b(512, 512));
+}

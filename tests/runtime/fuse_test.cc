@@ -4,8 +4,11 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
+#include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "model_builder.h"
 #include "runtime/session.h"
@@ -151,4 +154,99 @@ TEST_CASE("written-out HardSwish stays apart where a tensor inside it must be se
     const Session s(b.model, {.observed = std::set<std::string>{}});
     CHECK(s.graph().nodes.size() == 5);
   }
+}
+
+namespace {
+
+// x [2,50,16] -> MatMul w [16,300] -> + bias [300] -> + r [2,50,300] -> Gelu -> y: the MLP's first half. 300 columns
+// make the MatMul's epilogue blocks 24 rows (kernels/gemm.cc), so the 100 rows are four full blocks and a short one.
+ModelBuilder matmul_gelu() {
+  ModelBuilder b(20);
+  b.input("x", DType::Float32, {2, 50, 16});
+  b.initializer("w", ramp({16, 300}, 0.05f));
+  b.initializer("bias", ramp({300}, 0.6f));
+  b.input("r", DType::Float32, {2, 50, 300});
+  b.node("MatMul", {"x", "w"}, {"t"}, "fc1");
+  b.node("Add", {"bias", "t"}, {"tb"}, "fc1_bias");
+  b.node("Add", {"tb", "r"}, {"tr"}, "residual");
+  b.node("Gelu", {"tr"}, {"y"}, "gelu");
+  b.output("y");
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("Gelu folds into the MatMul before it, applied block by block with the unfused numbers") {
+  const std::map<std::string, Tensor> in = {{"x", ramp({2, 50, 16}, 0.3f)}, {"r", ramp({2, 50, 300}, 0.8f)}};
+  const ModelBuilder b = matmul_gelu();
+  const Session plain(b.model);
+  const Session fused(b.model, {.observed = std::set<std::string>{}});
+  REQUIRE(fused.graph().nodes.size() == 1);
+  CHECK(fused.graph().nodes[0].info.activation.kind == qtool::runtime::FusedActivation::Kind::Gelu);
+  const Tensor want = plain.run(in).at("y"), got = fused.run(in).at("y");
+  // Only the order of the two additions differs (bias + r, then the product, against product + bias + r).
+  check_all_close(got, want, 1e-5);
+  // 1 and 2 threads cut the blocks between threads differently: the same bits (the packed weight against the weight
+  // read in place: tests/kernels/gemm_direct_test.cc).
+  const Session two(b.model, {.threads = 2, .observed = std::set<std::string>{}});
+  const Tensor got_two = two.run(in).at("y");
+  CHECK(std::memcmp(got.data<float>(), got_two.data<float>(), got.nbytes()) == 0);
+  // An observed MatMul output keeps the whole epilogue apart; an observed Add output keeps the Gelu apart.
+  CHECK(Session(b.model, {.observed = std::set<std::string>{"t"}}).graph().nodes.size() == 4);
+  CHECK(Session(b.model, {.observed = std::set<std::string>{"tr"}}).graph().nodes.size() == 2);
+}
+
+namespace {
+
+// Attention scores: q [2,3,6,4] x kt [2,3,4,6] · 0.5 + causal mask [6,6] (0 on and below the diagonal, -inf above)
+// -> Cast to float -> Softmax (last axis) -> p; and x [10,4] x w [4,6] -> Softmax -> y2 (the blocked path with a
+// constant B). `axis` is the Softmax's.
+ModelBuilder scores_softmax(int64_t axis, int opset = 13) {
+  ModelBuilder b(opset);
+  b.input("q", DType::Float32, {2, 3, 6, 4});
+  b.input("kt", DType::Float32, {2, 3, 4, 6});
+  b.input("x", DType::Float32, {10, 4});
+  std::vector<float> mask(36, 0.f);
+  for (int i = 0; i < 6; ++i)
+    for (int j = i + 1; j < 6; ++j) mask[i * 6 + j] = -INFINITY;
+  b.initializer("mask", Tensor::from_vector<float>({6, 6}, mask));
+  b.initializer("half", Tensor::from_vector<float>({}, {0.5f}));
+  b.initializer("w", ramp({4, 6}, 0.3f));
+  b.node("MatMul", {"q", "kt"}, {"s"}, "qk");
+  b.node("Mul", {"s", "half"}, {"ss"}, "scale");
+  b.node("Add", {"ss", "mask"}, {"sm"}, "add_mask");
+  auto& cast = b.node("Cast", {"sm"}, {"c"}, "cast");
+  ModelBuilder::attr(cast, "to", int64_t{1});
+  auto& sm = b.node("Softmax", {"c"}, {"p"}, "softmax");
+  ModelBuilder::attr(sm, "axis", axis);
+  b.node("MatMul", {"x", "w"}, {"t2"}, "mm2");
+  auto& sm2 = b.node("Softmax", {"t2"}, {"y2"}, "softmax2");
+  ModelBuilder::attr(sm2, "axis", axis);
+  b.output("p");
+  b.output("y2");
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("Softmax over the last axis folds into the MatMul before it (through a float Cast) with the unfused numbers") {
+  const std::map<std::string, Tensor> in = {
+      {"q", ramp({2, 3, 6, 4}, 0.3f)}, {"kt", ramp({2, 3, 4, 6}, 0.7f)}, {"x", ramp({10, 4}, 0.2f)}};
+  const ModelBuilder b = scores_softmax(-1);
+  const Session plain(b.model);
+  const Session fused(b.model, {.observed = std::set<std::string>{}});
+  REQUIRE(fused.graph().nodes.size() == 2);  // qk with scale, mask and Softmax; mm2 with Softmax
+  for (const auto& n : fused.graph().nodes)
+    CHECK(n.info.activation.kind == qtool::runtime::FusedActivation::Kind::Softmax);
+  const auto want = plain.run(in), got = fused.run(in);
+  for (const char* o : {"p", "y2"}) {
+    INFO(o);
+    check_all_close(got.at(o), want.at(o), 1e-6);
+  }
+  const auto two = Session(b.model, {.threads = 2, .observed = std::set<std::string>{}}).run(in);
+  CHECK(std::memcmp(two.at("p").data<float>(), got.at("p").data<float>(), got.at("p").nbytes()) == 0);
+  // Another axis, a legacy (opset < 13) Softmax, or an observed Cast output stay apart.
+  CHECK(Session(scores_softmax(2).model, {.observed = std::set<std::string>{}}).graph().nodes.size() == 5);
+  CHECK(Session(scores_softmax(-1, 11).model, {.observed = std::set<std::string>{}}).graph().nodes.size() == 5);
+  CHECK(Session(b.model, {.observed = std::set<std::string>{"c"}}).graph().nodes.size() == 4);
 }

@@ -43,8 +43,11 @@ float sum_of(const float* x, int64_t n);
 
 // y[i] = act(y[i]) for a fused activation (runtime/kernel.h FusedActivation); nothing for Kind::None.
 void apply_activation(const FusedActivation& act, float* y, int64_t n);
-// The same over Y's numel values on `threads` OpenMP threads, in contiguous chunks.
+// The same over Y's numel values on `threads` OpenMP threads, in contiguous chunks (Kind::Softmax: over each row of
+// Y's last axis).
 void apply_activation(const FusedActivation& act, Tensor& Y, int threads);
+// Softmax over `rows` contiguous rows of `len` values, in place (softmax_rows through a scratch copy: the same bits).
+void softmax_in_place(float* y, int64_t rows, int64_t len);
 // y[i] = act(y[i]), then the per-channel clamp and affine (FusedActivation::channels) of output channel m, over
 // n values of that channel.
 void apply_conv_epilogue(const FusedActivation& act, float* y, int64_t n, int64_t m);

@@ -55,6 +55,8 @@ inline bool fused_unary(const FusedActivation& a, UnaryOp& u) {
     case FusedActivation::Kind::HardSigmoid: u = {Unary::HardSigmoid, a.a, a.b}; return true;
     case FusedActivation::Kind::HardSwish: u = {Unary::HardSwish}; return true;
     case FusedActivation::Kind::Silu: u = {Unary::Silu}; return true;
+    case FusedActivation::Kind::Gelu:  // never fused in GPU sessions (runtime/fuse.h)
+    case FusedActivation::Kind::Softmax: return false;
   }
   return false;
 }

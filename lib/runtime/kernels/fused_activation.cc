@@ -7,6 +7,7 @@
 
 #include "runtime/kernels/blas.h"
 #include "runtime/kernels/blocked_layout.h"
+#include "runtime/kernels/common.h"
 #include "runtime/kernels/compute_common.h"
 #include "runtime/kernels/vector_math.h"
 
@@ -32,6 +33,11 @@ void apply_activation(const FusedActivation& act, float* y, int64_t n) {
       return;
     case FusedActivation::Kind::Silu:
       silu_approx(y, y, n);  // vector_math.h: exp_approx, not a libm call per value
+      return;
+    case FusedActivation::Kind::Gelu:
+      gelu_approx(y, y, n);  // the standalone Gelu's function (elementwise_unary.cc): the same bits
+      return;
+    case FusedActivation::Kind::Softmax:  // by rows: softmax_in_place; only the MatMul kernel has it (runtime/fuse.h)
       return;
   }
 }
@@ -64,12 +70,31 @@ void apply_conv_epilogue_blocked(const FusedActivation& act, float* y, int64_t p
     for (int64_t k = 0; k < B; ++k) y[k] = std::min(std::max(y[k], lo[k]), hi[k]) * s[k] + h[k];
 }
 
+void softmax_in_place(float* y, int64_t rows, int64_t len) {
+  constexpr int64_t kRows = 64;  // rows per pass through scratch (softmax_rows must not write its input)
+  float* buf = scratch_floats(static_cast<size_t>(std::min(rows, kRows) * len));
+  for (int64_t r = 0; r < rows; r += kRows) {
+    const int64_t n = std::min(kRows, rows - r);
+    std::copy_n(y + r * len, n * len, buf);
+    softmax_rows(buf, y + r * len, n, len);
+  }
+}
+
 void apply_activation(const FusedActivation& act, Tensor& Y, int threads) {
   if (act.kind == FusedActivation::Kind::None) return;
+  if (act.kind == FusedActivation::Kind::Softmax) {
+    const int64_t len = Y.rank() == 0 ? 1 : Y.dim(Y.rank() - 1), rows = len == 0 ? 0 : Y.numel() / len;
+    float* y = Y.data<float>();
+    parallel_range(
+        rows, threads_for(Y.numel() * kTranscendentalCost, threads),
+        [&](int64_t b, int64_t e) { softmax_in_place(y + b * len, e - b, len); }, 1);
+    return;
+  }
   constexpr int64_t kChunk = 1 << 14;
   const int64_t n = Y.numel(), chunks = (n + kChunk - 1) / kChunk;
   float* y = Y.data<float>();
-  const int64_t cost = act.kind == FusedActivation::Kind::Silu ? kTranscendentalCost : 1;  // Silu calls exp
+  const bool transcendental = act.kind == FusedActivation::Kind::Silu || act.kind == FusedActivation::Kind::Gelu;
+  const int64_t cost = transcendental ? kTranscendentalCost : 1;  // exp, erf
   parallel_for(chunks, threads_for(n * cost, threads),
                [&](int64_t c) { apply_activation(act, y + c * kChunk, std::min(kChunk, n - c * kChunk)); });
 }

@@ -8,13 +8,19 @@
 //         being input 2 and the addend (any tensor that broadcasts with Y) input 3, either omitted; Y is filled
 //         with addend + bias and the GEMM accumulates onto it, or, where the addend broadcasts Y to a larger
 //         shape, the addend is added after the GEMM.
-// Both apply a fused activation (NodeInfo::activation) to Y.
+// Both apply a fused activation (NodeInfo::activation) to Y. A MatMul whose product takes the direct GEMM
+// (gemm_direct.h) with one B for every row does it block by block: each block of rows is filled with its epilogue
+// terms, computed and activated while it is in cache (the same operations in the same order as filling all of Y,
+// one GEMM, then the activation over Y: the same bits). A constant such B is packed once, when the kernel is made,
+// and then (alpha 1) the GEMM's accumulators start from the addend and bias instead of a fill of Y (addend + bias
+// rounded first, then the multiply-adds in k order).
 #include <algorithm>
 #include <optional>
 
 #include "runtime/kernels/blas.h"
 #include "runtime/kernels/broadcast.h"
 #include "runtime/kernels/compute_common.h"
+#include "runtime/kernels/gemm_direct.h"
 #include "runtime/kernels/kernels.h"
 
 namespace qtool::runtime::kernels {
@@ -63,7 +69,10 @@ class GemmKernel final : public Kernel {
   bool trans_a_, trans_b_;
 };
 
-void matmul(KernelContext& ctx) {
+// Rows of C per block of the direct path: about 8192 values (32 KB, the L1 data cache), a multiple of the 6-row strip.
+int64_t epilogue_block_rows(int64_t N) { return std::max<int64_t>(6, 8192 / std::max<int64_t>(N, 1) / 6 * 6); }
+
+void matmul(KernelContext& ctx, const PackedB* packed) {
   const Tensor& A = float_input(ctx, 0);
   const Tensor& B = float_input(ctx, 1);
   if (A.rank() == 0 || B.rank() == 0) throw BadInputError(ctx.node.label() + ": MatMul operands must not be scalars");
@@ -105,9 +114,31 @@ void matmul(KernelContext& ctx) {
   const float alpha = ctx.node.matmul_alpha;
   float beta = 0.f;  // 1 once Y holds the epilogue's terms
   std::optional<BroadcastPlan> late;  // an addend that broadcasts Y up: added after the GEMM
+  const int64_t nb = shape_numel(batch);
+  const bool b_shared = std::all_of(b_str.begin(), b_str.end(), [](int64_t s) { return s == 0; });
+  const bool a_packed = [&] {  // A's batch axes are dense (no broadcast), so A is [nb*M, K]
+    int64_t expect = M * K;
+    for (size_t i = r; i-- > 0;) {
+      if (a_str[i] != expect && batch[i] != 1) return false;
+      expect *= batch[i];
+    }
+    return true;
+  }();
+  const int64_t rows = nb * M;
+  std::optional<BroadcastPlan> addend_plan;
+  if (ctx.has_input(3)) addend_plan = plan_broadcast({&Y.shape(), &float_input(ctx, 3).shape()}, ctx.node);
+  // Not with an addend that broadcasts Y up: the activation comes after that addition.
+  const bool blocked = b_shared && a_packed && rows > 0 && N > 0 && use_sgemm_direct(false, false, rows, N, K) &&
+                       !(addend_plan && addend_plan->out_shape != Y.shape());
+  // The epilogue terms the blocked path copies per block: an addend of Y's own shape, the bias.
+  const float* row_addend = nullptr;
+  const float* row_bias = nullptr;
   if (ctx.has_input(3)) {  // fused addend
-    BroadcastPlan p = plan_broadcast({&Y.shape(), &float_input(ctx, 3).shape()}, ctx.node);
-    if (p.out_shape == Y.shape()) {
+    BroadcastPlan& p = *addend_plan;
+    if (blocked && float_input(ctx, 3).shape() == Y.shape()) {
+      row_addend = float_input(ctx, 3).data<float>();
+      beta = 1.f;
+    } else if (p.out_shape == Y.shape()) {
       broadcast_fill(p, 1, float_input(ctx, 3).data<float>(), y, threads_for(Y.numel(), ctx.threads));
       beta = 1.f;
     } else {
@@ -120,7 +151,8 @@ void matmul(KernelContext& ctx) {
       throw InternalError(ctx.node.label() + ": fused bias " + shape_str(bias.shape()) + " for an output of " +
                           std::to_string(N) + " columns");
     const float* bv = bias.data<float>();
-    for (int64_t row = 0, rows = Y.numel() / std::max<int64_t>(N, 1); row < rows; ++row) {
+    if (blocked) row_bias = bv;
+    for (int64_t row = 0, all = blocked ? 0 : Y.numel() / std::max<int64_t>(N, 1); row < all; ++row) {
       if (beta == 0.f)
         std::copy_n(bv, N, y + row * N);
       else
@@ -128,16 +160,51 @@ void matmul(KernelContext& ctx) {
     }
     beta = 1.f;
   }
-  const int64_t nb = shape_numel(batch);
-  const bool b_shared = std::all_of(b_str.begin(), b_str.end(), [](int64_t s) { return s == 0; });
-  const bool a_packed = [&] {  // A's batch axes are dense (no broadcast), so A is [nb*M, K]
-    int64_t expect = M * K;
-    for (size_t i = r; i-- > 0;) {
-      if (a_str[i] != expect && batch[i] != 1) return false;
-      expect *= batch[i];
-    }
-    return true;
-  }();
+  // The activation of whole rows of N values while they are in cache (each block or batch), unless an addend
+  // broadcasts Y up (the activation comes after that addition) or, for Softmax (over Y's last axis), B is a vector
+  // (Y's last axis is not N): then it runs after, over all of Y.
+  const FusedActivation& act = ctx.node.activation;
+  const bool by_rows = !late && (act.kind != FusedActivation::Kind::Softmax || !b_vec);
+  auto finish = [&](float* yr, int64_t n) {
+    if (!by_rows) return;
+    if (act.kind == FusedActivation::Kind::Softmax)
+      softmax_in_place(yr, n, N);
+    else
+      apply_activation(act, yr, n * N);
+  };
+  if (blocked) {
+    // Block by block: fill (addend, then + bias), multiply-add onto it, activate. packed is B when it was constant;
+    // with it and alpha 1 the tiles start from the addend and bias instead (no fill).
+    const bool use_packed = packed && packed->rows() == K && packed->cols() == N;
+    const bool start = use_packed && alpha == 1.f && (row_addend || row_bias);
+    const int64_t block = epilogue_block_rows(N), blocks = (rows + block - 1) / block;
+    parallel_for(blocks, threads_for_direct_macs(rows * N * K, ctx.threads), [&](int64_t c) {
+      const int64_t r0 = c * block, n = std::min(block, rows - r0);
+      float* yb = y + r0 * N;
+      if (start) {
+        sgemm_direct_packed(n, 1.f, a + r0 * K, K, *packed, 0.f, yb, N,
+                            {row_addend ? row_addend + r0 * N : nullptr, N, row_bias});
+        finish(yb, n);
+        return;
+      }
+      if (row_addend) std::copy_n(row_addend + r0 * N, n * N, yb);
+      if (row_bias)
+        for (int64_t i = 0; i < n; ++i) {
+          if (row_addend)
+            for (int64_t j = 0; j < N; ++j) yb[i * N + j] += row_bias[j];
+          else
+            std::copy_n(row_bias, N, yb + i * N);
+        }
+      if (use_packed)
+        sgemm_direct_packed(n, alpha, a + r0 * K, K, *packed, beta, yb, N);
+      else
+        sgemm_direct(n, N, K, alpha, a + r0 * K, K, b, N, beta, yb, N);
+      finish(yb, n);
+    });
+    if (!by_rows) apply_activation(act, Y, ctx.threads);
+    ctx.outputs[0] = std::move(Y);
+    return;
+  }
   if (nb == 0 || M == 0 || N == 0) {
     if (beta == 0.f) std::fill_n(y, Y.numel(), 0.f);
   } else if (b_shared && a_packed) {
@@ -155,7 +222,12 @@ void matmul(KernelContext& ctx) {
     parallel_for(nb, per_batch ? threads_for_macs(nb * M * N * K, ctx.threads) : 1, [&](int64_t i) {
       sgemm(false, false, M, N, K, alpha, a + offset(i, a_str), K, b + offset(i, b_str), N, beta, y + i * M * N, N,
             per_batch ? 1 : ctx.threads);
+      finish(y + i * M * N, M);  // attention's scores: Softmax while the batch is in cache
     });
+    if (by_rows) {
+      ctx.outputs[0] = std::move(Y);
+      return;
+    }
   }
   if (late) {
     Tensor sum(DType::Float32, late->out_shape);
@@ -167,9 +239,23 @@ void matmul(KernelContext& ctx) {
   ctx.outputs[0] = std::move(Y);
 }
 
+// MatMul; a constant 2-D B that the direct GEMM takes is packed here, once per session.
+class MatMulKernel final : public Kernel {
+ public:
+  explicit MatMulKernel(const NodeInfo& node) {
+    const Tensor* b = node.const_inputs.size() > 1 ? node.const_inputs[1] : nullptr;
+    if (b && b->dtype() == DType::Float32 && b->rank() == 2 && use_packed_b(b->dim(0), b->dim(1)))
+      packed_ = std::make_unique<PackedB>(b->dim(0), b->dim(1), b->data<float>(), b->dim(1));
+  }
+  void run(KernelContext& ctx) override { matmul(ctx, packed_.get()); }
+
+ private:
+  std::unique_ptr<PackedB> packed_;
+};
+
 }  // namespace
 
 std::unique_ptr<Kernel> make_gemm(const NodeInfo& node) { return std::make_unique<GemmKernel>(node); }
-std::unique_ptr<Kernel> make_matmul(const NodeInfo& node) { return make_function_kernel<matmul>(node); }
+std::unique_ptr<Kernel> make_matmul(const NodeInfo& node) { return std::make_unique<MatMulKernel>(node); }
 
 }  // namespace qtool::runtime::kernels

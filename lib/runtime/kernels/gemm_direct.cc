@@ -42,10 +42,35 @@ using v8 = float __attribute__((vector_size(32)));
 // One tile of C: R rows by V·8 columns (the last vector `last` columns wide), R·V accumulators in registers. B's
 // rows are read in place (ldb apart), A's elements broadcast; every element is the multiply-add chain over k = 0..K-1
 // in order, so the tile's shape never changes a result.
+// With `init` (an Epilogue's terms), the accumulators start from them instead of 0 (alpha 1, beta 0).
+struct Start {
+  const float* addend = nullptr;  // at this tile's first element, rows ld apart
+  int64_t ld = 0;
+  const float* bias = nullptr;  // at this tile's first column
+};
+
+// v8 of p[0..n), zero past n.
+[[gnu::always_inline]] inline v8 load_part(const float* p, int n) {
+  if (n == 8) return load8(p);
+  float t[8] = {};
+  std::memcpy(t, p, sizeof(float) * n);
+  return load8(t);
+}
+
 template <int R, int V>
 [[gnu::always_inline]] inline void tile(int64_t K, float alpha, const float* A, int64_t lda, const float* B,
-                                        int64_t ldb, float beta, float* C, int64_t ldc, int last) {
+                                        int64_t ldb, float beta, float* C, int64_t ldc, int last,
+                                        const Start* init = nullptr) {
   v8 acc[R][V] = {};
+  if (init) {
+    v8 bias[V] = {};
+    if (init->bias)
+      for (int v = 0; v < V; ++v) bias[v] = load_part(init->bias + 8 * v, v + 1 == V ? last : 8);
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < V; ++v)
+        acc[r][v] = init->addend ? load_part(init->addend + r * init->ld + 8 * v, v + 1 == V ? last : 8) + bias[v]
+                                 : bias[v];
+  }
   for (int64_t k = 0; k < K; ++k) {
     v8 b[V];
 #pragma GCC unroll 4
@@ -71,14 +96,15 @@ constexpr int64_t kTailRows = 3;
 
 template <int V>
 [[gnu::always_inline]] inline void tail_rows(int rows, int64_t K, float alpha, const float* A, int64_t lda,
-                                             const float* B, int64_t ldb, float beta, float* C, int64_t ldc, int last) {
+                                             const float* B, int64_t ldb, float beta, float* C, int64_t ldc, int last,
+                                             const Start* init = nullptr) {
   switch (rows) {
     case 3:
-      return tile<3, V>(K, alpha, A, lda, B, ldb, beta, C, ldc, last);
+      return tile<3, V>(K, alpha, A, lda, B, ldb, beta, C, ldc, last, init);
     case 2:
-      return tile<2, V>(K, alpha, A, lda, B, ldb, beta, C, ldc, last);
+      return tile<2, V>(K, alpha, A, lda, B, ldb, beta, C, ldc, last, init);
     default:
-      return tile<1, V>(K, alpha, A, lda, B, ldb, beta, C, ldc, last);
+      return tile<1, V>(K, alpha, A, lda, B, ldb, beta, C, ldc, last, init);
   }
 }
 
@@ -118,6 +144,54 @@ void sgemm_direct(int64_t M, int64_t N, int64_t K, float alpha, const float* A, 
     for (; j + 32 <= N; j += 32) tail_rows<4>(rows, K, alpha, a, lda, B + j, ldb, beta, c + j, ldc, 8);
     for (; j < full; j += 8) tail_rows<1>(rows, K, alpha, a, lda, B + j, ldb, beta, c + j, ldc, 8);
     if (tail) tail_rows<1>(rows, K, alpha, a, lda, padded, 8, beta, c + full, ldc, tail);
+  }
+}
+
+PackedB::PackedB(int64_t K, int64_t N, const float* B, int64_t ldb) : K_(K), N_(N) {
+  const int64_t panels = (N + 15) / 16;
+  storage_ = std::make_unique<float[]>(static_cast<size_t>(panels * K * 16 + 16));
+  const auto address = reinterpret_cast<uintptr_t>(storage_.get());
+  data_ = storage_.get() + ((64 - address % 64) % 64) / sizeof(float);
+  for (int64_t p = 0; p < panels; ++p) {
+    const int64_t j = p * 16, w = std::min<int64_t>(16, N - j);
+    float* dst = data_ + p * K * 16;
+    for (int64_t k = 0; k < K; ++k) {
+      std::memcpy(dst + k * 16, B + k * ldb + j, sizeof(float) * w);
+      std::memset(dst + k * 16 + w, 0, sizeof(float) * (16 - w));
+    }
+  }
+}
+
+QTOOL_HOT_LOOP
+void sgemm_direct_packed(int64_t M, float alpha, const float* A, int64_t lda, const PackedB& B, float beta, float* C,
+                         int64_t ldc, const Epilogue& epilogue) {
+  const int64_t N = B.cols(), K = B.rows(), panels = (N + 15) / 16;
+  const bool start = epilogue.addend || epilogue.bias;
+  if (start) alpha = 1.f, beta = 0.f;
+  auto init_at = [&](int64_t i, int64_t j) {
+    return Start{epilogue.addend ? epilogue.addend + i * epilogue.ld_addend + j : nullptr, epilogue.ld_addend,
+                 epilogue.bias ? epilogue.bias + j : nullptr};
+  };
+  // Strips of 6 rows, then groups of up to 3 (sgemm_direct's cut); one 16-column panel (two vectors) or a last one of
+  // at most 8 columns (one vector) per tile.
+  for (int64_t i = 0; i < M;) {
+    const int rows = static_cast<int>(M - i >= kStripRows ? kStripRows : std::min(kTailRows, M - i));
+    const float* a = A + i * lda;
+    float* c = C + i * ldc;
+    for (int64_t p = 0; p < panels; ++p) {
+      const int w = static_cast<int>(std::min<int64_t>(16, N - p * 16));
+      const Start s = init_at(i, p * 16);
+      const Start* st = start ? &s : nullptr;
+      if (rows == kStripRows && w > 8)
+        tile<6, 2>(K, alpha, a, lda, B.panel(p), 16, beta, c + p * 16, ldc, w - 8, st);
+      else if (rows == kStripRows)
+        tile<6, 1>(K, alpha, a, lda, B.panel(p), 16, beta, c + p * 16, ldc, w, st);
+      else if (w > 8)
+        tail_rows<2>(rows, K, alpha, a, lda, B.panel(p), 16, beta, c + p * 16, ldc, w - 8, st);
+      else
+        tail_rows<1>(rows, K, alpha, a, lda, B.panel(p), 16, beta, c + p * 16, ldc, w, st);
+    }
+    i += rows;
   }
 }
 

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 namespace qtool::runtime::kernels::compute {
 
@@ -27,5 +28,43 @@ inline bool use_sgemm_direct(bool trans_a, bool trans_b, int64_t M, int64_t N, i
 
 void sgemm_direct(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
                   int64_t ldb, float beta, float* C, int64_t ldc);
+
+// A constant B[K,N] (a MatMul's weight) copied once per session into panels of 16 columns: panel p holds
+// B[k, 16p .. 16p+16) for k = 0..K-1 contiguously, 64-byte aligned, the last panel's missing columns zero. The tiles
+// then read one cache line per k from a stream instead of K lines ldb apart, which on B's power-of-two row lengths
+// (256 or 512 floats) map to a few L1 sets and evict each other (digits-vit's fc1/fc2, llama2c's logits).
+class PackedB {
+ public:
+  PackedB(int64_t K, int64_t N, const float* B, int64_t ldb);
+  int64_t rows() const { return K_; }
+  int64_t cols() const { return N_; }
+  const float* panel(int64_t p) const { return data_ + p * K_ * 16; }
+
+ private:
+  int64_t K_, N_;
+  std::unique_ptr<float[]> storage_;
+  float* data_ = nullptr;
+};
+
+// Whether a constant B[K,N] is worth packing: sgemm takes sgemm_direct for it whatever M is.
+inline bool use_packed_b(int64_t K, int64_t N) {
+  return K > 0 && N > 0 && ((N <= 512 && K * N <= (int64_t{1} << 16)) || K <= 16);
+}
+
+// Terms a MatMul's fused epilogue adds to A·B (runtime/fuse_matmul_epilogue.h): addend[M,N] (rows ld_addend apart)
+// and bias[N], either null.
+struct Epilogue {
+  const float* addend = nullptr;
+  int64_t ld_addend = 0;
+  const float* bias = nullptr;
+};
+
+// sgemm_direct with B packed: the same tiles and the same multiply-add chain per element, so the same bits as
+// sgemm_direct on the unpacked B (tests/kernels/gemm_direct_test.cc pins it). With an epilogue term, alpha and beta
+// are ignored and C[i,j] = (addend[i,j] + bias[j]) + A[i,0]·B[0,j] + ... + A[i,K-1]·B[K-1,j], the accumulators starting
+// from the terms (read once per tile, no pass filling C with them: the fill was 6 % of digits-vit's samples) and the
+// multiply-adds following in k order, so still the same bits however the rows are cut.
+void sgemm_direct_packed(int64_t M, float alpha, const float* A, int64_t lda, const PackedB& B, float beta, float* C,
+                         int64_t ldc, const Epilogue& epilogue = {});
 
 }  // namespace qtool::runtime::kernels::compute

@@ -1,5 +1,7 @@
 #include "runtime/kernels/vector_math.h"
 
+#include <bit>
+#include <cstdint>
 #include <limits>
 
 #include "runtime/kernels/compute_common.h"
@@ -47,15 +49,38 @@ static void exp_shifted(const float* x, float shift, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = exp_nonpositive(x[i] - shift);
 }
 
+namespace {
+
+// The length of x[0..n) without its trailing run of -inf (a causal mask's future positions), or n when every value
+// is -inf (the full computation then gives the NaNs of -inf - -inf).
+[[gnu::always_inline]] inline int64_t finite_prefix(const float* x, int64_t n) {
+  constexpr uint32_t kLow = 0xff800000u;  // -inf's bits
+  int64_t e = n;
+  for (; e >= 8; e -= 8) {  // eight at a time, as integers: a vector xor and or
+    uint32_t other = 0;
+    for (int k = 1; k <= 8; ++k) other |= std::bit_cast<uint32_t>(x[e - k]) ^ kLow;
+    if (other) break;
+  }
+  while (e > 0 && std::bit_cast<uint32_t>(x[e - 1]) == kLow) --e;
+  return e == 0 ? n : e;
+}
+
+}  // namespace
+
 QTOOL_HOT_LOOP
 void softmax_rows(const float* x, float* y, int64_t rows, int64_t len) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * len;
     float* yr = y + r * len;
-    const float mx = max_inline(xr, len);
-    for (int64_t i = 0; i < len; ++i) yr[i] = exp_nonpositive(xr[i] - mx);
+    // Past the finite prefix e^(-inf - max) is exactly 0 (exp_nonpositive's underflow select) and -inf never is the
+    // maximum, so those values are written as 0 without the exp: the bits of the whole-row computation (the sum still
+    // runs over the whole row, in sum_of's order).
+    const int64_t n = finite_prefix(xr, len);
+    const float mx = max_inline(xr, n);
+    for (int64_t i = 0; i < n; ++i) yr[i] = exp_nonpositive(xr[i] - mx);
+    for (int64_t i = n; i < len; ++i) yr[i] = 0.f;
     const float inv = 1.f / sum_of_inline(yr, len);
-    for (int64_t i = 0; i < len; ++i) yr[i] *= inv;  // scale_shift(y, inv, 0)'s bits: y >= 0
+    for (int64_t i = 0; i < n; ++i) yr[i] *= inv;  // scale_shift(y, inv, 0)'s bits: y >= 0 (0 · inv is 0)
   }
 }
 
