@@ -63,9 +63,8 @@ class GemmKernel final : public Kernel {
   bool trans_a_, trans_b_;
 };
 
-void matmul(KernelContext& ctx) {
-  const Tensor& A = float_input(ctx, 0);
-  const Tensor& B = float_input(ctx, 1);
+// Y = alpha · A·B with MatMul's broadcasting, plus the fused epilogue inputs 2 and 3 when the node has them.
+void matmul_of(KernelContext& ctx, const Tensor& A, const Tensor& B, float alpha) {
   if (A.rank() == 0 || B.rank() == 0) throw BadInputError(ctx.node.label() + ": MatMul operands must not be scalars");
   Shape as = A.shape(), bs = B.shape();
   const bool a_vec = as.size() == 1, b_vec = bs.size() == 1;
@@ -102,7 +101,6 @@ void matmul(KernelContext& ctx) {
   const float* a = A.data<float>();
   const float* b = B.data<float>();
   float* y = Y.data<float>();
-  const float alpha = ctx.node.matmul_alpha;
   float beta = 0.f;  // 1 once Y holds the epilogue's terms
   std::optional<BroadcastPlan> late;  // an addend that broadcasts Y up: added after the GEMM
   if (ctx.has_input(3)) {  // fused addend
@@ -167,9 +165,50 @@ void matmul(KernelContext& ctx) {
   ctx.outputs[0] = std::move(Y);
 }
 
+void matmul(KernelContext& ctx) { matmul_of(ctx, float_input(ctx, 0), float_input(ctx, 1), ctx.node.matmul_alpha); }
+
+// t with its last two axes swapped (a copy); t itself when its rank is below 2.
+Tensor transpose_last2(const Tensor& t) {
+  if (t.rank() < 2) return t;
+  const int64_t r = t.dim(t.rank() - 2), c = t.dim(t.rank() - 1), mats = r * c != 0 ? t.numel() / (r * c) : 0;
+  Shape s = t.shape();
+  std::swap(s[s.size() - 2], s[s.size() - 1]);
+  Tensor out(DType::Float32, s);
+  const float* x = t.data<float>();
+  float* y = out.data<float>();
+  for (int64_t m = 0; m < mats; ++m)
+    for (int64_t i = 0; i < r; ++i)
+      for (int64_t j = 0; j < c; ++j) y[m * r * c + j * r + i] = x[m * r * c + i * c + j];
+  return out;
+}
+
+// FusedMatMul (com.microsoft): Y = alpha · op(A)·op(B), op swapping the last two axes where transA / transB is set,
+// then MatMul's broadcasting. transBatchA / transBatchB (batch axes moved next to the matrix axes) are refused.
+class FusedMatMulKernel final : public Kernel {
+ public:
+  explicit FusedMatMulKernel(const NodeInfo& node)
+      : alpha_(node.attrs.get_float("alpha", 1.f)),
+        trans_a_(node.attrs.get_int("transA", 0) != 0),
+        trans_b_(node.attrs.get_int("transB", 0) != 0) {
+    if (node.attrs.get_int("transBatchA", 0) != 0 || node.attrs.get_int("transBatchB", 0) != 0)
+      throw UnsupportedError(node.label() + ": transBatchA / transBatchB = 1 is not supported; export the model without " +
+                             "ORT's MatMul-Transpose fusion");
+  }
+  void run(KernelContext& ctx) override {
+    const Tensor& A = float_input(ctx, 0);
+    const Tensor& B = float_input(ctx, 1);
+    matmul_of(ctx, trans_a_ ? transpose_last2(A) : A, trans_b_ ? transpose_last2(B) : B, alpha_);
+  }
+
+ private:
+  float alpha_;
+  bool trans_a_, trans_b_;
+};
+
 }  // namespace
 
 std::unique_ptr<Kernel> make_gemm(const NodeInfo& node) { return std::make_unique<GemmKernel>(node); }
 std::unique_ptr<Kernel> make_matmul(const NodeInfo& node) { return make_function_kernel<matmul>(node); }
+std::unique_ptr<Kernel> make_fused_matmul(const NodeInfo& node) { return std::make_unique<FusedMatMulKernel>(node); }
 
 }  // namespace qtool::runtime::kernels

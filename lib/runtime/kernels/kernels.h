@@ -123,4 +123,11 @@ std::unique_ptr<Kernel> make_gru(const NodeInfo& node);                 // recur
 std::unique_ptr<Kernel> make_rnn(const NodeInfo& node);                 // recurrent.cc
 std::unique_ptr<Kernel> make_einsum(const NodeInfo& node);              // einsum.cc
 
+// --- ONNX Runtime contrib ops (com.microsoft; registry.cc's last block) ---
+std::unique_ptr<Kernel> make_skip_layer_norm(const NodeInfo& node);             // normalization.cc
+std::unique_ptr<Kernel> make_skip_simplified_layer_norm(const NodeInfo& node);  // normalization.cc
+std::unique_ptr<Kernel> make_contrib_activation(const NodeInfo& node);  // contrib_activation.cc: Gelu BiasGelu FastGelu
+                                                                        // QuickGelu
+std::unique_ptr<Kernel> make_fused_matmul(const NodeInfo& node);        // gemm.cc
+
 }  // namespace qtool::runtime::kernels

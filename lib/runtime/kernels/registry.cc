@@ -155,6 +155,19 @@ const KernelDef kKernels[] = {
   {"", "RNN", 1, kMaxOpset, make_rnn},
   {"", "Einsum", 12, kMaxOpset, make_einsum},
 
+  // --- ONNX Runtime contrib ops (kernels/contrib_*.cc, normalization.cc, gemm.cc): what ORT's transformer optimizer
+  // writes. LayerNormalization and SimplifiedLayerNormalization are contrib ops ORT registers in the default domain
+  // (opsets 1-16 for the first, every opset for the second); the others are in com.microsoft, opset 1.
+  {"", "LayerNormalization", 1, 16, make_layer_norm},
+  {"", "SimplifiedLayerNormalization", 1, kMaxOpset, make_rms_norm},
+  {"com.microsoft", "SkipLayerNormalization", 1, 1, make_skip_layer_norm},
+  {"com.microsoft", "SkipSimplifiedLayerNormalization", 1, 1, make_skip_simplified_layer_norm},
+  {"com.microsoft", "Gelu", 1, 1, make_contrib_activation},
+  {"com.microsoft", "BiasGelu", 1, 1, make_contrib_activation},
+  {"com.microsoft", "FastGelu", 1, 1, make_contrib_activation},
+  {"com.microsoft", "QuickGelu", 1, 1, make_contrib_activation},
+  {"com.microsoft", "FusedMatMul", 1, 1, make_fused_matmul},
+
   // sentinel, never matched (keeps the array non-empty while families are added)
   {"qtool.internal", "", 0, -1, nullptr},
 };

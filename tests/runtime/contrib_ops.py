@@ -1,0 +1,168 @@
+#!/usr/bin/python3
+"""`qtool run` against ONNX Runtime 1.30 on ORT's contrib ops (what its transformer optimizer writes): one tiny
+model per op and variant, built here with onnx.helper on seeded random inputs; every output must agree within
+max |qtool - ort| <= 1e-4 * max |ort| + 1e-5 (summation order and exp/erf/tanh approximations only).
+Then the variants qtool refuses: exit 2 with a one-line message naming the node.
+
+usage: contrib_ops.py [NAME ...]   (default: every case)
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+from onnx import TensorProto, helper, mapping, numpy_helper
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'quantize'))
+import qtest  # noqa: E402
+
+MS = 'com.microsoft'
+RNG = np.random.RandomState(0)
+
+
+def rand(*shape, scale=1.0):
+    return (RNG.randn(*shape) * scale).astype(np.float32)
+
+
+def model(nodes, inputs, inits, outputs, opset=17):
+    """inputs: {name: array} fed at run time; inits: {name: array} initializers; outputs: names (float unless
+    given as (name, TensorProto type)). Returns (ModelProto, inputs)."""
+    vi = [helper.make_tensor_value_info(k, mapping.NP_TYPE_TO_TENSOR_TYPE[v.dtype], list(v.shape))
+          for k, v in inputs.items()]
+    vo = [helper.make_tensor_value_info(*(o if isinstance(o, tuple) else (o, TensorProto.FLOAT)), None)
+          for o in outputs]
+    g = helper.make_graph(nodes, 'contrib', vi, vo, [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid('', opset), helper.make_opsetid(MS, 1)],
+                             ir_version=8), inputs
+
+
+def ms(op, ins, outs, **attrs):
+    return helper.make_node(op, ins, outs, domain=MS, **attrs)
+
+
+def cases():
+    B, S, H = 2, 5, 16
+    x, skip, g, b, bias = rand(B, S, H), rand(B, S, H), rand(H), rand(H), rand(H)
+    c = {}
+    # LayerNormalization below opset 17 (ORT's contrib registration in the default domain), with Mean / InvStdDev.
+    c['layernorm_opset13'] = model([helper.make_node('LayerNormalization', ['x', 'g', 'b'], ['y', 'mean', 'inv'],
+                                                     axis=-1, epsilon=1e-5)],
+                                   {'x': x}, {'g': g, 'b': b}, ['y', 'mean', 'inv'], opset=13)
+    c['layernorm_opset11_axis1_nobias'] = model(
+        [helper.make_node('LayerNormalization', ['x', 'g2'], ['y'], axis=1, epsilon=1e-3)],
+        {'x': x}, {'g2': rand(S, H)}, ['y'], opset=11)
+    c['simplified_layernorm'] = model(
+        [helper.make_node('SimplifiedLayerNormalization', ['x', 'g'], ['y', 'inv'], axis=-1, epsilon=1e-6)],
+        {'x': x}, {'g': g}, ['y', 'inv'], opset=14)
+    # SkipLayerNormalization: full skip + beta + bias with the sum output; broadcast skip [S, H] and [1, S, H].
+    c['skip_layernorm_full'] = model(
+        [ms('SkipLayerNormalization', ['x', 'skip', 'g', 'b', 'bias'], ['y', '', '', 'sum'], epsilon=1e-5)],
+        {'x': x, 'skip': skip}, {'g': g, 'b': b, 'bias': bias}, ['y', 'sum'])
+    c['skip_layernorm_2d_skip'] = model([ms('SkipLayerNormalization', ['x', 'skip2', 'g'], ['y'])],
+                                        {'x': x}, {'skip2': rand(S, H), 'g': g}, ['y'])
+    c['skip_layernorm_1sh_skip'] = model(
+        [ms('SkipLayerNormalization', ['x', 'skip3', 'g', 'b'], ['y'], epsilon=1e-6)],
+        {'x': x}, {'skip3': rand(1, S, H), 'g': g, 'b': b}, ['y'])
+    c['skip_layernorm_2d_input'] = model([ms('SkipLayerNormalization', ['x2', 'skip2', 'g', 'b'], ['y', '', '', 'sum'])],
+                                         {'x2': rand(S, H), 'skip2': rand(S, H)}, {'g': g, 'b': b}, ['y', 'sum'])
+    c['skip_simplified_layernorm'] = model(
+        [ms('SkipSimplifiedLayerNormalization', ['x', 'skip', 'g', 'bias'], ['y', '', '', 'sum'], epsilon=1e-6)],
+        {'x': x, 'skip': skip}, {'g': g, 'bias': bias}, ['y', 'sum'])
+    xg = rand(B, S, H, scale=3.0)
+    c['ms_gelu'] = model([ms('Gelu', ['x'], ['y'])], {'x': xg}, {}, ['y'])
+    c['bias_gelu'] = model([ms('BiasGelu', ['x', 'bias'], ['y'])], {'x': xg}, {'bias': bias}, ['y'])
+    c['fast_gelu'] = model([ms('FastGelu', ['x'], ['y'])], {'x': xg}, {}, ['y'])
+    c['fast_gelu_bias'] = model([ms('FastGelu', ['x', 'bias'], ['y'])], {'x': xg}, {'bias': bias}, ['y'])
+    c['quick_gelu'] = model([ms('QuickGelu', ['x'], ['y'])], {'x': xg}, {}, ['y'])
+    c['quick_gelu_alpha'] = model([ms('QuickGelu', ['x'], ['y'], alpha=1.25)], {'x': xg}, {}, ['y'])
+    # FusedMatMul: alpha and every transpose combination, batched A against a 2-D or batched B.
+    a, w = rand(B, S, H), rand(H, 8)
+    c['fused_matmul_alpha'] = model([ms('FusedMatMul', ['a', 'w'], ['y'], alpha=0.125)], {'a': a}, {'w': w}, ['y'])
+    c['fused_matmul_transB'] = model([ms('FusedMatMul', ['a', 'wt'], ['y'], transB=1, alpha=2.0)],
+                                     {'a': a}, {'wt': np.ascontiguousarray(w.T)}, ['y'])
+    c['fused_matmul_transA_batched'] = model([ms('FusedMatMul', ['at', 'b3'], ['y'], transA=1)],
+                                             {'at': rand(B, H, S), 'b3': rand(B, H, 4)}, {}, ['y'])
+    c['fused_matmul_transAB'] = model([ms('FusedMatMul', ['at', 'bt'], ['y'], transA=1, transB=1, alpha=0.5)],
+                                      {'at': rand(3, B, H, S), 'bt': rand(B, 4, H)}, {}, ['y'])
+    return c
+
+
+# Variants qtool refuses (exit 2, one line naming the node).
+def refused():
+    x = rand(2, 3, 8)
+    return {
+        'fused_matmul_transBatchA': model([ms('FusedMatMul', ['x', 'w'], ['y'], transBatchA=1)], {'x': x},
+                                          {'w': rand(8, 4)}, ['y']),
+        'bias_gelu_bad_bias': model([ms('BiasGelu', ['x', 'b'], ['y'])], {'x': x}, {'b': rand(5)}, ['y']),
+        'skip_layernorm_bad_skip': model([ms('SkipLayerNormalization', ['x', 's', 'g'], ['y'])], {'x': x},
+                                         {'s': rand(2, 8), 'g': rand(8)}, ['y']),
+        'skip_layernorm_2d_input_3d_skip': model([ms('SkipLayerNormalization', ['x2', 's', 'g'], ['y'])],
+                                                 {'x2': rand(3, 8)}, {'s': rand(1, 3, 8), 'g': rand(8)}, ['y']),
+    }
+
+
+def write_case(work, name, m, inputs):
+    """Saves the model and its inputs; returns (model path, {input: .npy path})."""
+    path = os.path.join(work, name + '.onnx')
+    with open(path, 'wb') as f:
+        f.write(m.SerializeToString())
+    files = {}
+    for k, v in inputs.items():
+        files[k] = os.path.join(work, f'{name}_{k}.npy')
+        np.save(files[k], v)
+    return path, files
+
+
+def qtool_run(path, files, outdir):
+    args = [a for k, v in files.items() for a in ('--input', f'{k}={v}')]
+    return subprocess.run([qtest.qtool(), 'run', path, '--output-dir', outdir, '--threads', '2'] + args,
+                          capture_output=True, text=True)
+
+
+def run_case(work, name, m, inputs):
+    path, files = write_case(work, name, m, inputs)
+    ref, _ = qtest.ort_run(path, files, os.path.join(work, 'o_' + name))
+    qdir = os.path.join(work, 'q_' + name)
+    r = qtool_run(path, files, qdir)
+    if r.returncode != 0:
+        print(f'FAIL {name}: qtool run exited {r.returncode}: {r.stderr.strip()}')
+        return False
+    ok = True
+    for out, want in ref.items():
+        got = np.load(os.path.join(qdir, out + '.npy'))
+        if got.shape != want.shape:
+            print(f'FAIL {name} {out}: shape {got.shape}, ORT {want.shape}')
+            ok = False
+            continue
+        err = float(np.abs(got.astype(np.float64) - want).max()) if want.size else 0.0
+        tol = 1e-4 * float(np.abs(want).max() if want.size else 0.0) + 1e-5
+        good = err <= tol
+        ok = ok and good
+        print(f'{"ok  " if good else "FAIL"} {name} {out}: max abs error {err:.3g} (tolerance {tol:.3g})')
+    return ok
+
+
+def main():
+    only = set(sys.argv[1:])
+    ok = True
+    with tempfile.TemporaryDirectory() as work:
+        for name, (m, inputs) in cases().items():
+            if only and name not in only:
+                continue
+            ok = run_case(work, name, m, inputs) and ok
+        for name, (m, inputs) in refused().items():
+            if only and name not in only:
+                continue
+            path, files = write_case(work, name, m, inputs)
+            r = qtool_run(path, files, os.path.join(work, 'q_' + name))
+            msg = r.stderr.strip()
+            good = r.returncode == 2 and len(msg.splitlines()) == 1 and "'" in msg
+            ok = ok and good
+            print(f'{"ok  " if good else "FAIL"} {name}: refused with exit {r.returncode}: {msg}')
+    print('all contrib ops match ONNX Runtime' if ok else 'some contrib ops differ from ONNX Runtime')
+    return 0 if ok else 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())
