@@ -85,13 +85,48 @@ def cases():
                                              {'at': rand(B, H, S), 'b3': rand(B, H, 4)}, {}, ['y'])
     c['fused_matmul_transAB'] = model([ms('FusedMatMul', ['at', 'bt'], ['y'], transA=1, transB=1, alpha=0.5)],
                                       {'at': rand(3, B, H, S), 'bt': rand(B, 4, H)}, {}, ['y'])
+    # Attention (BERT: packed QKV weights, the mask_index forms; GPT-2: unidirectional with past / present).
+    Nh, Hin, P = 2, 12, 3
+    xa, wa, ba = rand(B, S, Hin), rand(Hin, 3 * H, scale=0.3), rand(3 * H)
+    i32 = np.int32
+
+    def att(name, ins, feeds, inits, outs=('y',), **attrs):
+        c[name] = model([ms('Attention', ins, list(outs), num_heads=Nh, **attrs)], feeds, inits,
+                        [o for o in outs if o])
+
+    att('attention_nomask', ['x', 'w', 'b'], {'x': xa}, {'w': wa, 'b': ba})
+    att('attention_mask_end', ['x', 'w', 'b', 'm'], {'x': xa, 'm': np.array([3, 5], i32)}, {'w': wa, 'b': ba})
+    att('attention_mask_end_start', ['x', 'w', 'b', 'm'], {'x': xa, 'm': np.array([4, 5, 1, 0], i32)},
+        {'w': wa, 'b': ba})
+    att('attention_mask_raw2d', ['x', 'w', 'b', 'm'],
+        {'x': xa, 'm': np.array([[1, 1, 1, 0, 0], [1, 0, 1, 1, 1]], i32)}, {'w': wa, 'b': ba})
+    att('attention_mask_3d_filter', ['x', 'w', 'b', 'm'], {'x': xa, 'm': (RNG.rand(B, S, S) > 0.3).astype(i32)},
+        {'w': wa, 'b': ba}, mask_filter_value=-1e4 * 3)
+    att('attention_qkv_sizes_scale', ['x', 'w2', 'b2'], {'x': xa},
+        {'w2': rand(Hin, 8 + 8 + 12, scale=0.3), 'b2': rand(28)}, qkv_hidden_sizes=[8, 8, 12], scale=0.2)
+    att('attention_bias_input', ['x', 'w', 'b', '', '', 'ab'], {'x': xa, 'ab': rand(1, Nh, S, S)}, {'w': wa, 'b': ba})
+    att('attention_gpt2_past', ['x', 'w', 'b', 'm', 'past'], {'x': xa, 'm': np.ones((B, P + S), i32),
+                                                               'past': rand(2, B, Nh, P, H // Nh)},
+        {'w': wa, 'b': ba}, outs=('y', 'present'), unidirectional=1)
+    att('attention_gpt2_first', ['x', 'w', 'b', 'm'], {'x': xa, 'm': np.array([[0, 1, 1, 1, 1], [1, 1, 1, 1, 1]], i32)},
+        {'w': wa, 'b': ba}, outs=('y', 'present'), unidirectional=1)
+    # (Without bias ORT 1.30's CPU kernel crashes: no reference; qtool treats it as a zero bias.)
+    att('attention_causal_3d', ['x', 'w', 'b', 'm'], {'x': xa, 'm': (RNG.rand(B, S, S) > 0.5).astype(i32)},
+        {'w': wa, 'b': ba}, unidirectional=1)
     return c
 
 
 # Variants qtool refuses (exit 2, one line naming the node).
 def refused():
     x = rand(2, 3, 8)
+    xa, wa = rand(2, 5, 12), rand(12, 24)
     return {
+        'attention_mask_4d': model([ms('Attention', ['x', 'w', '', 'm'], ['y'], num_heads=2)],
+                                   {'x': xa, 'm': np.ones((2, 1, 5, 5), np.int32)}, {'w': wa}, ['y']),
+        'attention_rotary': model([ms('Attention', ['x', 'w'], ['y'], num_heads=2, do_rotary=1)], {'x': xa},
+                                  {'w': wa}, ['y']),
+        'attention_heads_mismatch': model([ms('Attention', ['x', 'w'], ['y'], num_heads=5)], {'x': xa},
+                                          {'w': wa}, ['y']),
         'fused_matmul_transBatchA': model([ms('FusedMatMul', ['x', 'w'], ['y'], transBatchA=1)], {'x': x},
                                           {'w': rand(8, 4)}, ['y']),
         'bias_gelu_bad_bias': model([ms('BiasGelu', ['x', 'b'], ['y'])], {'x': x}, {'b': rand(5)}, ['y']),

@@ -129,5 +129,6 @@ std::unique_ptr<Kernel> make_skip_simplified_layer_norm(const NodeInfo& node);  
 std::unique_ptr<Kernel> make_contrib_activation(const NodeInfo& node);  // contrib_activation.cc: Gelu BiasGelu FastGelu
                                                                         // QuickGelu
 std::unique_ptr<Kernel> make_fused_matmul(const NodeInfo& node);        // gemm.cc
+std::unique_ptr<Kernel> make_attention(const NodeInfo& node);           // attention.cc
 
 }  // namespace qtool::runtime::kernels

@@ -167,6 +167,7 @@ const KernelDef kKernels[] = {
   {"com.microsoft", "FastGelu", 1, 1, make_contrib_activation},
   {"com.microsoft", "QuickGelu", 1, 1, make_contrib_activation},
   {"com.microsoft", "FusedMatMul", 1, 1, make_fused_matmul},
+  {"com.microsoft", "Attention", 1, 1, make_attention},
 
   // sentinel, never matched (keeps the array non-empty while families are added)
   {"qtool.internal", "", 0, -1, nullptr},
