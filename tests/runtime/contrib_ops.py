@@ -113,6 +113,16 @@ def cases():
     # (Without bias ORT 1.30's CPU kernel crashes: no reference; qtool treats it as a zero bias.)
     att('attention_causal_3d', ['x', 'w', 'b', 'm'], {'x': xa, 'm': (RNG.rand(B, S, S) > 0.5).astype(i32)},
         {'w': wa, 'b': ba}, unidirectional=1)
+    # EmbedLayerNormalization (BERT embeddings): with segments, mask and position_ids, and the minimal form.
+    V, Pmax, ids = 30, 8, RNG.randint(0, 30, (B, S)).astype(i32)
+    emb = {'we': rand(V, H), 'pe': rand(Pmax, H), 'se': rand(2, H), 'g': g, 'b': b}
+    c['embed_layernorm_full'] = model(
+        [ms('EmbedLayerNormalization', ['ids', 'seg', 'we', 'pe', 'se', 'g', 'b', 'm', 'pos'], ['y', 'mi', 'sum'],
+            epsilon=1e-5)],
+        {'ids': ids, 'seg': RNG.randint(0, 2, (B, S)).astype(i32), 'm': np.array([[1, 1, 1, 0, 0], [1] * 5], i32),
+         'pos': np.array([[2, 3, 4, 5, 6]], i32)}, emb, ['y', ('mi', TensorProto.INT32), 'sum'])
+    c['embed_layernorm_minimal'] = model([ms('EmbedLayerNormalization', ['ids', '', 'we', 'pe', '', 'g', 'b'],
+                                             ['y', 'mi'])], {'ids': ids}, emb, ['y', ('mi', TensorProto.INT32)])
     return c
 
 
@@ -127,6 +137,9 @@ def refused():
                                   {'w': wa}, ['y']),
         'attention_heads_mismatch': model([ms('Attention', ['x', 'w'], ['y'], num_heads=5)], {'x': xa},
                                           {'w': wa}, ['y']),
+        'embed_layernorm_bad_id': model([ms('EmbedLayerNormalization', ['ids', '', 'we', 'pe', '', 'g', 'b'], ['y'])],
+                                        {'ids': np.array([[1, 40]], np.int32)},
+                                        {'we': rand(30, 8), 'pe': rand(4, 8), 'g': rand(8), 'b': rand(8)}, ['y']),
         'fused_matmul_transBatchA': model([ms('FusedMatMul', ['x', 'w'], ['y'], transBatchA=1)], {'x': x},
                                           {'w': rand(8, 4)}, ['y']),
         'bias_gelu_bad_bias': model([ms('BiasGelu', ['x', 'b'], ['y'])], {'x': x}, {'b': rand(5)}, ['y']),

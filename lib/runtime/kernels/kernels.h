@@ -130,5 +130,6 @@ std::unique_ptr<Kernel> make_contrib_activation(const NodeInfo& node);  // contr
                                                                         // QuickGelu
 std::unique_ptr<Kernel> make_fused_matmul(const NodeInfo& node);        // gemm.cc
 std::unique_ptr<Kernel> make_attention(const NodeInfo& node);           // attention.cc
+std::unique_ptr<Kernel> make_embed_layer_norm(const NodeInfo& node);    // normalization.cc
 
 }  // namespace qtool::runtime::kernels

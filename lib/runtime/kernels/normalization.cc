@@ -18,6 +18,12 @@
 //   [S,H] broadcast over the batch; gamma/beta/bias of [H]: output = LayerNorm(s)·gamma + beta (RMSNorm(s)·gamma for Simplified).
 //   Optional outputs: 1 mean and 2 inv_std_var as LayerNormalization's (ORT 1.30's CPU kernel leaves them empty:
 //   a graph output there fails in ORT, here it is filled), 3 input_skip_bias_sum = s.
+// EmbedLayerNormalization (com.microsoft, BERT's embeddings): inputs 0 input_ids [B, S] int32, 1 segment_ids
+//   (optional), 2 word_embedding [V, H], 3 position_embedding [P, H], 4 segment_embedding (optional), 5 gamma,
+//   6 beta, 7 mask [B, S] int32 (optional), 8 position_ids [B, S] or [1, S] (optional; else s).
+//   e = word[id] + position[pos] (+ segment[seg]); output = LayerNorm(e)·gamma + beta over H (epsilon 1e-12);
+//   mask_index [B] = how many mask values of the row are 1 (0 without mask); embedding_sum = e. An index outside its
+//   table is a one-line error, as ORT's.
 // LRN: Y = X / (bias + alpha / size * sum_{c' in window(c)} X[c']^2)^beta, window [c - (size-1)/2, c +
 // ceil((size-1)/2)].
 #include <algorithm>
@@ -266,6 +272,64 @@ void skip_layer_norm(KernelContext& ctx) {
   if (ctx.outputs.size() > 3) ctx.outputs[3] = std::move(sum_t);
 }
 
+// Row `idx` of an embedding table [rows, H], or a BadInputError naming the node, input and index.
+const float* embedding_row(const KernelContext& ctx, size_t table, int64_t idx, const char* what) {
+  const Tensor& t = float_input(ctx, table);
+  if (idx < 0 || idx >= t.dim(0))
+    throw BadInputError(ctx.node.label() + ": " + what + " " + std::to_string(idx) + " is outside the embedding " +
+                        "table's " + std::to_string(t.dim(0)) + " rows");
+  return t.data<float>() + idx * t.dim(1);
+}
+
+const int32_t* int32_input(const KernelContext& ctx, size_t i, const Shape& want, const char* what) {
+  const Tensor& t = ctx.input(i);
+  if (t.dtype() != DType::Int32 || (t.shape() != want && !(i == 8 && t.shape() == Shape{1, want[1]})))
+    throw BadInputError(ctx.node.label() + ": " + what + " must be int32 " + shape_str(want) + ", got " +
+                        std::string(dtype_name(t.dtype())) + " " + shape_str(t.shape()));
+  return t.data<int32_t>();
+}
+
+void embed_layer_norm(KernelContext& ctx) {
+  const Tensor& ids_t = ctx.input(0);
+  if (ids_t.rank() != 2)
+    throw BadInputError(ctx.node.label() + ": input_ids must be [batch, sequence], got " + shape_str(ids_t.shape()));
+  const Shape bs = ids_t.shape();
+  const int64_t B = bs[0], S = bs[1];
+  const int32_t* ids = int32_input(ctx, 0, bs, "input_ids");
+  const int32_t* segs = ctx.has_input(1) && ctx.has_input(4) ? int32_input(ctx, 1, bs, "segment_ids") : nullptr;
+  const int32_t* mask = ctx.has_input(7) ? int32_input(ctx, 7, bs, "mask") : nullptr;
+  const int32_t* pos_ids = ctx.has_input(8) ? int32_input(ctx, 8, bs, "position_ids") : nullptr;
+  const bool pos_shared = pos_ids && ctx.input(8).dim(0) == 1 && B != 1;
+  for (size_t t : {size_t{2}, size_t{3}, size_t{4}})
+    if (ctx.has_input(t) && (float_input(ctx, t).rank() != 2 || float_input(ctx, t).dim(1) != float_input(ctx, 2).dim(1)))
+      throw BadInputError(ctx.node.label() + ": embedding tables must be 2-D with one hidden size, got " +
+                          shape_str(ctx.input(t).shape()));
+  const int64_t D = float_input(ctx, 2).dim(1);
+  const Shape hidden{D};
+  const std::vector<float> gamma = broadcast_to(ctx.node, float_input(ctx, 5), hidden, "gamma");
+  const std::vector<float> beta = broadcast_to(ctx.node, float_input(ctx, 6), hidden, "beta");
+  const float eps = ctx.node.attrs.get_float("epsilon", 1e-12f);
+  Tensor Y(DType::Float32, {B, S, D}), sum_t(DType::Float32, {B, S, D}), mask_index(DType::Int32, {B});
+  float *y = Y.data<float>(), *sum = sum_t.data<float>();
+  for (int64_t r = 0; r < B * S; ++r) {  // serial: the index checks throw
+    const int64_t s = r % S;
+    const float* w = embedding_row(ctx, 2, ids[r], "input_ids value");
+    const float* p = embedding_row(ctx, 3, pos_ids ? pos_ids[pos_shared ? s : r] : s, "position");
+    const float* g = segs ? embedding_row(ctx, 4, segs[r], "segment_ids value") : nullptr;
+    float* e = sum + r * D;
+    for (int64_t j = 0; j < D; ++j) e[j] = w[j] + p[j];
+    if (g)
+      for (int64_t j = 0; j < D; ++j) e[j] += g[j];
+    float mean, inv;
+    layer_norm_row(e, D, eps, gamma.data(), beta.data(), y + r * D, mean, inv);
+  }
+  int32_t* mi = mask_index.data<int32_t>();
+  for (int64_t b = 0; b < B; ++b) mi[b] = mask ? static_cast<int32_t>(std::count(mask + b * S, mask + (b + 1) * S, 1)) : 0;
+  ctx.outputs[0] = std::move(Y);
+  if (ctx.outputs.size() > 1) ctx.outputs[1] = std::move(mask_index);
+  if (ctx.outputs.size() > 2) ctx.outputs[2] = std::move(sum_t);
+}
+
 void lrn(KernelContext& ctx) {
   const Tensor& X = float_input(ctx, 0);
   if (X.rank() < 3) throw BadInputError(ctx.node.label() + ": X must have rank >= 3, got " + shape_str(X.shape()));
@@ -302,6 +366,9 @@ std::unique_ptr<Kernel> make_skip_layer_norm(const NodeInfo& node) {
 }
 std::unique_ptr<Kernel> make_skip_simplified_layer_norm(const NodeInfo& node) {
   return make_function_kernel<skip_layer_norm<true>>(node);
+}
+std::unique_ptr<Kernel> make_embed_layer_norm(const NodeInfo& node) {
+  return make_function_kernel<embed_layer_norm>(node);
 }
 std::unique_ptr<Kernel> make_lrn(const NodeInfo& node) { return make_function_kernel<lrn>(node); }
 
