@@ -123,6 +123,20 @@ def cases():
          'pos': np.array([[2, 3, 4, 5, 6]], i32)}, emb, ['y', ('mi', TensorProto.INT32), 'sum'])
     c['embed_layernorm_minimal'] = model([ms('EmbedLayerNormalization', ['ids', '', 'we', 'pe', '', 'g', 'b'],
                                              ['y', 'mi'])], {'ids': ids}, emb, ['y', ('mi', TensorProto.INT32)])
+    # RotaryEmbedding: 3-D and 4-D input, half and interleaved rotation, partial rotary dim, both position_ids forms.
+    i64, hd, Mp = np.int64, 8, 16
+    ang = np.arange(Mp)[:, None] / (10000 ** (np.arange(hd // 2) / (hd // 2)))[None]
+    caches = {'cos': np.cos(ang).astype(np.float32), 'sin': np.sin(ang).astype(np.float32)}
+    half_caches = {k: np.ascontiguousarray(v[:, :2]) for k, v in caches.items()}
+    posbs = RNG.randint(0, Mp, (B, S)).astype(i64)
+    c['rotary_3d'] = model([ms('RotaryEmbedding', ['x', 'p', 'cos', 'sin'], ['y'], num_heads=2)],
+                           {'x': x, 'p': posbs}, caches, ['y'])
+    c['rotary_3d_interleaved_offset'] = model(
+        [ms('RotaryEmbedding', ['x', 'p', 'cos', 'sin'], ['y'], num_heads=2, interleaved=1)],
+        {'x': x, 'p': np.array([4], i64)}, caches, ['y'])
+    c['rotary_4d_partial'] = model(
+        [ms('RotaryEmbedding', ['x4', 'p', 'cos', 'sin'], ['y'], rotary_embedding_dim=4, num_heads=2)],
+        {'x4': rand(B, 2, S, hd), 'p': posbs}, half_caches, ['y'])
     return c
 
 
@@ -140,6 +154,9 @@ def refused():
         'embed_layernorm_bad_id': model([ms('EmbedLayerNormalization', ['ids', '', 'we', 'pe', '', 'g', 'b'], ['y'])],
                                         {'ids': np.array([[1, 40]], np.int32)},
                                         {'we': rand(30, 8), 'pe': rand(4, 8), 'g': rand(8), 'b': rand(8)}, ['y']),
+        'rotary_position_outside': model([ms('RotaryEmbedding', ['x', 'p', 'c', 's'], ['y'], num_heads=2)],
+                                         {'x': rand(1, 2, 8), 'p': np.array([[0, 9]], np.int64)},
+                                         {'c': rand(4, 2), 's': rand(4, 2)}, ['y']),
         'fused_matmul_transBatchA': model([ms('FusedMatMul', ['x', 'w'], ['y'], transBatchA=1)], {'x': x},
                                           {'w': rand(8, 4)}, ['y']),
         'bias_gelu_bad_bias': model([ms('BiasGelu', ['x', 'b'], ['y'])], {'x': x}, {'b': rand(5)}, ['y']),

@@ -131,5 +131,6 @@ std::unique_ptr<Kernel> make_contrib_activation(const NodeInfo& node);  // contr
 std::unique_ptr<Kernel> make_fused_matmul(const NodeInfo& node);        // gemm.cc
 std::unique_ptr<Kernel> make_attention(const NodeInfo& node);           // attention.cc
 std::unique_ptr<Kernel> make_embed_layer_norm(const NodeInfo& node);    // normalization.cc
+std::unique_ptr<Kernel> make_rotary_embedding(const NodeInfo& node);    // rotary_embedding.cc
 
 }  // namespace qtool::runtime::kernels

@@ -169,6 +169,7 @@ const KernelDef kKernels[] = {
   {"com.microsoft", "FusedMatMul", 1, 1, make_fused_matmul},
   {"com.microsoft", "Attention", 1, 1, make_attention},
   {"com.microsoft", "EmbedLayerNormalization", 1, 1, make_embed_layer_norm},
+  {"com.microsoft", "RotaryEmbedding", 1, 1, make_rotary_embedding},
 
   // sentinel, never matched (keeps the array non-empty while families are added)
   {"qtool.internal", "", 0, -1, nullptr},
