@@ -549,6 +549,9 @@ class QdqBuilder {
       } else if (!g_.is_graph_output(out) && cons.size() == 1 && fusable_activation(cons[0])) {
         fused_[cons[0]] = true;
         e.note = "output quantized after " + g_.node(cons[0]).op_type();
+      } else if (float_output_fuses(node) && read_only_by_contrib_ops(out)) {
+        e.note = "output kept float: only contrib ops read it (ORT runs DQ -> " + node.op_type() +
+                 " with a float output as one integer kernel)";
       } else if (!g_.is_graph_output(out)) {
         if (auto p = act_params(out, *q.output)) {
           add_act(out, *p);
@@ -692,6 +695,22 @@ class QdqBuilder {
         if (!out.empty() && !read_as_coordinates(out, depth + 1)) return false;
     }
     return true;
+  }
+
+  // MatMul and Gemm: ORT 1.30 fuses DQ -> MatMul / Gemm without a QuantizeLinear after it into one integer kernel
+  // with a float output (MatMulIntegerToFloat, QGemm), so an output Q/DQ is needed only by a quantized reader.
+  static bool float_output_fuses(const onnx::NodeProto& n) {
+    return (n.op_type() == "MatMul" || n.op_type() == "Gemm") && (n.domain().empty() || n.domain() == "ai.onnx");
+  }
+  // Every reader of t is an op of another domain (ORT's contrib ops: SkipLayerNormalization, FastGelu, Attention...),
+  // which stays float (op_roles.h gives them no role, ORT has no QDQ fusion for them): a Q/DQ pair on t would only
+  // round it.
+  bool read_only_by_contrib_ops(const std::string& t) const {
+    const auto& cons = g_.consumers(t);
+    return !g_.is_graph_output(t) && !cons.empty() && std::all_of(cons.begin(), cons.end(), [&](int c) {
+      const std::string& d = g_.node(c).domain();
+      return !d.empty() && d != "ai.onnx";
+    });
   }
 
   bool fusable_activation(int c) const {

@@ -52,3 +52,10 @@ add_test(NAME "quantize: zoo of small torch architectures (run vs ORT, default q
          COMMAND /usr/bin/python3 -W ignore ${_qz_dir}/zoo.py)
 set_tests_properties("quantize: zoo of small torch architectures (run vs ORT, default quantize, ORT loads Q)"
                      PROPERTIES FIXTURES_REQUIRED ort ENVIRONMENT "${_qz_env}" TIMEOUT 600 LABELS zoo)
+# An ORT-optimized BERT layer (EmbedLayerNormalization, Attention, SkipLayerNormalization, FastGelu: ORT contrib ops)
+# through calibrate + default quantize: ORT runs Q with every MatMul integer, contrib ops float and no Q/DQ that only
+# contrib ops read, output within the collapse bar of float.
+add_test(NAME "quantize: ORT-optimized BERT layer with contrib ops (calibrate, quantize, ORT runs Q)"
+         COMMAND /usr/bin/python3 ${_qz_dir}/contrib_bert.py)
+set_tests_properties("quantize: ORT-optimized BERT layer with contrib ops (calibrate, quantize, ORT runs Q)"
+                     PROPERTIES FIXTURES_REQUIRED ort ENVIRONMENT "${_qz_env}" TIMEOUT 300)

@@ -13,3 +13,10 @@ add_test(NAME "runtime: opsets 22-26 models run as in ONNX Runtime and quantize"
 set_tests_properties("runtime: opsets 22-26 models run as in ONNX Runtime and quantize"
                      PROPERTIES FIXTURES_REQUIRED ort TIMEOUT 300
                                 ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE;QTOOL_EXE=$<TARGET_FILE:qtool>")
+# ONNX Runtime's contrib ops (what its transformer optimizer writes) against ORT 1.30, one tiny model per op and
+# variant built in the script, and the variants qtool refuses (exit 2, one line).
+add_test(NAME "runtime: ORT contrib ops (SkipLayerNorm, FastGelu, FusedMatMul, Attention...) match ONNX Runtime"
+         COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/runtime/contrib_ops.py)
+set_tests_properties("runtime: ORT contrib ops (SkipLayerNorm, FastGelu, FusedMatMul, Attention...) match ONNX Runtime"
+                     PROPERTIES FIXTURES_REQUIRED ort TIMEOUT 300
+                     ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE;QTOOL_EXE=$<TARGET_FILE:qtool>")

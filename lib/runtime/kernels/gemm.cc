@@ -72,9 +72,9 @@ class GemmKernel final : public Kernel {
 // Rows of C per block of the direct path: about 8192 values (32 KB, the L1 data cache), a multiple of the 6-row strip.
 int64_t epilogue_block_rows(int64_t N) { return std::max<int64_t>(6, 8192 / std::max<int64_t>(N, 1) / 6 * 6); }
 
-void matmul(KernelContext& ctx, const PackedB* packed) {
-  const Tensor& A = float_input(ctx, 0);
-  const Tensor& B = float_input(ctx, 1);
+// Y = alpha · A·B with MatMul's broadcasting, plus the fused epilogue inputs 2 and 3 when the node has them.
+// packed: B packed for the direct GEMM (a constant B, packed once per session), or null.
+void matmul_of(KernelContext& ctx, const Tensor& A, const Tensor& B, float alpha, const PackedB* packed) {
   if (A.rank() == 0 || B.rank() == 0) throw BadInputError(ctx.node.label() + ": MatMul operands must not be scalars");
   Shape as = A.shape(), bs = B.shape();
   const bool a_vec = as.size() == 1, b_vec = bs.size() == 1;
@@ -111,7 +111,6 @@ void matmul(KernelContext& ctx, const PackedB* packed) {
   const float* a = A.data<float>();
   const float* b = B.data<float>();
   float* y = Y.data<float>();
-  const float alpha = ctx.node.matmul_alpha;
   float beta = 0.f;  // 1 once Y holds the epilogue's terms
   std::optional<BroadcastPlan> late;  // an addend that broadcasts Y up: added after the GEMM
   const int64_t nb = shape_numel(batch);
@@ -247,15 +246,56 @@ class MatMulKernel final : public Kernel {
     if (b && b->dtype() == DType::Float32 && b->rank() == 2 && use_packed_b(b->dim(0), b->dim(1)))
       packed_ = std::make_unique<PackedB>(b->dim(0), b->dim(1), b->data<float>(), b->dim(1));
   }
-  void run(KernelContext& ctx) override { matmul(ctx, packed_.get()); }
+  void run(KernelContext& ctx) override {
+    matmul_of(ctx, float_input(ctx, 0), float_input(ctx, 1), ctx.node.matmul_alpha, packed_.get());
+  }
 
  private:
   std::unique_ptr<PackedB> packed_;
+};
+
+// t with its last two axes swapped (a copy); t itself when its rank is below 2.
+Tensor transpose_last2(const Tensor& t) {
+  if (t.rank() < 2) return t;
+  const int64_t r = t.dim(t.rank() - 2), c = t.dim(t.rank() - 1), mats = r * c != 0 ? t.numel() / (r * c) : 0;
+  Shape s = t.shape();
+  std::swap(s[s.size() - 2], s[s.size() - 1]);
+  Tensor out(DType::Float32, s);
+  const float* x = t.data<float>();
+  float* y = out.data<float>();
+  for (int64_t m = 0; m < mats; ++m)
+    for (int64_t i = 0; i < r; ++i)
+      for (int64_t j = 0; j < c; ++j) y[m * r * c + j * r + i] = x[m * r * c + i * c + j];
+  return out;
+}
+
+// FusedMatMul (com.microsoft): Y = alpha · op(A)·op(B), op swapping the last two axes where transA / transB is set,
+// then MatMul's broadcasting. transBatchA / transBatchB (batch axes moved next to the matrix axes) are refused.
+class FusedMatMulKernel final : public Kernel {
+ public:
+  explicit FusedMatMulKernel(const NodeInfo& node)
+      : alpha_(node.attrs.get_float("alpha", 1.f)),
+        trans_a_(node.attrs.get_int("transA", 0) != 0),
+        trans_b_(node.attrs.get_int("transB", 0) != 0) {
+    if (node.attrs.get_int("transBatchA", 0) != 0 || node.attrs.get_int("transBatchB", 0) != 0)
+      throw UnsupportedError(node.label() + ": transBatchA / transBatchB = 1 is not supported; export the model without " +
+                             "ORT's MatMul-Transpose fusion");
+  }
+  void run(KernelContext& ctx) override {
+    const Tensor& A = float_input(ctx, 0);
+    const Tensor& B = float_input(ctx, 1);
+    matmul_of(ctx, trans_a_ ? transpose_last2(A) : A, trans_b_ ? transpose_last2(B) : B, alpha_, nullptr);
+  }
+
+ private:
+  float alpha_;
+  bool trans_a_, trans_b_;
 };
 
 }  // namespace
 
 std::unique_ptr<Kernel> make_gemm(const NodeInfo& node) { return std::make_unique<GemmKernel>(node); }
 std::unique_ptr<Kernel> make_matmul(const NodeInfo& node) { return std::make_unique<MatMulKernel>(node); }
+std::unique_ptr<Kernel> make_fused_matmul(const NodeInfo& node) { return std::make_unique<FusedMatMulKernel>(node); }
 
 }  // namespace qtool::runtime::kernels

@@ -140,4 +140,14 @@ std::unique_ptr<Kernel> make_window(const NodeInfo& node);              // spect
 std::unique_ptr<Kernel> make_mel_weight_matrix(const NodeInfo& node);   // spectral.cc
 std::unique_ptr<Kernel> make_random(const NodeInfo& node);  // random.cc: Random{Normal,Uniform}[Like] Bernoulli Multinomial
 
+// --- ONNX Runtime contrib ops (com.microsoft; registry.cc's last block) ---
+std::unique_ptr<Kernel> make_skip_layer_norm(const NodeInfo& node);             // normalization.cc
+std::unique_ptr<Kernel> make_skip_simplified_layer_norm(const NodeInfo& node);  // normalization.cc
+std::unique_ptr<Kernel> make_contrib_activation(const NodeInfo& node);  // contrib_activation.cc: Gelu BiasGelu FastGelu
+                                                                        // QuickGelu
+std::unique_ptr<Kernel> make_fused_matmul(const NodeInfo& node);        // gemm.cc
+std::unique_ptr<Kernel> make_attention(const NodeInfo& node);           // attention.cc
+std::unique_ptr<Kernel> make_embed_layer_norm(const NodeInfo& node);    // normalization.cc
+std::unique_ptr<Kernel> make_contrib_rotary_embedding(const NodeInfo& node);  // contrib_rotary_embedding.cc
+
 }  // namespace qtool::runtime::kernels

@@ -7,8 +7,23 @@
 // LayerNormalization (opset 17): over axes [axis, rank): Y = (X - mean) * InvStdDev * Scale + B, with
 //   InvStdDev = 1 / sqrt(var + epsilon); Scale and B broadcast to the normalised shape. Optional outputs
 //   Mean and InvStdDev have X's shape with the normalised axes set to 1. Computed in float (stash_type 1).
+//   The same kernel runs ONNX Runtime's contrib LayerNormalization, which ORT registers in the default domain for
+//   opsets 1-16 (models written by its transformer optimizer before ONNX had the op).
 // RMSNormalization (opset 23; also the node runtime/fuse_rmsnorm.h forms, which may omit Scale): over axes
 //   [axis, rank): Y = X · 1/sqrt(mean(X²) + epsilon) · Scale, Scale broadcast to the normalised shape, in float.
+//   ORT's SimplifiedLayerNormalization (default domain, contrib) is the same op with an optional second output
+//   inv_std_var = 1/sqrt(mean(X²) + epsilon), shaped as LayerNormalization's InvStdDev.
+// SkipLayerNormalization / SkipSimplifiedLayerNormalization (com.microsoft): over the last axis of
+//   s = input + skip (+ bias), input [B,S,H] or [T,H], skip of input's shape or, for a 3-D input, [1,S,H] or
+//   [S,H] broadcast over the batch; gamma/beta/bias of [H]: output = LayerNorm(s)·gamma + beta (RMSNorm(s)·gamma for Simplified).
+//   Optional outputs: 1 mean and 2 inv_std_var as LayerNormalization's (ORT 1.30's CPU kernel leaves them empty:
+//   a graph output there fails in ORT, here it is filled), 3 input_skip_bias_sum = s.
+// EmbedLayerNormalization (com.microsoft, BERT's embeddings): inputs 0 input_ids [B, S] int32, 1 segment_ids
+//   (optional), 2 word_embedding [V, H], 3 position_embedding [P, H], 4 segment_embedding (optional), 5 gamma,
+//   6 beta, 7 mask [B, S] int32 (optional), 8 position_ids [B, S] or [1, S] (optional; else s).
+//   e = word[id] + position[pos] (+ segment[seg]); output = LayerNorm(e)·gamma + beta over H (epsilon 1e-12);
+//   mask_index [B] = how many mask values of the row are 1 (0 without mask); embedding_sum = e. An index outside its
+//   table is a one-line error, as ORT's.
 // GroupNormalization (opset 18, 21): X [N, C, ...] with C split into num_groups groups of C/G consecutive
 //   channels; per (n, group) over its channels and spatial positions: Y = (X - mean) / sqrt(var + epsilon) · scale
 //   + bias (population variance, in double). Opset 18: scale and bias hold one value per group; opset 21: one per
@@ -19,6 +34,7 @@
 //   deviation, which cannot go negative).
 // LRN: Y = X / (bias + alpha / size * sum_{c' in window(c)} X[c']^2)^beta, window [c - (size-1)/2, c +
 // ceil((size-1)/2)].
+#include <algorithm>
 #include <cmath>
 
 #include "runtime/kernels/blas.h"
@@ -171,17 +187,21 @@ static void layer_norm_row(const float* x, int64_t D, float eps, const float* sc
   inv_out = inv;
 }
 
+// The shape of the per-row statistics (Mean, InvStdDev): X's shape with the last `norm_axes` axes set to 1.
+Shape stat_shape(const Tensor& X, size_t norm_axes) {
+  Shape s = X.shape();
+  for (size_t i = s.size() - norm_axes; i < s.size(); ++i) s[i] = 1;
+  return s;
+}
+
 void layer_norm(KernelContext& ctx) {
   const Tensor& X = float_input(ctx, 0);
   const auto [eps, norm_shape, D, rows] = norm_rows(ctx, X);
-  const int64_t axis = X.rank() - static_cast<int64_t>(norm_shape.size());
   const std::vector<float> scale = broadcast_to(ctx.node, float_input(ctx, 1), norm_shape, "Scale");
   const std::vector<float> bias =
       ctx.has_input(2) ? broadcast_to(ctx.node, float_input(ctx, 2), norm_shape, "B") : std::vector<float>(D, 0.f);
   Tensor Y(DType::Float32, X.shape());
-  Shape stat_shape = X.shape();
-  for (size_t i = static_cast<size_t>(axis); i < stat_shape.size(); ++i) stat_shape[i] = 1;
-  Tensor mean_t(DType::Float32, stat_shape), inv_t(DType::Float32, stat_shape);
+  Tensor mean_t(DType::Float32, stat_shape(X, norm_shape.size())), inv_t(DType::Float32, stat_shape(X, norm_shape.size()));
   const float* x = X.data<float>();
   float* y = Y.data<float>();
   float* means = mean_t.data<float>();
@@ -196,12 +216,13 @@ void layer_norm(KernelContext& ctx) {
 
 // One row of RMSNormalization: the mean of squares in 8 partial sums (vectorised), then y = x·inv·scale.
 QTOOL_HOT_LOOP
-static void rms_norm_row(const float* x, int64_t D, float eps, const float* scale, float* y) {
+static float rms_norm_row(const float* x, int64_t D, float eps, const float* scale, float* y) {
   const float inv = 1.f / std::sqrt(sum_sq_dev(x, D, 0.f) / static_cast<float>(D) + eps);
   if (scale)
     for (int64_t j = 0; j < D; ++j) y[j] = x[j] * inv * scale[j];
   else
     for (int64_t j = 0; j < D; ++j) y[j] = x[j] * inv;
+  return inv;
 }
 
 void rms_norm(KernelContext& ctx) {
@@ -211,11 +232,122 @@ void rms_norm(KernelContext& ctx) {
   const std::vector<float> scale =
       ctx.has_input(1) ? broadcast_to(ctx.node, float_input(ctx, 1), norm_shape, "scale") : std::vector<float>{};
   Tensor Y(DType::Float32, X.shape());
+  Tensor inv_t(DType::Float32, stat_shape(X, norm_shape.size()));
   const float* x = X.data<float>();
   float* y = Y.data<float>();
-  parallel_for(rows, threads_for(X.numel(), ctx.threads),
-               [&](int64_t r) { rms_norm_row(x + r * D, D, eps, scale.empty() ? nullptr : scale.data(), y + r * D); });
+  float* invs = inv_t.data<float>();
+  parallel_for(rows, threads_for(X.numel(), ctx.threads), [&](int64_t r) {
+    invs[r] = rms_norm_row(x + r * D, D, eps, scale.empty() ? nullptr : scale.data(), y + r * D);
+  });
   ctx.outputs[0] = std::move(Y);
+  if (ctx.outputs.size() > 1) ctx.outputs[1] = std::move(inv_t);  // SimplifiedLayerNormalization's inv_std_var
+}
+
+// SkipLayerNormalization (Simplified = false) and SkipSimplifiedLayerNormalization (true), com.microsoft.
+template <bool Simplified>
+void skip_layer_norm(KernelContext& ctx) {
+  const Tensor& X = float_input(ctx, 0);
+  const Tensor& skip = float_input(ctx, 1);
+  if (X.rank() != 2 && X.rank() != 3)
+    throw BadInputError(ctx.node.label() + ": input must be [batch, sequence, hidden] or [tokens, hidden], got " +
+                        shape_str(X.shape()));
+  // skip: input's shape, or for a 3-D input [1, S, H] or [S, H] (ORT's rule).
+  const Shape& ss = skip.shape();
+  const bool skip_ok = ss == X.shape() || (X.rank() == 3 && ((ss.size() == 3 && ss[0] == 1 && ss[1] == X.dim(1) &&
+                                                              ss[2] == X.dim(2)) ||
+                                                             (ss.size() == 2 && ss[0] == X.dim(1) && ss[1] == X.dim(2))));
+  if (!skip_ok)
+    throw BadInputError(ctx.node.label() + ": skip " + shape_str(ss) + " must have input's shape " +
+                        shape_str(X.shape()) + ", or [1, S, H] / [S, H] for a 3-D input");
+  const int64_t D = X.dim(X.rank() - 1), rows = D ? X.numel() / D : 0, skip_n = skip.numel();
+  const float eps = ctx.node.attrs.get_float("epsilon", 1e-12f);
+  const Shape hidden{D};
+  // Inputs: input, skip, gamma, beta (not in Simplified), bias.
+  const size_t bias_i = Simplified ? 3 : 4;
+  const std::vector<float> gamma = broadcast_to(ctx.node, float_input(ctx, 2), hidden, "gamma");
+  const std::vector<float> beta = !Simplified && ctx.has_input(3) ? broadcast_to(ctx.node, float_input(ctx, 3), hidden, "beta")
+                                                                   : std::vector<float>(D, 0.f);
+  const std::vector<float> bias =
+      ctx.has_input(bias_i) ? broadcast_to(ctx.node, float_input(ctx, bias_i), hidden, "bias") : std::vector<float>{};
+  Tensor Y(DType::Float32, X.shape()), sum_t(DType::Float32, X.shape());
+  Tensor mean_t(DType::Float32, stat_shape(X, 1)), inv_t(DType::Float32, stat_shape(X, 1));
+  const float *x = X.data<float>(), *sk = skip.data<float>();
+  float *y = Y.data<float>(), *sum = sum_t.data<float>(), *means = mean_t.data<float>(), *invs = inv_t.data<float>();
+  parallel_for(rows, threads_for(X.numel() * 4, ctx.threads), [&](int64_t r) {  // sum, mean, variance, y
+    float* s = sum + r * D;
+    const float* k = sk + (r * D) % skip_n;
+    for (int64_t j = 0; j < D; ++j) s[j] = x[r * D + j] + k[j];
+    if (!bias.empty())
+      for (int64_t j = 0; j < D; ++j) s[j] += bias[j];
+    if constexpr (Simplified) {
+      means[r] = 0.f;
+      invs[r] = rms_norm_row(s, D, eps, gamma.data(), y + r * D);
+    } else {
+      layer_norm_row(s, D, eps, gamma.data(), beta.data(), y + r * D, means[r], invs[r]);
+    }
+  });
+  ctx.outputs[0] = std::move(Y);
+  if (ctx.outputs.size() > 1) ctx.outputs[1] = std::move(mean_t);
+  if (ctx.outputs.size() > 2) ctx.outputs[2] = std::move(inv_t);
+  if (ctx.outputs.size() > 3) ctx.outputs[3] = std::move(sum_t);
+}
+
+// Row `idx` of an embedding table [rows, H], or a BadInputError naming the node, input and index.
+const float* embedding_row(const KernelContext& ctx, size_t table, int64_t idx, const char* what) {
+  const Tensor& t = float_input(ctx, table);
+  if (idx < 0 || idx >= t.dim(0))
+    throw BadInputError(ctx.node.label() + ": " + what + " " + std::to_string(idx) + " is outside the embedding " +
+                        "table's " + std::to_string(t.dim(0)) + " rows");
+  return t.data<float>() + idx * t.dim(1);
+}
+
+const int32_t* int32_input(const KernelContext& ctx, size_t i, const Shape& want, const char* what) {
+  const Tensor& t = ctx.input(i);
+  if (t.dtype() != DType::Int32 || (t.shape() != want && !(i == 8 && t.shape() == Shape{1, want[1]})))
+    throw BadInputError(ctx.node.label() + ": " + what + " must be int32 " + shape_str(want) + ", got " +
+                        std::string(dtype_name(t.dtype())) + " " + shape_str(t.shape()));
+  return t.data<int32_t>();
+}
+
+void embed_layer_norm(KernelContext& ctx) {
+  const Tensor& ids_t = ctx.input(0);
+  if (ids_t.rank() != 2)
+    throw BadInputError(ctx.node.label() + ": input_ids must be [batch, sequence], got " + shape_str(ids_t.shape()));
+  const Shape bs = ids_t.shape();
+  const int64_t B = bs[0], S = bs[1];
+  const int32_t* ids = int32_input(ctx, 0, bs, "input_ids");
+  const int32_t* segs = ctx.has_input(1) && ctx.has_input(4) ? int32_input(ctx, 1, bs, "segment_ids") : nullptr;
+  const int32_t* mask = ctx.has_input(7) ? int32_input(ctx, 7, bs, "mask") : nullptr;
+  const int32_t* pos_ids = ctx.has_input(8) ? int32_input(ctx, 8, bs, "position_ids") : nullptr;
+  const bool pos_shared = pos_ids && ctx.input(8).dim(0) == 1 && B != 1;
+  for (size_t t : {size_t{2}, size_t{3}, size_t{4}})
+    if (ctx.has_input(t) && (float_input(ctx, t).rank() != 2 || float_input(ctx, t).dim(1) != float_input(ctx, 2).dim(1)))
+      throw BadInputError(ctx.node.label() + ": embedding tables must be 2-D with one hidden size, got " +
+                          shape_str(ctx.input(t).shape()));
+  const int64_t D = float_input(ctx, 2).dim(1);
+  const Shape hidden{D};
+  const std::vector<float> gamma = broadcast_to(ctx.node, float_input(ctx, 5), hidden, "gamma");
+  const std::vector<float> beta = broadcast_to(ctx.node, float_input(ctx, 6), hidden, "beta");
+  const float eps = ctx.node.attrs.get_float("epsilon", 1e-12f);
+  Tensor Y(DType::Float32, {B, S, D}), sum_t(DType::Float32, {B, S, D}), mask_index(DType::Int32, {B});
+  float *y = Y.data<float>(), *sum = sum_t.data<float>();
+  for (int64_t r = 0; r < B * S; ++r) {  // serial: the index checks throw
+    const int64_t s = r % S;
+    const float* w = embedding_row(ctx, 2, ids[r], "input_ids value");
+    const float* p = embedding_row(ctx, 3, pos_ids ? pos_ids[pos_shared ? s : r] : s, "position");
+    const float* g = segs ? embedding_row(ctx, 4, segs[r], "segment_ids value") : nullptr;
+    float* e = sum + r * D;
+    for (int64_t j = 0; j < D; ++j) e[j] = w[j] + p[j];
+    if (g)
+      for (int64_t j = 0; j < D; ++j) e[j] += g[j];
+    float mean, inv;
+    layer_norm_row(e, D, eps, gamma.data(), beta.data(), y + r * D, mean, inv);
+  }
+  int32_t* mi = mask_index.data<int32_t>();
+  for (int64_t b = 0; b < B; ++b) mi[b] = mask ? static_cast<int32_t>(std::count(mask + b * S, mask + (b + 1) * S, 1)) : 0;
+  ctx.outputs[0] = std::move(Y);
+  if (ctx.outputs.size() > 1) ctx.outputs[1] = std::move(mask_index);
+  if (ctx.outputs.size() > 2) ctx.outputs[2] = std::move(sum_t);
 }
 
 void lrn(KernelContext& ctx) {
@@ -369,6 +501,15 @@ std::unique_ptr<Kernel> make_batch_norm(const NodeInfo& node) { return std::make
 std::unique_ptr<Kernel> make_instance_norm(const NodeInfo& node) { return make_function_kernel<instance_norm>(node); }
 std::unique_ptr<Kernel> make_layer_norm(const NodeInfo& node) { return make_function_kernel<layer_norm>(node); }
 std::unique_ptr<Kernel> make_rms_norm(const NodeInfo& node) { return make_function_kernel<rms_norm>(node); }
+std::unique_ptr<Kernel> make_skip_layer_norm(const NodeInfo& node) {
+  return make_function_kernel<skip_layer_norm<false>>(node);
+}
+std::unique_ptr<Kernel> make_skip_simplified_layer_norm(const NodeInfo& node) {
+  return make_function_kernel<skip_layer_norm<true>>(node);
+}
+std::unique_ptr<Kernel> make_embed_layer_norm(const NodeInfo& node) {
+  return make_function_kernel<embed_layer_norm>(node);
+}
 std::unique_ptr<Kernel> make_lrn(const NodeInfo& node) { return make_function_kernel<lrn>(node); }
 
 }  // namespace qtool::runtime::kernels

@@ -182,6 +182,22 @@ const KernelDef kKernels[] = {
   {"", "Bernoulli", 15, kMaxOpset, make_random},
   {"", "Multinomial", 7, kMaxOpset, make_random},
 
+  // --- ONNX Runtime contrib ops (kernels/contrib_*.cc, normalization.cc, gemm.cc): what ORT's transformer optimizer
+  // writes. LayerNormalization and SimplifiedLayerNormalization are contrib ops ORT registers in the default domain
+  // (opsets 1-16 for the first, every opset for the second); the others are in com.microsoft, opset 1.
+  {"", "LayerNormalization", 1, 16, make_layer_norm},
+  {"", "SimplifiedLayerNormalization", 1, kMaxOpset, make_rms_norm},
+  {"com.microsoft", "SkipLayerNormalization", 1, 1, make_skip_layer_norm},
+  {"com.microsoft", "SkipSimplifiedLayerNormalization", 1, 1, make_skip_simplified_layer_norm},
+  {"com.microsoft", "Gelu", 1, 1, make_contrib_activation},
+  {"com.microsoft", "BiasGelu", 1, 1, make_contrib_activation},
+  {"com.microsoft", "FastGelu", 1, 1, make_contrib_activation},
+  {"com.microsoft", "QuickGelu", 1, 1, make_contrib_activation},
+  {"com.microsoft", "FusedMatMul", 1, 1, make_fused_matmul},
+  {"com.microsoft", "Attention", 1, 1, make_attention},
+  {"com.microsoft", "EmbedLayerNormalization", 1, 1, make_embed_layer_norm},
+  {"com.microsoft", "RotaryEmbedding", 1, 1, make_contrib_rotary_embedding},
+
   // sentinel, never matched (keeps the array non-empty while families are added)
   {"qtool.internal", "", 0, -1, nullptr},
 };

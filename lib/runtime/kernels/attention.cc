@@ -1,0 +1,207 @@
+// ONNX Runtime's contrib Attention (com.microsoft), the BERT / GPT-2 form its transformer optimizer writes, float32,
+// as ORT 1.30's CPU kernel computes it.
+//
+// Inputs: 0 input [B, S, Hin]; 1 weights [Hin, Hq + Hk + Hv] (Hq = Hk = Hv = hidden unless qkv_hidden_sizes);
+// 2 bias [Hq + Hk + Hv] (optional); 3 mask_index int32 (optional); 4 past [2, B, N, P, h] (optional);
+// 5 attention_bias [B or 1, N or 1, S, T] (optional). Attributes num_heads N, unidirectional, qkv_hidden_sizes,
+// mask_filter_value (-10000), scale (1/√h).
+//   QKV = input·weights + bias, split into Q, K, V and into N heads (h = Hq/N, hv = Hv/N);
+//   K, V of each head are past's followed by the current ones (T = P + S keys); present = [K; V] [2, B, N, T, h];
+//   scores = scale·Q·Kᵀ + mask [S, T] (+ attention_bias), output = softmax(scores)·V, heads concatenated [B, S, Hv].
+// mask[s, j] is 0, mask_filter_value or the lowest float: mask_index [B] masks keys j >= end[b]; [2B] also j < start[b];
+// [B, T] (raw mask) and [B, S, T] mask where the value is 0; unidirectional sets j > P + s to the lowest float
+// (as ORT: a query whose every key mask_index masks still attends to its causal keys only).
+// Refused (as ORT's CPU kernel, or not written by the optimizer): a 4-D mask_index, past_present_share_buffer,
+// do_rotary, and past_sequence_length (input 6).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/checked.h"
+#include "runtime/kernels/blas.h"
+#include "runtime/kernels/compute_common.h"
+#include "runtime/kernels/kernels.h"
+#include "runtime/kernels/vector_math.h"
+
+namespace qtool::runtime::kernels {
+namespace {
+using namespace compute;
+
+class AttentionKernel final : public Kernel {
+ public:
+  explicit AttentionKernel(const NodeInfo& node)
+      : node_(node),
+        heads_(node.attrs.require_int("num_heads")),
+        causal_(node.attrs.get_int("unidirectional", 0) != 0),
+        filter_(node.attrs.get_float("mask_filter_value", -10000.f)),
+        scale_(node.attrs.get_float("scale", 0.f)),
+        qkv_sizes_(node.attrs.get_ints("qkv_hidden_sizes")) {
+    if (heads_ <= 0) throw BadInputError(node.label() + ": num_heads must be positive, got " + std::to_string(heads_));
+    if (!qkv_sizes_.empty() && (qkv_sizes_.size() != 3 || qkv_sizes_[0] != qkv_sizes_[1] ||
+                                std::any_of(qkv_sizes_.begin(), qkv_sizes_.end(), [&](int64_t v) {
+                                  return v <= 0 || v % heads_ != 0;
+                                })))
+      throw BadInputError(node.label() + ": qkv_hidden_sizes must be 3 positive multiples of num_heads with Q's " +
+                          "equal to K's");
+    for (const char* a : {"past_present_share_buffer", "do_rotary"})
+      if (node.attrs.get_int(a, 0) != 0)
+        throw UnsupportedError(node.label() + ": attribute " + a + " = 1 is not supported; export the model " +
+                               "without it (ORT's optimizer writes neither for BERT or GPT-2)");
+    if (node.inputs.size() > 6 && !node.inputs[6].empty())
+      throw UnsupportedError(node.label() + ": input past_sequence_length is not supported (it goes with " +
+                             "past_present_share_buffer)");
+  }
+
+  void run(KernelContext& ctx) override {
+    const Tensor& X = float_input(ctx, 0);
+    const Tensor& W = float_input(ctx, 1);
+    if (X.rank() != 3 || W.rank() != 2 || W.dim(0) != X.dim(2))
+      throw BadInputError(node_.label() + ": input " + shape_str(X.shape()) + " and weights " + shape_str(W.shape()) +
+                          " must be [B, S, Hin] and [Hin, 3·hidden]");
+    const int64_t B = X.dim(0), S = X.dim(1), Hin = X.dim(2), Htot = W.dim(1);
+    if (qkv_sizes_.empty() && Htot % (3 * heads_) != 0)
+      throw BadInputError(node_.label() + ": weights " + shape_str(W.shape()) + " must have 3 · hidden columns, " +
+                          "hidden a multiple of num_heads " + std::to_string(heads_));
+    const int64_t Hq = qkv_sizes_.empty() ? Htot / 3 : qkv_sizes_[0], Hv = qkv_sizes_.empty() ? Htot / 3 : qkv_sizes_[2];
+    if (2 * Hq + Hv != Htot)
+      throw BadInputError(node_.label() + ": weights " + shape_str(W.shape()) + " do not have qkv_hidden_sizes' " +
+                          std::to_string(2 * Hq + Hv) + " columns");
+    const int64_t N = heads_, h = Hq / N, hv = Hv / N;
+    const float scale = scale_ != 0.f ? scale_ : 1.f / std::sqrt(static_cast<float>(h));
+
+    // Past: [2, B, N, P, h] (K and V heads share h: ORT's present layout needs Hk = Hv).
+    const Tensor* past = ctx.has_input(4) ? &float_input(ctx, 4) : nullptr;
+    int64_t P = 0;
+    if (past) {
+      if (past->rank() != 5 || past->dim(0) != 2 || past->dim(1) != B || past->dim(2) != N || past->dim(4) != h ||
+          hv != h)
+        throw BadInputError(node_.label() + ": past " + shape_str(past->shape()) + " must be [2, " +
+                            std::to_string(B) + ", " + std::to_string(N) + ", past_sequence, " + std::to_string(h) +
+                            "] with equal Q/K and V head sizes");
+      P = past->dim(3);
+    }
+    const int64_t T = checked_add(P, S, node_.label());
+
+    // QKV = input·W + bias, [B·S, Htot].
+    Tensor qkv(DType::Float32, {checked_mul(B, S, node_.label()), Htot});
+    float* qkvd = qkv.data<float>();
+    const bool has_bias = ctx.has_input(2);
+    if (has_bias && !gemm_fill_c(float_input(ctx, 2), 1.f, B * S, Htot, qkvd))
+      throw BadInputError(node_.label() + ": bias " + shape_str(ctx.input(2).shape()) + " must be [" +
+                          std::to_string(Htot) + "]");
+    sgemm(false, false, B * S, Htot, Hin, 1.f, X.data<float>(), Hin, W.data<float>(), Htot, has_bias ? 1.f : 0.f, qkvd,
+          Htot, ctx.threads);
+
+    // K and V of every head with past first, [B, N, T, h] then [B, N, T, hv]: present [2, B, N, T, h] when h = hv.
+    const int64_t k_size = checked_mul(checked_mul(B * N, T, node_.label()), h, node_.label());
+    Tensor kv(DType::Float32, {checked_add(k_size, B * N * T * hv, node_.label())});
+    float* kd = kv.data<float>();
+    float* vd = kd + k_size;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t n = 0; n < N; ++n) {
+        float* kbn = kd + (b * N + n) * T * h;
+        float* vbn = vd + (b * N + n) * T * hv;
+        if (past) {
+          const float* pk = past->data<float>() + (b * N + n) * P * h;
+          std::copy_n(pk, P * h, kbn);
+          std::copy_n(pk + B * N * P * h, P * h, vbn);
+        }
+        for (int64_t s = 0; s < S; ++s) {
+          const float* row = qkvd + (b * S + s) * Htot;
+          std::copy_n(row + Hq + n * h, h, kbn + (P + s) * h);
+          std::copy_n(row + 2 * Hq + n * hv, hv, vbn + (P + s) * hv);
+        }
+      }
+
+    const std::vector<float> mask = build_mask(ctx, B, S, P, T);
+    const Tensor* abias = ctx.has_input(5) ? &float_input(ctx, 5) : nullptr;
+    if (abias && (abias->rank() != 4 || (abias->dim(0) != 1 && abias->dim(0) != B) ||
+                  (abias->dim(1) != 1 && abias->dim(1) != N) || abias->dim(2) != S || abias->dim(3) != T))
+      throw BadInputError(node_.label() + ": attention_bias " + shape_str(abias->shape()) + " must be [B or 1, " +
+                          "N or 1, " + std::to_string(S) + ", " + std::to_string(T) + "]");
+
+    Tensor Y(DType::Float32, {B, S, Hv});
+    float* y = Y.data<float>();
+    const int64_t per_head = checked_mul(S, T, node_.label());
+    parallel_for(B * N, threads_for_macs(B * N * S * T * (h + hv), ctx.threads), [&](int64_t bn) {
+      const int64_t b = bn / N, n = bn % N;
+      std::vector<float> scores(mask.empty() ? static_cast<size_t>(per_head) : 0), probs(per_head);
+      float* sc = scores.data();
+      if (!mask.empty()) {  // scores start as the mask and the GEMM adds onto them
+        scores.assign(mask.begin() + b * per_head, mask.begin() + (b + 1) * per_head);
+        sc = scores.data();
+      }
+      sgemm(false, true, S, T, h, scale, qkvd + b * S * Htot + n * h, Htot, kd + bn * T * h, h, mask.empty() ? 0.f : 1.f,
+            sc, T, 1);
+      if (abias) {
+        const float* ab = abias->data<float>() +
+                          ((abias->dim(0) == 1 ? 0 : b) * abias->dim(1) + (abias->dim(1) == 1 ? 0 : n)) * per_head;
+        for (int64_t i = 0; i < per_head; ++i) sc[i] += ab[i];
+      }
+      softmax_rows(sc, probs.data(), S, T);
+      sgemm(false, false, S, hv, T, 1.f, probs.data(), T, vd + bn * T * hv, hv, 0.f, y + b * S * Hv + n * hv, Hv, 1);
+    });
+    ctx.outputs[0] = std::move(Y);
+    if (ctx.outputs.size() > 1 && !node_.outputs[1].empty()) {
+      if (h != hv)
+        throw UnsupportedError(node_.label() + ": output present needs equal K and V head sizes (qkv_hidden_sizes)");
+      ctx.outputs[1] = kv.reshaped({2, B, N, T, h});
+    }
+  }
+
+ private:
+  // The additive mask [B, S, T]; empty when nothing is masked.
+  std::vector<float> build_mask(const KernelContext& ctx, int64_t B, int64_t S, int64_t P, int64_t T) const {
+    const Tensor* mi = ctx.has_input(3) ? &ctx.input(3) : nullptr;
+    if (!mi && !causal_) return {};
+    std::vector<float> m(static_cast<size_t>(B * S * T), 0.f);
+    if (mi) {
+      if (mi->dtype() != DType::Int32)
+        throw UnsupportedError(node_.label() + ": mask_index must be int32, got " +
+                               std::string(dtype_name(mi->dtype())));
+      const int32_t* v = mi->data<int32_t>();
+      const Shape& ms = mi->shape();
+      if (ms.size() == 1 && (ms[0] == B || ms[0] == 2 * B)) {
+        for (int64_t b = 0; b < B; ++b) {
+          const int64_t end = std::clamp<int64_t>(v[b], 0, T);
+          const int64_t start = ms[0] == 2 * B ? std::clamp<int64_t>(v[B + b], 0, T) : 0;
+          for (int64_t s = 0; s < S; ++s) {
+            float* row = m.data() + (b * S + s) * T;
+            std::fill(row + end, row + T, filter_);
+            std::fill(row, row + start, filter_);
+          }
+        }
+      } else if ((ms.size() == 2 && ms[0] == B && ms[1] == T) ||
+                 (ms.size() == 3 && ms[0] == B && ms[1] == S && ms[2] == T)) {
+        for (int64_t i = 0; i < B * S * T; ++i) {
+          const int64_t b = i / (S * T), j = i % T, s = (i / T) % S;
+          m[i] = v[ms.size() == 2 ? b * T + j : (b * S + s) * T + j] > 0 ? 0.f : filter_;
+        }
+      } else {
+        throw UnsupportedError(node_.label() + ": mask_index " + shape_str(ms) + " is not supported: use [B], " +
+                               "[2B], [B, T] or [B, S, T] with B " + std::to_string(B) + ", S " + std::to_string(S) +
+                               ", T " + std::to_string(T) + " (ORT's CPU kernel runs no 4-D mask either)");
+      }
+    }
+    if (causal_)
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t s = 0; s < S; ++s) {
+          float* row = m.data() + (b * S + s) * T;
+          std::fill(row + std::min(T, P + s + 1), row + T, std::numeric_limits<float>::lowest());
+        }
+    return m;
+  }
+
+  NodeInfo node_;
+  int64_t heads_;
+  bool causal_;
+  float filter_, scale_;
+  std::vector<int64_t> qkv_sizes_;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_attention(const NodeInfo& node) { return std::make_unique<AttentionKernel>(node); }
+
+}  // namespace qtool::runtime::kernels
