@@ -116,4 +116,9 @@ struct Window {
                                    std::vector<int64_t>& pads_out) const;
 };
 
+// One head of a rotary embedding (ai.onnx RotaryEmbedding-23 and ORT's contrib op): of x's d values the first r
+// rotate in r/2 pairs (x1, x2), the halves [0, r/2) and [r/2, r), or with `interleaved` the even and odd
+// positions; pair i becomes (cos[i]·x1 - sin[i]·x2, sin[i]·x1 + cos[i]·x2) in place of (x1, x2); the rest copy.
+void rotate_head(const float* x, float* y, int64_t d, int64_t r, const float* cos, const float* sin, bool interleaved);
+
 }  // namespace qtool::runtime::kernels::compute

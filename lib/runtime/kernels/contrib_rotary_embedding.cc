@@ -76,15 +76,7 @@ class RotaryEmbeddingKernel final : public Kernel {
         const float* d = sin_t.data<float>() + p * half;
         for (int64_t n = 0; n < N; ++n) {
           const int64_t o = b * batch_stride + s * seq_stride + n * head_stride;
-          const float* xi = x + o;
-          float* yo = y + o;
-          for (int64_t i = 0; i < r; ++i) {
-            const int64_t k = interleaved_ ? i / 2 : i % half;
-            const bool first = interleaved_ ? i % 2 == 0 : i < half;
-            const int64_t j = interleaved_ ? (first ? i + 1 : i - 1) : (i + half) % r;
-            yo[i] = xi[i] * c[k] + (first ? -1.f : 1.f) * xi[j] * d[k];
-          }
-          std::copy(xi + r, xi + h, yo + r);
+          rotate_head(x + o, y + o, h, r, c, d, interleaved_);
         }
       }
     ctx.outputs[0] = std::move(Y);

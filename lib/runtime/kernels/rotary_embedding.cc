@@ -6,6 +6,8 @@
 // interleaved = 1 the even and odd positions x[2i], x[2i+1]. Each pair becomes
 //   (cos_i · x1 - sin_i · x2,  sin_i · x1 + cos_i · x2)
 // written back where it came from. Position ids outside [0, max_pos) are a BadInputError naming the node.
+#include <algorithm>
+
 #include "runtime/kernels/blas.h"  // parallel_for
 #include "runtime/kernels/compute_common.h"
 #include "runtime/kernels/kernels.h"
@@ -76,7 +78,6 @@ class RotaryEmbeddingKernel final : public Kernel {
     float* y = Y.data<float>();
     const float* cosv = cos_t.data<float>();
     const float* sinv = sin_t.data<float>();
-    const int64_t x1_step = interleaved_ ? 2 : 1, x2_off = interleaved_ ? 1 : half;
     parallel_for(B * S, threads_for(X.numel() * 4, ctx.threads), [&](int64_t t) {
       const int64_t b = t / S, s = t % S;
       const int64_t row = has_pos ? pos[static_cast<size_t>(t)] : t;
@@ -84,15 +85,7 @@ class RotaryEmbeddingKernel final : public Kernel {
       const float* sn = sinv + row * width;
       for (int64_t h = 0; h < H; ++h) {
         const int64_t base = b * sb + s * ss + h * sh;
-        const float* xv = x + base;
-        float* yv = y + base;
-        for (int64_t i = 0; i < half; ++i) {
-          const int64_t i1 = i * x1_step, i2 = i * x1_step + x2_off;
-          const float x1 = xv[i1], x2 = xv[i2];
-          yv[i1] = c[i] * x1 - sn[i] * x2;
-          yv[i2] = sn[i] * x1 + c[i] * x2;
-        }
-        for (int64_t d = R; d < D; ++d) yv[d] = xv[d];
+        rotate_head(x + base, y + base, D, R, c, sn, interleaved_);
       }
     });
     ctx.outputs[0] = std::move(Y);
@@ -104,6 +97,19 @@ class RotaryEmbeddingKernel final : public Kernel {
 };
 
 }  // namespace
+
+namespace compute {
+void rotate_head(const float* x, float* y, int64_t d, int64_t r, const float* cos, const float* sin, bool interleaved) {
+  const int64_t half = r / 2, step = interleaved ? 2 : 1, x2_off = interleaved ? 1 : half;
+  for (int64_t i = 0; i < half; ++i) {
+    const int64_t i1 = i * step, i2 = i * step + x2_off;
+    const float x1 = x[i1], x2 = x[i2];
+    y[i1] = cos[i] * x1 - sin[i] * x2;
+    y[i2] = sin[i] * x1 + cos[i] * x2;
+  }
+  std::copy(x + r, x + d, y + r);
+}
+}  // namespace compute
 
 std::unique_ptr<Kernel> make_rotary_embedding(const NodeInfo& n) { return std::make_unique<RotaryEmbeddingKernel>(n); }
 
