@@ -208,6 +208,16 @@ def run_case(work, name, m, inputs):
     return ok
 
 
+def check_refused(work, name, m, inputs):
+    """qtool run must exit 2 with one line naming the node (a quoted node name)."""
+    path, files = write_case(work, name, m, inputs)
+    r = qtool_run(path, files, os.path.join(work, 'q_' + name))
+    msg = r.stderr.strip()
+    good = r.returncode == 2 and len(msg.splitlines()) == 1 and "'" in msg
+    print(f'{"ok  " if good else "FAIL"} {name}: refused with exit {r.returncode}: {msg}')
+    return good
+
+
 def main():
     only = set(sys.argv[1:])
     ok = True
@@ -219,12 +229,7 @@ def main():
         for name, (m, inputs) in refused().items():
             if only and name not in only:
                 continue
-            path, files = write_case(work, name, m, inputs)
-            r = qtool_run(path, files, os.path.join(work, 'q_' + name))
-            msg = r.stderr.strip()
-            good = r.returncode == 2 and len(msg.splitlines()) == 1 and "'" in msg
-            ok = ok and good
-            print(f'{"ok  " if good else "FAIL"} {name}: refused with exit {r.returncode}: {msg}')
+            ok = check_refused(work, name, m, inputs) and ok
     print('all contrib ops match ONNX Runtime' if ok else 'some contrib ops differ from ONNX Runtime')
     return 0 if ok else 1
 
