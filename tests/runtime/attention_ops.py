@@ -10,7 +10,6 @@ usage: attention_ops.py [NAME ...]   (default: every case)
 """
 import os
 import sys
-import tempfile
 
 import numpy as np
 from onnx import helper
@@ -183,18 +182,7 @@ def refused():
 
 
 def main():
-    only = set(sys.argv[1:])
-    ok = True
-    with tempfile.TemporaryDirectory() as work:
-        for name, (m, inputs) in cases().items():
-            if not only or name in only:
-                ok = C.run_case(work, name, m, inputs) and ok
-        for name, (m, inputs) in refused().items():
-            if not only or name in only:
-                ok = C.check_refused(work, name, m, inputs) and ok
-    print('all attention ops match ONNX Runtime' if ok else 'some attention ops differ from ONNX Runtime')
-    return 0 if ok else 1
-
+    return C.run_all(cases(), refused(), 'attention ops')
 
 if __name__ == '__main__':
     sys.exit(main())

@@ -66,6 +66,18 @@ void attend_head(const AttentionHead& head, int64_t S, int64_t T, int64_t dk, in
   sgemm(false, false, S, dv, T, 1.f, x.data(), T, head.v, head.v_stride, 0.f, head.y, head.y_stride, 1);
 }
 
+int64_t past_length(const NodeInfo& node, const Tensor* pk, const Tensor* pv, int64_t B, int64_t N, int64_t h,
+                    int64_t hv) {
+  if (!pk != !pv) throw BadInputError(node.label() + ": past_key and past_value go together; give both or neither");
+  if (!pk) return 0;
+  const int64_t P = pk->rank() == 4 ? pk->dim(2) : -1;
+  if (pk->shape() != Shape{B, N, P, h} || pv->shape() != Shape{B, N, P, hv})
+    throw BadInputError(node.label() + ": past_key " + shape_str(pk->shape()) + " and past_value " +
+                        shape_str(pv->shape()) + " must be [" + std::to_string(B) + ", " + std::to_string(N) +
+                        ", past, " + std::to_string(h) + " / " + std::to_string(hv) + "]");
+  return P;
+}
+
 ScoreTerm<float> attention_bias_term(const NodeInfo& node, const Tensor& bias, int64_t B, int64_t N, int64_t S,
                                      int64_t T, int64_t b, int64_t n) {
   if (bias.dtype() != DType::Float32 || bias.rank() != 4 || (bias.dim(0) != 1 && bias.dim(0) != B) ||

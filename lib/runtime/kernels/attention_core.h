@@ -75,6 +75,11 @@ HeadLayout head_layout(bool four_d, int64_t N, int64_t rows, int64_t d);
 void append_heads(const float* past, const float* x, const HeadLayout& xl, const float* bias, float* dst, int64_t B,
                   int64_t N, int64_t P, int64_t L, int64_t d);
 
+// The past length P of past_key [B, N, P, h] and past_value [B, N, P, hv] (optional, both or neither; 0 without
+// them); a BadInputError naming the node for other shapes or only one of them.
+int64_t past_length(const NodeInfo& node, const Tensor* past_key, const Tensor* past_value, int64_t B, int64_t N,
+                    int64_t h, int64_t hv);
+
 // attention_bias [B or 1, N or 1, S, T] (contrib Attention, MultiHeadAttention) as the score term of head (b, n);
 // a BadInputError naming the node unless it has that shape.
 ScoreTerm<float> attention_bias_term(const NodeInfo& node, const Tensor& bias, int64_t B, int64_t N, int64_t S,

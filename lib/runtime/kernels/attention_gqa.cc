@@ -77,12 +77,7 @@ class GroupQueryAttentionKernel final : public Kernel {
     }
     const Tensor* pk = ctx.has_input(3) ? &float_input(ctx, 3) : nullptr;
     const Tensor* pv = ctx.has_input(4) ? &float_input(ctx, 4) : nullptr;
-    if (!pk != !pv) throw BadInputError(label + ": past_key and past_value go together; give both or neither");
-    const int64_t P = pk ? pk->dim(2) : 0;
-    if (pk && (pk->shape() != Shape{B, Hkv, P, h} || pv->shape() != pk->shape()))
-      throw BadInputError(label + ": past_key " + shape_str(pk->shape()) + " and past_value " + shape_str(pv->shape()) +
-                          " must be [" + std::to_string(B) + ", " + std::to_string(Hkv) + ", past, " +
-                          std::to_string(h) + "]");
+    const int64_t P = past_length(node_, pk, pv, B, Hkv, h, h);
     const std::vector<int64_t> seqlens = read_ints(ctx.input(5), node_, "seqlens_k");
     const std::vector<int64_t> total = read_ints(ctx.input(6), node_, "total_sequence_length");
     if (static_cast<int64_t>(seqlens.size()) != B || total.size() != 1)

@@ -74,12 +74,7 @@ class MultiHeadAttentionKernel final : public Kernel {
     if (bias && bias->shape() != Shape{2 * N * h + N * hv})
       throw BadInputError(label + ": bias " + shape_str(bias->shape()) + " must be [" +
                           std::to_string(2 * N * h + N * hv) + "] (query, key and value biases)");
-    if (!pk != !pv) throw BadInputError(label + ": past_key and past_value go together; give both or neither");
-    const int64_t P = pk ? pk->dim(2) : 0;
-    if (pk && (pk->shape() != Shape{B, N, P, h} || pv->shape() != Shape{B, N, P, hv}))
-      throw BadInputError(label + ": past_key " + shape_str(pk->shape()) + " and past_value " + shape_str(pv->shape()) +
-                          " must be [" + std::to_string(B) + ", " + std::to_string(N) + ", past, " + std::to_string(h) +
-                          " / " + std::to_string(hv) + "]");
+    const int64_t P = past_length(node_, pk, pv, B, N, h, hv);
     const int64_t T = checked_add(P, L, label);
     const float* bd = bias ? bias->data<float>() : nullptr;
 

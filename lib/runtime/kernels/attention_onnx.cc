@@ -82,12 +82,7 @@ class OnnxAttentionKernel final : public Kernel {
 
     const Tensor* pk = ctx.has_input(4) ? &float_input(ctx, 4) : nullptr;
     const Tensor* pv = ctx.has_input(5) ? &float_input(ctx, 5) : nullptr;
-    if (!pk != !pv) throw BadInputError(label + ": past_key and past_value go together; give both or neither");
-    const int64_t P = pk ? pk->dim(2) : 0;
-    if (pk && (pk->shape() != Shape{B, Hkv, P, h} || pv->shape() != Shape{B, Hkv, P, hv}))
-      throw BadInputError(label + ": past_key " + shape_str(pk->shape()) + " and past_value " + shape_str(pv->shape()) +
-                          " must be [" + std::to_string(B) + ", " + std::to_string(Hkv) + ", past, " +
-                          std::to_string(h) + " / " + std::to_string(hv) + "]");
+    const int64_t P = past_length(node_, pk, pv, B, Hkv, h, hv);
     const int64_t T = checked_add(P, L, label);
 
     // Keys and values as [B, Hkv, T, d]: past followed by the new rows (the present outputs).
