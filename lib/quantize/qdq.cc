@@ -550,7 +550,7 @@ class QdqBuilder {
         fused_[cons[0]] = true;
         e.note = "output quantized after " + g_.node(cons[0]).op_type();
       } else if (float_output_fuses(node) && read_only_by_contrib_ops(out)) {
-        e.note = "output kept float: only contrib ops read it (ORT runs DQ -> " + node.op_type() +
+        e.note = "output kept float: only float-only ops (contrib ops, Attention) read it (ORT runs DQ -> " + node.op_type() +
                  " with a float output as one integer kernel)";
       } else if (!g_.is_graph_output(out)) {
         if (auto p = act_params(out, *q.output)) {
@@ -702,14 +702,15 @@ class QdqBuilder {
   static bool float_output_fuses(const onnx::NodeProto& n) {
     return (n.op_type() == "MatMul" || n.op_type() == "Gemm") && (n.domain().empty() || n.domain() == "ai.onnx");
   }
-  // Every reader of t is an op of another domain (ORT's contrib ops: SkipLayerNormalization, FastGelu, Attention...),
-  // which stays float (op_roles.h gives them no role, ORT has no QDQ fusion for them): a Q/DQ pair on t would only
-  // round it.
+  // Every reader of t is an op of another domain (ORT's contrib ops: SkipLayerNormalization, FastGelu, Attention,
+  // MultiHeadAttention, GroupQueryAttention...) or ai.onnx Attention (opsets 23+), which stay float (op_roles.h gives
+  // them no role, ORT 1.30 has no int8 kernel or QDQ fusion for them): a Q/DQ pair on t would only round it.
   bool read_only_by_contrib_ops(const std::string& t) const {
     const auto& cons = g_.consumers(t);
     return !g_.is_graph_output(t) && !cons.empty() && std::all_of(cons.begin(), cons.end(), [&](int c) {
-      const std::string& d = g_.node(c).domain();
-      return !d.empty() && d != "ai.onnx";
+      const auto& n = g_.node(c);
+      const std::string& d = n.domain();
+      return (!d.empty() && d != "ai.onnx") || n.op_type() == "Attention";
     });
   }
 

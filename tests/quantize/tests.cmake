@@ -59,3 +59,10 @@ add_test(NAME "quantize: ORT-optimized BERT layer with contrib ops (calibrate, q
          COMMAND /usr/bin/python3 ${_qz_dir}/contrib_bert.py)
 set_tests_properties("quantize: ORT-optimized BERT layer with contrib ops (calibrate, quantize, ORT runs Q)"
                      PROPERTIES FIXTURES_REQUIRED ort ENVIRONMENT "${_qz_env}" TIMEOUT 300)
+# A decoder attention block with a KV cache in three forms (ai.onnx Attention-23, GroupQueryAttention with rotary,
+# MultiHeadAttention) through calibrate + default quantize: ORT runs Q with every MatMul integer, the attention op and
+# the cache float, no Q/DQ on what only the attention op reads, output and present_key within the collapse bar.
+add_test(NAME "quantize: decoder attention blocks (Attention-23, GQA, MHA) with KV cache (calibrate, quantize, ORT runs Q)"
+         COMMAND /usr/bin/python3 ${_qz_dir}/attention_decoder.py)
+set_tests_properties("quantize: decoder attention blocks (Attention-23, GQA, MHA) with KV cache (calibrate, quantize, ORT runs Q)"
+                     PROPERTIES FIXTURES_REQUIRED ort ENVIRONMENT "${_qz_env}" TIMEOUT 300)

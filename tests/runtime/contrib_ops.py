@@ -208,26 +208,33 @@ def run_case(work, name, m, inputs):
     return ok
 
 
-def main():
+def check_refused(work, name, m, inputs):
+    """qtool run must exit 2 with one line naming the node (a quoted node name)."""
+    path, files = write_case(work, name, m, inputs)
+    r = qtool_run(path, files, os.path.join(work, 'q_' + name))
+    msg = r.stderr.strip()
+    good = r.returncode == 2 and len(msg.splitlines()) == 1 and "'" in msg
+    print(f'{"ok  " if good else "FAIL"} {name}: refused with exit {r.returncode}: {msg}')
+    return good
+
+
+def run_all(case_models, refused_models, what):
+    """Runs `qtool run` on every case (against ORT) and refusal, or only those named on the command line."""
     only = set(sys.argv[1:])
     ok = True
     with tempfile.TemporaryDirectory() as work:
-        for name, (m, inputs) in cases().items():
-            if only and name not in only:
-                continue
-            ok = run_case(work, name, m, inputs) and ok
-        for name, (m, inputs) in refused().items():
-            if only and name not in only:
-                continue
-            path, files = write_case(work, name, m, inputs)
-            r = qtool_run(path, files, os.path.join(work, 'q_' + name))
-            msg = r.stderr.strip()
-            good = r.returncode == 2 and len(msg.splitlines()) == 1 and "'" in msg
-            ok = ok and good
-            print(f'{"ok  " if good else "FAIL"} {name}: refused with exit {r.returncode}: {msg}')
-    print('all contrib ops match ONNX Runtime' if ok else 'some contrib ops differ from ONNX Runtime')
+        for name, (m, inputs) in case_models.items():
+            if not only or name in only:
+                ok = run_case(work, name, m, inputs) and ok
+        for name, (m, inputs) in refused_models.items():
+            if not only or name in only:
+                ok = check_refused(work, name, m, inputs) and ok
+    print(f'all {what} match ONNX Runtime' if ok else f'some {what} differ from ONNX Runtime')
     return 0 if ok else 1
 
+
+def main():
+    return run_all(cases(), refused(), 'contrib ops')
 
 if __name__ == '__main__':
     sys.exit(main())

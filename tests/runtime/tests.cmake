@@ -20,3 +20,10 @@ add_test(NAME "runtime: ORT contrib ops (SkipLayerNorm, FastGelu, FusedMatMul, A
 set_tests_properties("runtime: ORT contrib ops (SkipLayerNorm, FastGelu, FusedMatMul, Attention...) match ONNX Runtime"
                      PROPERTIES FIXTURES_REQUIRED ort TIMEOUT 300
                      ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE;QTOOL_EXE=$<TARGET_FILE:qtool>")
+# Attention ops of models from outside qtool (ai.onnx Attention-23/24, ORT's MultiHeadAttention and
+# GroupQueryAttention) against ORT 1.30, one tiny model per option, and the variants qtool refuses.
+add_test(NAME "runtime: Attention-23/24, MultiHeadAttention, GroupQueryAttention match ONNX Runtime"
+         COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/runtime/attention_ops.py)
+set_tests_properties("runtime: Attention-23/24, MultiHeadAttention, GroupQueryAttention match ONNX Runtime"
+                     PROPERTIES FIXTURES_REQUIRED ort TIMEOUT 300
+                     ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE;QTOOL_EXE=$<TARGET_FILE:qtool>")

@@ -7,22 +7,23 @@
 // mask_filter_value (-10000), scale (1/√h).
 //   QKV = input·weights + bias, split into Q, K, V and into N heads (h = Hq/N, hv = Hv/N);
 //   K, V of each head are past's followed by the current ones (T = P + S keys); present = [K; V] [2, B, N, T, h];
-//   scores = scale·Q·Kᵀ + mask [S, T] (+ attention_bias), output = softmax(scores)·V, heads concatenated [B, S, Hv].
-// mask[s, j] is 0, mask_filter_value or the lowest float: mask_index [B] masks keys j >= end[b]; [2B] also j < start[b];
-// [B, T] (raw mask) and [B, S, T] mask where the value is 0; unidirectional sets j > P + s to the lowest float
-// (as ORT: a query whose every key mask_index masks still attends to its causal keys only).
-// Refused (as ORT's CPU kernel, or not written by the optimizer): a 4-D mask_index, past_present_share_buffer,
-// do_rotary, and past_sequence_length (input 6).
+//   scores = scale·Q·Kᵀ + mask [S, T] (+ attention_bias), output = softmax(scores)·V, heads concatenated [B, S, Hv]
+//   (compute::attend_head, attention_core.h).
+// mask[s, j] is 0, mask_filter_value or the lowest float: mask_index [B] masks keys j >= end[b]; [2B] also j <
+// start[b]; [B, T] (raw mask) and [B, S, T] mask where the value is 0; unidirectional sets j > P + s to the lowest
+// float (as ORT: a query whose every key mask_index masks still attends to its causal keys only). Refused (as ORT's CPU
+// kernel, or not written by the optimizer): a 4-D mask_index, past_present_share_buffer, do_rotary, and
+// past_sequence_length (input 6).
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "core/checked.h"
+#include "runtime/kernels/attention_core.h"
 #include "runtime/kernels/blas.h"
 #include "runtime/kernels/compute_common.h"
 #include "runtime/kernels/kernels.h"
-#include "runtime/kernels/vector_math.h"
 
 namespace qtool::runtime::kernels {
 namespace {
@@ -38,10 +39,9 @@ class AttentionKernel final : public Kernel {
         scale_(node.attrs.get_float("scale", 0.f)),
         qkv_sizes_(node.attrs.get_ints("qkv_hidden_sizes")) {
     if (heads_ <= 0) throw BadInputError(node.label() + ": num_heads must be positive, got " + std::to_string(heads_));
-    if (!qkv_sizes_.empty() && (qkv_sizes_.size() != 3 || qkv_sizes_[0] != qkv_sizes_[1] ||
-                                std::any_of(qkv_sizes_.begin(), qkv_sizes_.end(), [&](int64_t v) {
-                                  return v <= 0 || v % heads_ != 0;
-                                })))
+    if (!qkv_sizes_.empty() &&
+        (qkv_sizes_.size() != 3 || qkv_sizes_[0] != qkv_sizes_[1] ||
+         std::any_of(qkv_sizes_.begin(), qkv_sizes_.end(), [&](int64_t v) { return v <= 0 || v % heads_ != 0; })))
       throw BadInputError(node.label() + ": qkv_hidden_sizes must be 3 positive multiples of num_heads with Q's " +
                           "equal to K's");
     for (const char* a : {"past_present_share_buffer", "do_rotary"})
@@ -63,7 +63,8 @@ class AttentionKernel final : public Kernel {
     if (qkv_sizes_.empty() && Htot % (3 * heads_) != 0)
       throw BadInputError(node_.label() + ": weights " + shape_str(W.shape()) + " must have 3 · hidden columns, " +
                           "hidden a multiple of num_heads " + std::to_string(heads_));
-    const int64_t Hq = qkv_sizes_.empty() ? Htot / 3 : qkv_sizes_[0], Hv = qkv_sizes_.empty() ? Htot / 3 : qkv_sizes_[2];
+    const int64_t Hq = qkv_sizes_.empty() ? Htot / 3 : qkv_sizes_[0],
+                  Hv = qkv_sizes_.empty() ? Htot / 3 : qkv_sizes_[2];
     if (2 * Hq + Hv != Htot)
       throw BadInputError(node_.label() + ": weights " + shape_str(W.shape()) + " do not have qkv_hidden_sizes' " +
                           std::to_string(2 * Hq + Hv) + " columns");
@@ -76,8 +77,8 @@ class AttentionKernel final : public Kernel {
     if (past) {
       if (past->rank() != 5 || past->dim(0) != 2 || past->dim(1) != B || past->dim(2) != N || past->dim(4) != h ||
           hv != h)
-        throw BadInputError(node_.label() + ": past " + shape_str(past->shape()) + " must be [2, " +
-                            std::to_string(B) + ", " + std::to_string(N) + ", past_sequence, " + std::to_string(h) +
+        throw BadInputError(node_.label() + ": past " + shape_str(past->shape()) + " must be [2, " + std::to_string(B) +
+                            ", " + std::to_string(N) + ", past_sequence, " + std::to_string(h) +
                             "] with equal Q/K and V head sizes");
       P = past->dim(3);
     }
@@ -114,33 +115,23 @@ class AttentionKernel final : public Kernel {
         }
       }
 
-    const std::vector<float> mask = build_mask(ctx, B, S, P, T);
-    const Tensor* abias = ctx.has_input(5) ? &float_input(ctx, 5) : nullptr;
-    if (abias && (abias->rank() != 4 || (abias->dim(0) != 1 && abias->dim(0) != B) ||
-                  (abias->dim(1) != 1 && abias->dim(1) != N) || abias->dim(2) != S || abias->dim(3) != T))
-      throw BadInputError(node_.label() + ": attention_bias " + shape_str(abias->shape()) + " must be [B or 1, " +
-                          "N or 1, " + std::to_string(S) + ", " + std::to_string(T) + "]");
+    const std::vector<float> mask =
+        contrib_attention_mask(node_, ctx.has_input(3) ? &ctx.input(3) : nullptr, causal_, filter_, B, S, P, T);
+    const Tensor* abias = ctx.has_input(5) ? &ctx.input(5) : nullptr;
+    if (abias) attention_bias_term(node_, *abias, B, N, S, T, 0, 0);  // checks the shape before the heads run
 
     Tensor Y(DType::Float32, {B, S, Hv});
     float* y = Y.data<float>();
     const int64_t per_head = checked_mul(S, T, node_.label());
     parallel_for(B * N, threads_for_macs(B * N * S * T * (h + hv), ctx.threads), [&](int64_t bn) {
       const int64_t b = bn / N, n = bn % N;
-      std::vector<float> scores(mask.empty() ? static_cast<size_t>(per_head) : 0), probs(per_head);
-      float* sc = scores.data();
-      if (!mask.empty()) {  // scores start as the mask and the GEMM adds onto them
-        scores.assign(mask.begin() + b * per_head, mask.begin() + (b + 1) * per_head);
-        sc = scores.data();
-      }
-      sgemm(false, true, S, T, h, scale, qkvd + b * S * Htot + n * h, Htot, kd + bn * T * h, h, mask.empty() ? 0.f : 1.f,
-            sc, T, 1);
-      if (abias) {
-        const float* ab = abias->data<float>() +
-                          ((abias->dim(0) == 1 ? 0 : b) * abias->dim(1) + (abias->dim(1) == 1 ? 0 : n)) * per_head;
-        for (int64_t i = 0; i < per_head; ++i) sc[i] += ab[i];
-      }
-      softmax_rows(sc, probs.data(), S, T);
-      sgemm(false, false, S, hv, T, 1.f, probs.data(), T, vd + bn * T * hv, hv, 0.f, y + b * S * Hv + n * hv, Hv, 1);
+      AttentionScores rule;
+      rule.scale = scale;
+      if (!mask.empty()) rule.add[0] = {mask.data() + b * per_head, T, 1};
+      if (abias) rule.add[1] = attention_bias_term(node_, *abias, B, N, S, T, b, n);
+      attend_head(
+          {qkvd + b * S * Htot + n * h, Htot, kd + bn * T * h, h, vd + bn * T * hv, hv, y + b * S * Hv + n * hv, Hv}, S,
+          T, h, hv, rule);
     });
     ctx.outputs[0] = std::move(Y);
     if (ctx.outputs.size() > 1 && !node_.outputs[1].empty()) {
@@ -151,48 +142,6 @@ class AttentionKernel final : public Kernel {
   }
 
  private:
-  // The additive mask [B, S, T]; empty when nothing is masked.
-  std::vector<float> build_mask(const KernelContext& ctx, int64_t B, int64_t S, int64_t P, int64_t T) const {
-    const Tensor* mi = ctx.has_input(3) ? &ctx.input(3) : nullptr;
-    if (!mi && !causal_) return {};
-    std::vector<float> m(static_cast<size_t>(B * S * T), 0.f);
-    if (mi) {
-      if (mi->dtype() != DType::Int32)
-        throw UnsupportedError(node_.label() + ": mask_index must be int32, got " +
-                               std::string(dtype_name(mi->dtype())));
-      const int32_t* v = mi->data<int32_t>();
-      const Shape& ms = mi->shape();
-      if (ms.size() == 1 && (ms[0] == B || ms[0] == 2 * B)) {
-        for (int64_t b = 0; b < B; ++b) {
-          const int64_t end = std::clamp<int64_t>(v[b], 0, T);
-          const int64_t start = ms[0] == 2 * B ? std::clamp<int64_t>(v[B + b], 0, T) : 0;
-          for (int64_t s = 0; s < S; ++s) {
-            float* row = m.data() + (b * S + s) * T;
-            std::fill(row + end, row + T, filter_);
-            std::fill(row, row + start, filter_);
-          }
-        }
-      } else if ((ms.size() == 2 && ms[0] == B && ms[1] == T) ||
-                 (ms.size() == 3 && ms[0] == B && ms[1] == S && ms[2] == T)) {
-        for (int64_t i = 0; i < B * S * T; ++i) {
-          const int64_t b = i / (S * T), j = i % T, s = (i / T) % S;
-          m[i] = v[ms.size() == 2 ? b * T + j : (b * S + s) * T + j] > 0 ? 0.f : filter_;
-        }
-      } else {
-        throw UnsupportedError(node_.label() + ": mask_index " + shape_str(ms) + " is not supported: use [B], " +
-                               "[2B], [B, T] or [B, S, T] with B " + std::to_string(B) + ", S " + std::to_string(S) +
-                               ", T " + std::to_string(T) + " (ORT's CPU kernel runs no 4-D mask either)");
-      }
-    }
-    if (causal_)
-      for (int64_t b = 0; b < B; ++b)
-        for (int64_t s = 0; s < S; ++s) {
-          float* row = m.data() + (b * S + s) * T;
-          std::fill(row + std::min(T, P + s + 1), row + T, std::numeric_limits<float>::lowest());
-        }
-    return m;
-  }
-
   NodeInfo node_;
   int64_t heads_;
   bool causal_;
@@ -201,6 +150,48 @@ class AttentionKernel final : public Kernel {
 };
 
 }  // namespace
+
+namespace compute {
+std::vector<float> contrib_attention_mask(const NodeInfo& node, const Tensor* mi, bool causal, float filter, int64_t B,
+                                          int64_t S, int64_t P, int64_t T) {
+  if (!mi && !causal) return {};
+  std::vector<float> m(static_cast<size_t>(B * S * T), 0.f);
+  if (mi) {
+    if (mi->dtype() != DType::Int32)
+      throw UnsupportedError(node.label() + ": mask_index must be int32, got " + std::string(dtype_name(mi->dtype())));
+    const int32_t* v = mi->data<int32_t>();
+    const Shape& ms = mi->shape();
+    if (ms.size() == 1 && (ms[0] == B || ms[0] == 2 * B)) {
+      for (int64_t b = 0; b < B; ++b) {
+        const int64_t end = std::clamp<int64_t>(v[b], 0, T);
+        const int64_t start = ms[0] == 2 * B ? std::clamp<int64_t>(v[B + b], 0, T) : 0;
+        for (int64_t s = 0; s < S; ++s) {
+          float* row = m.data() + (b * S + s) * T;
+          std::fill(row + end, row + T, filter);
+          std::fill(row, row + start, filter);
+        }
+      }
+    } else if ((ms.size() == 2 && ms[0] == B && ms[1] == T) ||
+               (ms.size() == 3 && ms[0] == B && ms[1] == S && ms[2] == T)) {
+      for (int64_t i = 0; i < B * S * T; ++i) {
+        const int64_t b = i / (S * T), j = i % T, s = (i / T) % S;
+        m[i] = v[ms.size() == 2 ? b * T + j : (b * S + s) * T + j] > 0 ? 0.f : filter;
+      }
+    } else {
+      throw UnsupportedError(node.label() + ": mask_index " + shape_str(ms) + " is not supported: use [B], " +
+                             "[2B], [B, T] or [B, S, T] with B " + std::to_string(B) + ", S " + std::to_string(S) +
+                             ", T " + std::to_string(T) + " (ORT's CPU kernel runs no 4-D mask either)");
+    }
+  }
+  if (causal)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t s = 0; s < S; ++s) {
+        float* row = m.data() + (b * S + s) * T;
+        std::fill(row + std::min(T, P + s + 1), row + T, std::numeric_limits<float>::lowest());
+      }
+  return m;
+}
+}  // namespace compute
 
 std::unique_ptr<Kernel> make_attention(const NodeInfo& node) { return std::make_unique<AttentionKernel>(node); }
 

@@ -104,6 +104,7 @@ std::unique_ptr<Kernel> make_instance_norm(const NodeInfo& node);       // norma
 std::unique_ptr<Kernel> make_layer_norm(const NodeInfo& node);          // normalization.cc
 std::unique_ptr<Kernel> make_rms_norm(const NodeInfo& node);            // normalization.cc
 std::unique_ptr<Kernel> make_rotary_embedding(const NodeInfo& node);  // rotary_embedding.cc
+std::unique_ptr<Kernel> make_onnx_attention(const NodeInfo& node);    // attention_onnx.cc
 std::unique_ptr<Kernel> make_lrn(const NodeInfo& node);                 // normalization.cc
 std::unique_ptr<Kernel> make_group_norm(const NodeInfo& node);          // normalization.cc
 std::unique_ptr<Kernel> make_lp_norm(const NodeInfo& node);             // normalization.cc
@@ -147,6 +148,8 @@ std::unique_ptr<Kernel> make_contrib_activation(const NodeInfo& node);  // contr
                                                                         // QuickGelu
 std::unique_ptr<Kernel> make_fused_matmul(const NodeInfo& node);        // gemm.cc
 std::unique_ptr<Kernel> make_attention(const NodeInfo& node);           // attention.cc
+std::unique_ptr<Kernel> make_multi_head_attention(const NodeInfo& node);  // attention_mha.cc
+std::unique_ptr<Kernel> make_group_query_attention(const NodeInfo& node);  // attention_gqa.cc
 std::unique_ptr<Kernel> make_embed_layer_norm(const NodeInfo& node);    // normalization.cc
 std::unique_ptr<Kernel> make_contrib_rotary_embedding(const NodeInfo& node);  // contrib_rotary_embedding.cc
 

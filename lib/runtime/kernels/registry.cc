@@ -139,6 +139,7 @@ const KernelDef kKernels[] = {
   // RMSNormalization-23, also formed by graph preparation (runtime/fuse_rmsnorm.h) in models of any opset.
   {"", "RMSNormalization", 23, kMaxOpset, make_rms_norm},
   {"", "RotaryEmbedding", 23, kMaxOpset, make_rotary_embedding},
+  {"", "Attention", 23, kMaxOpset, make_onnx_attention},
   {"", "GroupNormalization", 18, kMaxOpset, make_group_norm},
   {"", "LpNormalization", 1, kMaxOpset, make_lp_norm},
   {"", "MeanVarianceNormalization", 9, kMaxOpset, make_mean_variance_norm},
@@ -195,6 +196,8 @@ const KernelDef kKernels[] = {
   {"com.microsoft", "QuickGelu", 1, 1, make_contrib_activation},
   {"com.microsoft", "FusedMatMul", 1, 1, make_fused_matmul},
   {"com.microsoft", "Attention", 1, 1, make_attention},
+  {"com.microsoft", "MultiHeadAttention", 1, 1, make_multi_head_attention},
+  {"com.microsoft", "GroupQueryAttention", 1, 1, make_group_query_attention},
   {"com.microsoft", "EmbedLayerNormalization", 1, 1, make_embed_layer_norm},
   {"com.microsoft", "RotaryEmbedding", 1, 1, make_contrib_rotary_embedding},
 
