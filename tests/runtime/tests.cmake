@@ -20,3 +20,10 @@ add_test(NAME "runtime: ORT contrib ops (SkipLayerNorm, FastGelu, FusedMatMul, A
 set_tests_properties("runtime: ORT contrib ops (SkipLayerNorm, FastGelu, FusedMatMul, Attention...) match ONNX Runtime"
                      PROPERTIES FIXTURES_REQUIRED ort TIMEOUT 300
                      ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE;QTOOL_EXE=$<TARGET_FILE:qtool>")
+# Already-quantized models (ORT's QOperator format, dynamic quantization, MatMulNBits / GatherBlockQuantized):
+# `qtool run` against ONNX Runtime 1.30 on one tiny model per op and variant, integers bit for bit, and the refusals.
+add_test(NAME "runtime: QOperator, dynamic and int4 ops (QLinearConv, MatMulInteger, MatMulNBits...) match ONNX Runtime"
+         COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/runtime/qoperator_ops.py)
+set_tests_properties("runtime: QOperator, dynamic and int4 ops (QLinearConv, MatMulInteger, MatMulNBits...) match ONNX Runtime"
+                     PROPERTIES FIXTURES_REQUIRED ort TIMEOUT 300
+                     ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE;QTOOL_EXE=$<TARGET_FILE:qtool>")

@@ -1,0 +1,241 @@
+// ORT's QOperator elementwise, activation, pooling and concat ops (com.microsoft), T int8 or uint8, every scale
+// and zero point one value. Formulas as ONNX Runtime 1.30's CPU kernels (MLAS) compute them, with
+// q(v) = zp_y + round_half_even(clamp(v / scale_y, qmin - zp_y, qmax - zp_y)) (MlasQuantizeLinear):
+//
+//   QLinearAdd   c = clamp(round_half_even((a_s * (a - a_zp) + b_s * (b - b_zp)) / c_s) + c_zp)   (MLAS's scalar
+//                kernel). ORT's x86 vector kernels compute the same sum in fixed point (21-bit multipliers of
+//                a_s / c_s and b_s / c_s) and may differ by 1 at values that fall within ~2^-20 of a rounding tie.
+//   QLinearMul   c = clamp(round_half_even((a - a_zp) * (b - b_zp) * (a_s * b_s / c_s)) + c_zp); MLAS's vector
+//                kernels add c_zp before rounding: they differ from this by 1 at exact ties with an odd c_zp.
+//   QLinearSigmoid / QLinearLeakyRelu   a 256-entry table y[x] = q(f(x_s * (x - x_zp))), f = 1 / (1 + exp(-v)) or
+//                v >= 0 ? v : alpha * v (alpha default 0.01). ORT's table uses MLAS's logistic approximation (a few
+//                ulps from exp's): a table entry may differ by 1 where f lands within those ulps of a tie.
+//   QLinearGlobalAveragePool  y[n, c] = requantize(sum(x[n, c, ...]) - x_zp * size, x_s / (y_s * size), y_zp)
+//                (quantized_ops.h requantize; channels_last reads [N, ..., C]); bit for bit.
+//   QLinearConcat  inputs whose scale and zero point equal y's are copied; the others map through the table
+//                q(x_s * (x - x_zp)); bit for bit.
+#include <cstring>
+
+#include "runtime/kernels/broadcast.h"
+#include "runtime/kernels/compute_common.h"
+#include "runtime/kernels/quantized_ops.h"
+
+namespace qtool::runtime::kernels {
+namespace {
+
+template <class T>
+T quantize_value(float v, float scale, int32_t zp) {
+  constexpr float lo = static_cast<float>(std::numeric_limits<T>::min());
+  constexpr float hi = static_cast<float>(std::numeric_limits<T>::max());
+  v = std::min(std::max(v / scale, lo - static_cast<float>(zp)), hi - static_cast<float>(zp));
+  return static_cast<T>(static_cast<int32_t>(std::nearbyint(v)) + zp);
+}
+
+template <class T>
+T saturate(int32_t v) {
+  return static_cast<T>(std::clamp<int32_t>(v, std::numeric_limits<T>::min(), std::numeric_limits<T>::max()));
+}
+
+const Tensor* opt(const KernelContext& ctx, size_t i) { return ctx.has_input(i) ? &ctx.input(i) : nullptr; }
+
+// Calls f.template operator()<T>() for T = int8_t or uint8_t, x's dtype.
+template <class F>
+void dispatch_8bit(const Tensor& x, const NodeInfo& node, const char* what, F&& f) {
+  require_8bit(x, node, what);
+  if (x.dtype() == DType::Int8)
+    f.template operator()<int8_t>();
+  else
+    f.template operator()<uint8_t>();
+}
+
+// Every input but the first must have the first's dtype.
+void same_dtype(const Tensor& a, const Tensor& b, const NodeInfo& node, const char* what) {
+  if (a.dtype() != b.dtype())
+    throw BadInputError(node.label() + ": " + what + " is " + std::string(dtype_name(b.dtype())) + " but the input is " +
+                        std::string(dtype_name(a.dtype())) + "; the model is corrupt");
+}
+
+// QLinearAdd, QLinearMul: inputs A, A_scale, A_zp?, B, B_scale, B_zp?, C_scale, C_zp?; numpy broadcasting.
+class QLinearBinaryKernel final : public Kernel {
+ public:
+  explicit QLinearBinaryKernel(const NodeInfo& n) : mul_(n.op_type == "QLinearMul") {}
+  void run(KernelContext& ctx) override {
+    const NodeInfo& node = ctx.node;
+    const Tensor& A = ctx.input(0);
+    const Tensor& B = ctx.input(3);
+    same_dtype(A, B, node, "B");
+    const float as = scalar_scale(ctx.input(1), node, "A_scale"), bs = scalar_scale(ctx.input(4), node, "B_scale");
+    const float cs = scalar_scale(ctx.input(6), node, "C_scale");
+    const int32_t za = scalar_zero_point(opt(ctx, 2), node, "A_zero_point");
+    const int32_t zb = scalar_zero_point(opt(ctx, 5), node, "B_zero_point");
+    const int32_t zc = scalar_zero_point(opt(ctx, 7), node, "C_zero_point");
+    const BroadcastPlan p = plan_broadcast({&A.shape(), &B.shape()}, node);
+    Tensor C(A.dtype(), p.out_shape);
+    const float ratio = as * bs / cs;
+    dispatch_8bit(A, node, "A", [&]<class T>() {
+      if (mul_) {
+        broadcast_binary(p, A.data<T>(), B.data<T>(), C.data<T>(), ctx.threads, [=](T a, T b) {
+          const float prod = static_cast<float>((int32_t{a} - za) * (int32_t{b} - zb));
+          return saturate<T>(static_cast<int32_t>(std::nearbyint(prod * ratio)) + zc);
+        });
+      } else {
+        broadcast_binary(p, A.data<T>(), B.data<T>(), C.data<T>(), ctx.threads, [=](T a, T b) {
+          const float va = as * static_cast<float>(int32_t{a} - za), vb = bs * static_cast<float>(int32_t{b} - zb);
+          return saturate<T>(static_cast<int32_t>(std::nearbyint((va + vb) / cs)) + zc);
+        });
+      }
+    });
+    ctx.outputs[0] = std::move(C);
+  }
+
+ private:
+  bool mul_;
+};
+
+// QLinearSigmoid, QLinearLeakyRelu: inputs X, X_scale, X_zp?, Y_scale, Y_zp?; a table over the 256 codes.
+class QLinearLookupKernel final : public Kernel {
+ public:
+  explicit QLinearLookupKernel(const NodeInfo& n)
+      : sigmoid_(n.op_type == "QLinearSigmoid"), alpha_(n.attrs.get_float("alpha", 0.01f)) {}
+  void run(KernelContext& ctx) override {
+    const NodeInfo& node = ctx.node;
+    const Tensor& X = ctx.input(0);
+    const float xs = scalar_scale(ctx.input(1), node, "X_scale"), ys = scalar_scale(ctx.input(3), node, "Y_scale");
+    const int32_t zx = scalar_zero_point(opt(ctx, 2), node, "X_zero_point");
+    const int32_t zy = scalar_zero_point(opt(ctx, 4), node, "Y_zero_point");
+    Tensor Y(X.dtype(), X.shape());
+    dispatch_8bit(X, node, "X", [&]<class T>() {
+      T table[256];
+      for (int i = 0; i < 256; ++i) {
+        const T x = static_cast<T>(i);  // every code of T once (int8: i = 128..255 are -128..-1)
+        const float v = xs * static_cast<float>(int32_t{x} - zx);
+        const float f = sigmoid_ ? 1.f / (1.f + std::exp(-v)) : (v >= 0 ? v : alpha_ * v);
+        table[static_cast<uint8_t>(x)] = quantize_value<T>(f, ys, zy);
+      }
+      const T* x = X.data<T>();
+      T* y = Y.data<T>();
+      parallel_range(X.numel(), ctx.threads, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) y[i] = table[static_cast<uint8_t>(x[i])];
+      });
+    });
+    ctx.outputs[0] = std::move(Y);
+  }
+
+ private:
+  bool sigmoid_;
+  float alpha_;
+};
+
+// QLinearGlobalAveragePool: inputs X, x_scale, x_zp, y_scale, y_zp; channels_last attribute.
+class QLinearGlobalAvgPoolKernel final : public Kernel {
+ public:
+  explicit QLinearGlobalAvgPoolKernel(const NodeInfo& n) : channels_last_(n.attrs.get_int("channels_last", 0) != 0) {}
+  void run(KernelContext& ctx) override {
+    const NodeInfo& node = ctx.node;
+    const Tensor& X = ctx.input(0);
+    if (X.rank() < 3) throw BadInputError(node.label() + ": X " + shape_str(X.shape()) + " must have rank >= 3");
+    const float xs = scalar_scale(ctx.input(1), node, "x_scale"), ys = scalar_scale(ctx.input(3), node, "y_scale");
+    const int32_t zx = scalar_zero_point(opt(ctx, 2), node, "x_zero_point");
+    const int32_t zy = scalar_zero_point(opt(ctx, 4), node, "y_zero_point");
+    const int64_t N = X.dim(0), C = channels_last_ ? X.dim(-1) : X.dim(1), size = X.numel() / std::max<int64_t>(N * C, 1);
+    Shape ys_shape(X.shape().size(), 1);
+    ys_shape[0] = N;
+    ys_shape[channels_last_ ? ys_shape.size() - 1 : 1] = C;
+    Tensor Y(X.dtype(), ys_shape);
+    const float scale = xs / (ys * static_cast<float>(size));
+    dispatch_8bit(X, node, "X", [&]<class T>() {
+      const T* x = X.data<T>();
+      T* y = Y.data<T>();
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t c = 0; c < C; ++c) {
+          int32_t s = -zx * static_cast<int32_t>(size);
+          const T* p = x + n * C * size;
+          if (channels_last_)
+            for (int64_t i = 0; i < size; ++i) s += p[i * C + c];
+          else
+            for (int64_t i = 0; i < size; ++i) s += p[c * size + i];
+          y[n * C + c] = compute::requantize<T>(s, scale, zy);
+        }
+    });
+    ctx.outputs[0] = std::move(Y);
+  }
+
+ private:
+  bool channels_last_;
+};
+
+// QLinearConcat: inputs Y_scale, Y_zp, then (X, X_scale, X_zp) per input; axis attribute.
+class QLinearConcatKernel final : public Kernel {
+ public:
+  explicit QLinearConcatKernel(const NodeInfo& n) : axis_(n.attrs.require_int("axis")) {}
+  void run(KernelContext& ctx) override {
+    const NodeInfo& node = ctx.node;
+    if (ctx.num_inputs() < 5 || (ctx.num_inputs() - 2) % 3 != 0)
+      throw BadInputError(node.label() + ": expects Y_scale, Y_zero_point and (X, X_scale, X_zero_point) triples, got " +
+                          std::to_string(ctx.num_inputs()) + " inputs");
+    const float ys = scalar_scale(ctx.input(0), node, "Y_scale");
+    const Tensor& yzp = ctx.input(1);
+    const int32_t zy = scalar_zero_point(&yzp, node, "Y_zero_point");
+    const size_t k = (ctx.num_inputs() - 2) / 3;
+    const Tensor& X0 = ctx.input(2);
+    const int64_t axis = normalize_axis(axis_, X0.rank(), node);
+    Shape out = X0.shape();
+    out[static_cast<size_t>(axis)] = 0;
+    for (size_t i = 0; i < k; ++i) {
+      const Tensor& X = ctx.input(2 + 3 * i);
+      same_dtype(yzp, X, node, "an input");
+      bool ok = X.rank() == X0.rank();
+      for (int64_t d = 0; ok && d < X.rank(); ++d) ok = d == axis || X.dim(d) == X0.dim(d);
+      if (!ok)
+        throw BadInputError(node.label() + ": input " + shape_str(X.shape()) + " does not concatenate with " +
+                            shape_str(X0.shape()) + " on axis " + std::to_string(axis));
+      out[static_cast<size_t>(axis)] += X.dim(axis);
+    }
+    Tensor Y(yzp.dtype(), out);
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < axis; ++d) outer *= out[static_cast<size_t>(d)];
+    for (int64_t d = axis + 1; d < static_cast<int64_t>(out.size()); ++d) inner *= out[static_cast<size_t>(d)];
+    const int64_t row = out[static_cast<size_t>(axis)] * inner;
+    dispatch_8bit(yzp, node, "Y_zero_point", [&]<class T>() {
+      T* y = Y.data<T>();
+      int64_t at = 0;
+      for (size_t i = 0; i < k; ++i) {
+        const Tensor& X = ctx.input(2 + 3 * i);
+        const float xs = scalar_scale(ctx.input(3 + 3 * i), node, "X_scale");
+        const int32_t zx = scalar_zero_point(opt(ctx, 4 + 3 * i), node, "X_zero_point");
+        const int64_t len = X.dim(axis) * inner;
+        const T* x = X.data<T>();
+        const bool copy = xs == ys && zx == zy;
+        T table[256];
+        for (int c = 0; c < 256 && !copy; ++c) {
+          const T v = static_cast<T>(c);
+          table[static_cast<uint8_t>(v)] = quantize_value<T>(xs * static_cast<float>(int32_t{v} - zx), ys, zy);
+        }
+        for (int64_t o = 0; o < outer; ++o) {
+          T* dst = y + o * row + at;
+          const T* src = x + o * len;
+          if (copy)
+            std::memcpy(dst, src, static_cast<size_t>(len) * sizeof(T));
+          else
+            for (int64_t j = 0; j < len; ++j) dst[j] = table[static_cast<uint8_t>(src[j])];
+        }
+        at += len;
+      }
+    });
+    ctx.outputs[0] = std::move(Y);
+  }
+
+ private:
+  int64_t axis_;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_qlinear_binary(const NodeInfo& n) { return std::make_unique<QLinearBinaryKernel>(n); }
+std::unique_ptr<Kernel> make_qlinear_lookup(const NodeInfo& n) { return std::make_unique<QLinearLookupKernel>(n); }
+std::unique_ptr<Kernel> make_qlinear_global_avg_pool(const NodeInfo& n) {
+  return std::make_unique<QLinearGlobalAvgPoolKernel>(n);
+}
+std::unique_ptr<Kernel> make_qlinear_concat(const NodeInfo& n) { return std::make_unique<QLinearConcatKernel>(n); }
+
+}  // namespace qtool::runtime::kernels
