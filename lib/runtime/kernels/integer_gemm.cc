@@ -32,13 +32,12 @@ void int_gemm_rows(int64_t m0, int64_t m1, int64_t N, int64_t K, const int16_t* 
 
 }  // namespace
 
-void int_gemm(int64_t M, int64_t N, int64_t K, const int16_t* A, int64_t lda, const int16_t* B, int64_t ldb,
-              int32_t* C, int64_t ldc, int threads) {
+void int_gemm(int64_t M, int64_t N, int64_t K, const int16_t* A, int64_t lda, const int16_t* B, int64_t ldb, int32_t* C,
+              int64_t ldc, int threads) {
   const int t = threads_for_macs(M * N * K, threads);
   const int64_t chunks = std::min<int64_t>(M, int64_t{8} * t);
-  parallel_for(chunks, t, [&](int64_t c) {
-    int_gemm_rows(M * c / chunks, M * (c + 1) / chunks, N, K, A, lda, B, ldb, C, ldc);
-  });
+  parallel_for(chunks, t,
+               [&](int64_t c) { int_gemm_rows(M * c / chunks, M * (c + 1) / chunks, N, K, A, lda, B, ldb, C, ldc); });
 }
 
 void int_gemm_ref(int64_t M, int64_t N, int64_t K, const int16_t* A, int64_t lda, const int16_t* B, int64_t ldb,

@@ -30,7 +30,8 @@ class MatMulNBitsKernel final : public Kernel {
         bits_(n.attrs.get_int("bits", 4)),
         block_(n.attrs.require_int("block_size")) {
     if (bits_ != 2 && bits_ != 4 && bits_ != 8)
-      throw UnsupportedError(n.label() + ": bits = " + std::to_string(bits_) + "; qtool runs MatMulNBits with 2, 4 or 8");
+      throw UnsupportedError(n.label() + ": bits = " + std::to_string(bits_) +
+                             "; qtool runs MatMulNBits with 2, 4 or 8");
     if (block_ < 16 || (block_ & (block_ - 1)) != 0)
       throw BadInputError(n.label() + ": block_size = " + std::to_string(block_) + " is not a power of 2 >= 16");
     if (n.inputs.size() > 4 && !n.inputs[4].empty())
@@ -58,8 +59,8 @@ class MatMulNBitsKernel final : public Kernel {
     if (ctx.has_input(5)) {
       const Tensor& bias = ctx.input(5);
       if (bias.dtype() != DType::Float32 || bias.numel() != N_)
-        throw BadInputError(node.label() + ": bias " + shape_str(bias.shape()) + " is not float [N = " +
-                            std::to_string(N_) + "]");
+        throw BadInputError(node.label() + ": bias " + shape_str(bias.shape()) +
+                            " is not float [N = " + std::to_string(N_) + "]");
       float* y = Y.data<float>();
       for (int64_t m = 0; m < M; ++m)
         for (int64_t j = 0; j < N_; ++j) y[m * N_ + j] += bias.data<float>()[j];
@@ -80,8 +81,8 @@ class MatMulNBitsKernel final : public Kernel {
                           " is not uint8 [N, k_blocks, blob] = [" + std::to_string(N_) + ", " + std::to_string(kb) +
                           ", " + std::to_string(blob) + "]");
     if (S.dtype() != DType::Float32 || S.numel() != N_ * kb)
-      throw BadInputError(node.label() + ": scales " + shape_str(S.shape()) + " is not float with N * k_blocks = " +
-                          std::to_string(N_ * kb) + " values");
+      throw BadInputError(node.label() + ": scales " + shape_str(S.shape()) +
+                          " is not float with N * k_blocks = " + std::to_string(N_ * kb) + " values");
     const int64_t zrow = (kb * bits_ + 7) / 8;
     if (Z && !((Z->dtype() == DType::UInt8 && Z->numel() == N_ * zrow) ||
                (Z->dtype() == DType::Float32 && Z->numel() == N_ * kb)))
@@ -125,7 +126,8 @@ class GatherBlockQuantizedKernel final : public Kernel {
         block_(n.attrs.get_int("block_size", 128)),
         bits_(n.attrs.get_int("bits", 4)) {
     if (bits_ != 2 && bits_ != 4 && bits_ != 8)
-      throw UnsupportedError(n.label() + ": bits = " + std::to_string(bits_) + "; qtool runs uint8 data with 2, 4 or 8");
+      throw UnsupportedError(n.label() + ": bits = " + std::to_string(bits_) +
+                             "; qtool runs uint8 data with 2, 4 or 8");
     if (block_ < 16 || (block_ & (block_ - 1)) != 0)
       throw BadInputError(n.label() + ": block_size = " + std::to_string(block_) + " is not a power of 2 >= 16");
   }
@@ -144,7 +146,8 @@ class GatherBlockQuantizedKernel final : public Kernel {
       throw UnsupportedError(node.label() + ": gather_axis " + std::to_string(gather_axis_) + " / quantize_axis " +
                              std::to_string(quantize_axis_) + "; uint8 data needs gather_axis 0 and the last axis");
     if (S.dtype() != DType::Float32)
-      throw UnsupportedError(node.label() + ": scales has dtype " + std::string(dtype_name(S.dtype())) + "; float only");
+      throw UnsupportedError(node.label() + ": scales has dtype " + std::string(dtype_name(S.dtype())) +
+                             "; float only");
     const int64_t comp = 8 / bits_, D0 = D.dim(0), Kp = D.dim(-1), K = Kp * comp;
     const int64_t rows = D.numel() / std::max<int64_t>(D0 * Kp, 1), kb = (K + block_ - 1) / block_;
     const int64_t zrow = (kb + comp - 1) / comp;

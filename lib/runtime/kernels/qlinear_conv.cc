@@ -1,8 +1,8 @@
 // Quantized convolutions, as ONNX Runtime 1.30's CPU kernels compute them (arithmetic in quantized_ops.h):
 //
-//   acc[n, m, o...] = sum_{c in group(m), k...} (X[n, c, o*stride - pad + k*dilation] - x_zp) * (W[m, c, k...] - w_zp[m])
-//   ConvInteger (ai.onnx 10)  Y = acc (int32)
-//   QLinearConv (ai.onnx 10)  Y = requantize(acc + B[m], x_scale * w_scale[m] / y_scale, y_zp)
+//   acc[n, m, o...] = sum_{c in group(m), k...} (X[n, c, o*stride - pad + k*dilation] - x_zp) * (W[m, c, k...] -
+//   w_zp[m]) ConvInteger (ai.onnx 10)  Y = acc (int32) QLinearConv (ai.onnx 10)  Y = requantize(acc + B[m], x_scale *
+//   w_scale[m] / y_scale, y_zp)
 //
 // Taps in the padding read x_zp (ORT pads its im2col buffer with the zero point), i.e. contribute 0 to acc. Any
 // number of spatial axes, groups, auto_pad. x_zp is one value; w_zp and w_scale one value or one per output
@@ -21,8 +21,7 @@ using compute::Window;
 
 class QuantConvKernel final : public Kernel {
  public:
-  QuantConvKernel(const NodeInfo& n, bool qlinear)
-      : qlinear_(qlinear), group_(n.attrs.get_int("group", 1)) {
+  QuantConvKernel(const NodeInfo& n, bool qlinear) : qlinear_(qlinear), group_(n.attrs.get_int("group", 1)) {
     if (group_ < 1) throw BadInputError(n.label() + ": group must be >= 1");
     in_ = qlinear ? Inputs{0, 2, 3, 5} : Inputs{0, 2, 1, 3};
   }
@@ -71,16 +70,19 @@ class QuantConvKernel final : public Kernel {
     for (int64_t n = 0; n < N; ++n)
       for (int64_t gi = 0; gi < group_; ++gi) {
         const int16_t* im = x_c.data() + (n * C + gi * g.channels) * iv;
-        parallel_range(rows, threads_for(rows * ov, ctx.threads), [&](int64_t r0, int64_t r1) {
-          for (int64_t r = r0; r < r1; ++r) {
-            const int64_t c = r / kv, k = r % kv;
-            int16_t* dst = col.data() + r * ov;
-            for (int64_t o = 0; o < ov; ++o) {
-              const int64_t off = compute::tap_offset(g, o, k);
-              dst[o] = off < 0 ? int16_t{0} : im[c * iv + off];
-            }
-          }
-        }, 1);
+        parallel_range(
+            rows, threads_for(rows * ov, ctx.threads),
+            [&](int64_t r0, int64_t r1) {
+              for (int64_t r = r0; r < r1; ++r) {
+                const int64_t c = r / kv, k = r % kv;
+                int16_t* dst = col.data() + r * ov;
+                for (int64_t o = 0; o < ov; ++o) {
+                  const int64_t off = compute::tap_offset(g, o, k);
+                  dst[o] = off < 0 ? int16_t{0} : im[c * iv + off];
+                }
+              }
+            },
+            1);
         compute::int_gemm(Mg, ov, rows, w_c.data() + gi * Mg * rows, rows, col.data(), ov,
                           acc.data() + (n * M + gi * Mg) * ov, ov, ctx.threads);
       }

@@ -51,8 +51,8 @@ void dispatch_8bit(const Tensor& x, const NodeInfo& node, const char* what, F&& 
 // Every input but the first must have the first's dtype.
 void same_dtype(const Tensor& a, const Tensor& b, const NodeInfo& node, const char* what) {
   if (a.dtype() != b.dtype())
-    throw BadInputError(node.label() + ": " + what + " is " + std::string(dtype_name(b.dtype())) + " but the input is " +
-                        std::string(dtype_name(a.dtype())) + "; the model is corrupt");
+    throw BadInputError(node.label() + ": " + what + " is " + std::string(dtype_name(b.dtype())) +
+                        " but the input is " + std::string(dtype_name(a.dtype())) + "; the model is corrupt");
 }
 
 // QLinearAdd, QLinearMul: inputs A, A_scale, A_zp?, B, B_scale, B_zp?, C_scale, C_zp?; numpy broadcasting.
@@ -137,7 +137,8 @@ class QLinearGlobalAvgPoolKernel final : public Kernel {
     const float xs = scalar_scale(ctx.input(1), node, "x_scale"), ys = scalar_scale(ctx.input(3), node, "y_scale");
     const int32_t zx = scalar_zero_point(opt(ctx, 2), node, "x_zero_point");
     const int32_t zy = scalar_zero_point(opt(ctx, 4), node, "y_zero_point");
-    const int64_t N = X.dim(0), C = channels_last_ ? X.dim(-1) : X.dim(1), size = X.numel() / std::max<int64_t>(N * C, 1);
+    const int64_t N = X.dim(0), C = channels_last_ ? X.dim(-1) : X.dim(1),
+                  size = X.numel() / std::max<int64_t>(N * C, 1);
     Shape ys_shape(X.shape().size(), 1);
     ys_shape[0] = N;
     ys_shape[channels_last_ ? ys_shape.size() - 1 : 1] = C;
@@ -171,7 +172,8 @@ class QLinearConcatKernel final : public Kernel {
   void run(KernelContext& ctx) override {
     const NodeInfo& node = ctx.node;
     if (ctx.num_inputs() < 5 || (ctx.num_inputs() - 2) % 3 != 0)
-      throw BadInputError(node.label() + ": expects Y_scale, Y_zero_point and (X, X_scale, X_zero_point) triples, got " +
+      throw BadInputError(node.label() +
+                          ": expects Y_scale, Y_zero_point and (X, X_scale, X_zero_point) triples, got " +
                           std::to_string(ctx.num_inputs()) + " inputs");
     const float ys = scalar_scale(ctx.input(0), node, "Y_scale");
     const Tensor& yzp = ctx.input(1);

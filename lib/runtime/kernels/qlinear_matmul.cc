@@ -107,10 +107,18 @@ class QuantMatMulKernel final : public Kernel {
  public:
   QuantMatMulKernel(const NodeInfo& n, Variant v) : variant_(v) {
     switch (v) {
-      case Variant::Integer: in_ = {0, 2, -1, 1, 3, -1, -1, -1, -1}; break;
-      case Variant::QLinear: in_ = {0, 2, 1, 3, 5, 4, 6, 7, -1}; break;
-      case Variant::IntegerToFloat: in_ = {0, 4, 2, 1, 5, 3, -1, -1, 6}; break;
-      case Variant::DynamicQuantize: in_ = {0, -1, -1, 1, 3, 2, -1, -1, 4}; break;
+      case Variant::Integer:
+        in_ = {0, 2, -1, 1, 3, -1, -1, -1, -1};
+        break;
+      case Variant::QLinear:
+        in_ = {0, 2, 1, 3, 5, 4, 6, 7, -1};
+        break;
+      case Variant::IntegerToFloat:
+        in_ = {0, 4, 2, 1, 5, 3, -1, -1, 6};
+        break;
+      case Variant::DynamicQuantize:
+        in_ = {0, -1, -1, 1, 3, 2, -1, -1, 4};
+        break;
     }
     b_const_ = is_const(n, in_.b) && (in_.b_zp < 0 || !has(n, in_.b_zp) || is_const(n, in_.b_zp));
   }
@@ -148,8 +156,8 @@ class QuantMatMulKernel final : public Kernel {
     const int64_t nb = static_cast<int64_t>(p.a_batch.size()), MN = p.M * p.N;
     std::vector<int32_t> acc(static_cast<size_t>(nb * MN));
     for (int64_t i = 0; i < nb; ++i)
-      compute::int_gemm(p.M, p.N, p.K, a_c.data() + p.a_batch[i] * p.M * p.K, p.K, b_c + p.b_batch[i] * p.K * p.N,
-                        p.N, acc.data() + i * MN, p.N, ctx.threads);
+      compute::int_gemm(p.M, p.N, p.K, a_c.data() + p.a_batch[i] * p.M * p.K, p.K, b_c + p.b_batch[i] * p.K * p.N, p.N,
+                        acc.data() + i * MN, p.N, ctx.threads);
 
     if (variant_ == Variant::Integer) {
       Tensor Y(DType::Int32, p.y);
@@ -182,8 +190,8 @@ class QuantMatMulKernel final : public Kernel {
     const Tensor* bias = opt(ctx, in_.bias);
     if (bias && (bias->dtype() != DType::Float32 || bias->numel() != p.N))
       throw UnsupportedError(node.label() + ": bias " + shape_str(bias->shape()) + " " +
-                             std::string(dtype_name(bias->dtype())) + " is not float [N] with N = " +
-                             std::to_string(p.N));
+                             std::string(dtype_name(bias->dtype())) +
+                             " is not float [N] with N = " + std::to_string(p.N));
     Tensor Y(DType::Float32, p.y);
     float* y = Y.data<float>();
     for (int64_t i = 0; i < nb; ++i)

@@ -37,12 +37,12 @@ std::unique_ptr<Kernel> make_qgemm(const NodeInfo& n);                    // com
 std::unique_ptr<Kernel> make_conv_integer(const NodeInfo& n);  // ConvInteger (ai.onnx 10)
 std::unique_ptr<Kernel> make_qlinear_conv(const NodeInfo& n);  // QLinearConv (ai.onnx 10)
 // qlinear_elementwise.cc (com.microsoft)
-std::unique_ptr<Kernel> make_qlinear_binary(const NodeInfo& n);      // QLinearAdd, QLinearMul
-std::unique_ptr<Kernel> make_qlinear_lookup(const NodeInfo& n);      // QLinearSigmoid, QLinearLeakyRelu
+std::unique_ptr<Kernel> make_qlinear_binary(const NodeInfo& n);           // QLinearAdd, QLinearMul
+std::unique_ptr<Kernel> make_qlinear_lookup(const NodeInfo& n);           // QLinearSigmoid, QLinearLeakyRelu
 std::unique_ptr<Kernel> make_qlinear_global_avg_pool(const NodeInfo& n);  // QLinearGlobalAveragePool
-std::unique_ptr<Kernel> make_qlinear_concat(const NodeInfo& n);      // QLinearConcat
+std::unique_ptr<Kernel> make_qlinear_concat(const NodeInfo& n);           // QLinearConcat
 // matmul_nbits.cc (com.microsoft)
-std::unique_ptr<Kernel> make_matmul_nbits(const NodeInfo& n);             // MatMulNBits
+std::unique_ptr<Kernel> make_matmul_nbits(const NodeInfo& n);            // MatMulNBits
 std::unique_ptr<Kernel> make_gather_block_quantized(const NodeInfo& n);  // GatherBlockQuantized
 
 // --- shared arithmetic (integer_gemm.cc) ---
@@ -50,8 +50,8 @@ namespace compute {
 
 // C[M,N] = A[M,K] · B[K,N] on int16 operands with int32 (wrapping) accumulators, row-major with leading dimensions,
 // rows of C split over `threads`. The result does not depend on the thread count.
-void int_gemm(int64_t M, int64_t N, int64_t K, const int16_t* A, int64_t lda, const int16_t* B, int64_t ldb,
-              int32_t* C, int64_t ldc, int threads);
+void int_gemm(int64_t M, int64_t N, int64_t K, const int16_t* A, int64_t lda, const int16_t* B, int64_t ldb, int32_t* C,
+              int64_t ldc, int threads);
 // Reference twin: one dot product per output in int64, reduced modulo 2^32.
 void int_gemm_ref(int64_t M, int64_t N, int64_t K, const int16_t* A, int64_t lda, const int16_t* B, int64_t ldb,
                   int32_t* C, int64_t ldc);
