@@ -7,7 +7,9 @@ its float original (no onnxruntime Python package here), and what qtool does wit
   2. `qtool inspect Q --against F --random 4` compares it with the float model (exit 0, output SQNR reported);
   3. `qtool inspect Q --json` lists its integer ops and its int8 per-channel weights, and counts scales and zero
      points as quantization parameters, not weights;
-  4. `qtool quantize Q` keeps every QOperator node as it is and the output still runs in ONNX Runtime.
+  4. `qtool quantize Q` keeps every QOperator node as it is and the output still runs in ONNX Runtime;
+  5. `qtool quantize` on a model in ORT's dynamic format (DynamicQuantizeLinear, MatMulInteger, Cast, Mul by
+     a_scale * b_scale, Add) leaves it as it is: the accumulator and the runtime scale are not rounded again.
 
 usage: qoperator_model.py WORKDIR
 """
@@ -113,6 +115,25 @@ def build(work):
     return fpath, qpath, os.path.join(work, 'cal0.npy')
 
 
+def build_dynamic(work):
+    """ORT's dynamic format for y = Relu(x W + b): DynamicQuantizeLinear, MatMulInteger, Cast, Mul, Mul, Add, Relu."""
+    w = RNG.randint(-64, 64, (16, 8)).astype(np.int8)
+    nodes = [helper.make_node('DynamicQuantizeLinear', ['x'], ['xq', 'xs', 'xz']),
+             helper.make_node('MatMulInteger', ['xq', 'w', 'xz', 'wz'], ['acc']),
+             helper.make_node('Cast', ['acc'], ['accf'], to=TensorProto.FLOAT),
+             helper.make_node('Mul', ['xs', 'ws'], ['s']),
+             helper.make_node('Mul', ['accf', 's'], ['m']),
+             helper.make_node('Add', ['m', 'b'], ['h']),
+             helper.make_node('Relu', ['h'], ['y'])]
+    inits = {'w': w, 'wz': np.array(0, np.int8), 'ws': np.array(0.01, np.float32), 'b': RNG.randn(8).astype(np.float32)}
+    g = helper.make_graph(nodes, 'dynamic', [helper.make_tensor_value_info('x', TensorProto.FLOAT, ['n', 16])],
+                          [helper.make_tensor_value_info('y', TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    path = os.path.join(work, 'dynamic.onnx')
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)], ir_version=8), path)
+    return path
+
+
 def qtool(*args):
     return subprocess.run([qtest.qtool(), *args], capture_output=True, text=True)
 
@@ -166,6 +187,15 @@ def main():
         ref2, _ = qtest.ort_run(out, {'x': x0}, os.path.join(work, 'ort_requant'))
         check('the quantized output runs in ORT', np.allclose(ref2['y'], ref['y'], atol=0.1),
               f'max |diff| to Q {np.abs(ref2["y"] - ref["y"]).max():.3g}')
+    # 5. quantize leaves the dynamic format alone.
+    dpath = build_dynamic(work)
+    dout = os.path.join(work, 'dynamic_q.onnx')
+    r = qtool('quantize', dpath, '-o', dout, '--random', '4', '--threads', '2')
+    if r.returncode != 0:
+        check('quantize on a dynamic-format model', False, r.stderr.strip())
+    else:
+        ops = lambda p: [n.op_type for n in onnx.load(p).graph.node]  # noqa: E731
+        check('quantize leaves the dynamic format as it is', ops(dout) == ops(dpath), ' '.join(ops(dout)))
     print('the QOperator model runs, compares and quantizes' if ok else 'the QOperator model checks failed')
     return 0 if ok else 1
 
