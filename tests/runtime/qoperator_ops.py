@@ -151,6 +151,14 @@ def cases():
               axis=1)], {'x1': q((2, 3, 4)), 'x2': q((2, 2, 4)), 'x3': q((2, 1, 4))},
         {'ys': s(0.05), 'yz': np.array(128, np.uint8), 's1': s(0.03), 'z1': np.array(120, np.uint8), 's2': s(0.08),
          'z2': np.array(140, np.uint8)}, [('y', U8)])
+    add('qlinear_average_pool', 'exact',
+        [node('QLinearAveragePool', ql, ['y'], domain=MS, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])],
+        {'x': q((2, 3, 9, 8))}, {'xs': s(0.05), 'xz': np.array(128, np.uint8), 'ys': s(0.03),
+                                 'yz': np.array(125, np.uint8)}, [('y', U8)])
+    add('qlinear_average_pool_include_pad_s8', 'exact',
+        [node('QLinearAveragePool', ql, ['y'], domain=MS, kernel_shape=[2, 2], pads=[1, 1, 0, 0],
+              count_include_pad=1)], {'x': q((1, 4, 5, 5), np.int8)},
+        {'xs': s(0.05), 'xz': np.array(-3, np.int8), 'ys': s(0.02), 'yz': np.array(7, np.int8)}, [('y', I8)])
     # onnxruntime-genai's int4 ops.
     K, N, blk = 64, 12, 32
     kb = K // blk

@@ -14,6 +14,9 @@
 //                (quantized_ops.h requantize; channels_last reads [N, ..., C]); bit for bit.
 //   QLinearConcat  inputs whose scale and zero point equal y's are copied; the others map through the table
 //                q(x_s * (x - x_zp)); bit for bit.
+//   QLinearAveragePool  y = clamp(round_half_even(avg / y_s + y_zp)), avg = the float sum of x_s * (x - x_zp) over
+//                the window's taps inside X (row-major order) / count (the taps inside, or with count_include_pad
+//                the kernel's size), as ORT's qlinear_pool.cc computes it (y_zp added before rounding); bit for bit.
 #include <cstring>
 
 #include "runtime/kernels/broadcast.h"
@@ -231,8 +234,84 @@ class QLinearConcatKernel final : public Kernel {
   int64_t axis_;
 };
 
+// QLinearAveragePool: inputs X, x_scale, x_zp?, y_scale, y_zp?; kernel_shape, strides, pads, auto_pad, ceil_mode,
+// count_include_pad over 1-3 spatial axes (NCHW; channels_last = 1 refused, dilations must be 1, as ORT's).
+class QLinearAveragePoolKernel final : public Kernel {
+ public:
+  explicit QLinearAveragePoolKernel(const NodeInfo& n) : include_pad_(n.attrs.get_int("count_include_pad", 0) != 0) {
+    if (n.attrs.get_int("channels_last", 0) != 0)
+      throw UnsupportedError(n.label() + ": channels_last = 1 is not supported; qtool runs QLinearAveragePool on NCHW");
+  }
+  void run(KernelContext& ctx) override {
+    const NodeInfo& node = ctx.node;
+    const Tensor& X = ctx.input(0);
+    if (X.rank() < 3 || X.rank() > 5)
+      throw UnsupportedError(node.label() + ": X " + shape_str(X.shape()) + " must have 1 to 3 spatial axes");
+    const float xs = scalar_scale(ctx.input(1), node, "x_scale"), ys = scalar_scale(ctx.input(3), node, "y_scale");
+    const int32_t zx = scalar_zero_point(opt(ctx, 2), node, "x_zero_point");
+    const int32_t zy = scalar_zero_point(opt(ctx, 4), node, "y_zero_point");
+    const size_t nd = static_cast<size_t>(X.rank() - 2);
+    const compute::Window win = compute::Window::parse(node, nd, {});
+    for (int64_t d : win.dilations)
+      if (d != 1) throw UnsupportedError(node.label() + ": dilations other than 1 are not supported (nor by ORT)");
+    std::vector<int64_t> pads;
+    const std::vector<int64_t> in(X.shape().begin() + 2, X.shape().end()), out = win.output_dims(node, in, pads);
+    // As 3-D with unit leading axes.
+    int64_t I[3] = {1, 1, 1}, O[3] = {1, 1, 1}, K[3] = {1, 1, 1}, S[3] = {1, 1, 1}, P[3] = {0, 0, 0};
+    for (size_t d = 0; d < nd; ++d) {
+      const size_t e = 3 - nd + d;
+      I[e] = in[d], O[e] = out[d], K[e] = win.kernel[d], S[e] = win.strides[d], P[e] = pads[d];
+    }
+    Shape yshape{X.dim(0), X.dim(1)};
+    yshape.insert(yshape.end(), out.begin(), out.end());
+    Tensor Y(X.dtype(), yshape);
+    const int64_t planes = X.dim(0) * X.dim(1), iv = I[0] * I[1] * I[2], ov = O[0] * O[1] * O[2];
+    dispatch_8bit(X, node, "X", [&]<class T>() {
+      parallel_range(
+          planes, ctx.threads,
+          [&](int64_t p0, int64_t p1) {
+            std::vector<float> f(static_cast<size_t>(iv));
+            for (int64_t p = p0; p < p1; ++p) {
+              const T* x = X.data<T>() + p * iv;
+              for (int64_t i = 0; i < iv; ++i) f[static_cast<size_t>(i)] = xs * static_cast<float>(int32_t{x[i]} - zx);
+              T* y = Y.data<T>() + p * ov;
+              for (int64_t od = 0; od < O[0]; ++od)
+                for (int64_t oh = 0; oh < O[1]; ++oh)
+                  for (int64_t ow = 0; ow < O[2]; ++ow) {
+                    int64_t lo[3], hi[3];
+                    const int64_t o3[3] = {od, oh, ow};
+                    for (int e = 0; e < 3; ++e) {
+                      lo[e] = o3[e] * S[e] - P[e];
+                      hi[e] = std::min(lo[e] + K[e], I[e]);
+                      lo[e] = std::max<int64_t>(lo[e], 0);
+                    }
+                    float sum = 0;
+                    for (int64_t d = lo[0]; d < hi[0]; ++d)
+                      for (int64_t h = lo[1]; h < hi[1]; ++h)
+                        for (int64_t w = lo[2]; w < hi[2]; ++w)
+                          sum += f[static_cast<size_t>((d * I[1] + h) * I[2] + w)];
+                    const int64_t count =
+                        include_pad_ ? K[0] * K[1] * K[2] : (hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2]);
+                    sum /= static_cast<float>(std::max<int64_t>(count, 1));
+                    y[(od * O[1] + oh) * O[2] + ow] =
+                        saturate<T>(static_cast<int32_t>(std::nearbyint(sum / ys + static_cast<float>(zy))));
+                  }
+            }
+          },
+          1);
+    });
+    ctx.outputs[0] = std::move(Y);
+  }
+
+ private:
+  bool include_pad_;
+};
+
 }  // namespace
 
+std::unique_ptr<Kernel> make_qlinear_average_pool(const NodeInfo& n) {
+  return std::make_unique<QLinearAveragePoolKernel>(n);
+}
 std::unique_ptr<Kernel> make_qlinear_binary(const NodeInfo& n) { return std::make_unique<QLinearBinaryKernel>(n); }
 std::unique_ptr<Kernel> make_qlinear_lookup(const NodeInfo& n) { return std::make_unique<QLinearLookupKernel>(n); }
 std::unique_ptr<Kernel> make_qlinear_global_avg_pool(const NodeInfo& n) {
