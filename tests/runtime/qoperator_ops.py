@@ -159,6 +159,12 @@ def cases():
         [node('QLinearAveragePool', ql, ['y'], domain=MS, kernel_shape=[2, 2], pads=[1, 1, 0, 0],
               count_include_pad=1)], {'x': q((1, 4, 5, 5), np.int8)},
         {'xs': s(0.05), 'xz': np.array(-3, np.int8), 'ys': s(0.02), 'yz': np.array(7, np.int8)}, [('y', I8)])
+    add('qlinear_softmax_opset13_axis1', 'exact',
+        [node('QLinearSoftmax', ql, ['y'], domain=MS, opset=13, axis=1)], {'x': q((2, 6, 5))},
+        {'xs': s(0.08), 'xz': np.array(128, np.uint8), 'ys': s(1 / 256), 'yz': np.array(0, np.uint8)}, [('y', U8)])
+    add('qlinear_softmax_opset12_s8', 'exact',
+        [node('QLinearSoftmax', ql, ['y'], domain=MS, opset=12, axis=1)], {'x': q((3, 2, 4), np.int8)},
+        {'xs': s(0.1), 'xz': np.array(0, np.int8), 'ys': s(1 / 256), 'yz': np.array(-128, np.int8)}, [('y', I8)])
     # onnxruntime-genai's int4 ops.
     K, N, blk = 64, 12, 32
     kb = K // blk

@@ -17,6 +17,11 @@
 //   QLinearAveragePool  y = clamp(round_half_even(avg / y_s + y_zp)), avg = the float sum of x_s * (x - x_zp) over
 //                the window's taps inside X (row-major order) / count (the taps inside, or with count_include_pad
 //                the kernel's size), as ORT's qlinear_pool.cc computes it (y_zp added before rounding); bit for bit.
+//   QLinearSoftmax  ORT's table arithmetic (qlinear_softmax.cc): e[i] = float(exp((i - 255 + b) * x_s)) in double for
+//                the 256 codes, b = max(0, ln(FLT_MAX / D) - 5) / x_s; per row of D values (attribute opset < 13:
+//                the flattened axes from `axis` on, else `axis` alone) t = e[x - max + 255], sum = float sum of t in
+//                row order, y = round_half_even(t * floor(1 / y_s) / sum) + y_zp. ORT lets an int8 result above 127
+//                wrap and leaves a row whose sum underflows to 0 unwritten; qtool saturates and writes y_zp there.
 #include <cstring>
 
 #include "runtime/kernels/broadcast.h"
@@ -307,8 +312,63 @@ class QLinearAveragePoolKernel final : public Kernel {
   bool include_pad_;
 };
 
+// QLinearSoftmax: inputs X, X_scale, X_zp?, Y_scale, Y_zp?; attributes opset (required) and axis.
+class QLinearSoftmaxKernel final : public Kernel {
+ public:
+  explicit QLinearSoftmaxKernel(const NodeInfo& n) : opset_(n.attrs.require_int("opset")) {
+    axis_ = n.attrs.get_int("axis", opset_ < 13 ? 1 : -1);
+  }
+  void run(KernelContext& ctx) override {
+    const NodeInfo& node = ctx.node;
+    const Tensor& X = ctx.input(0);
+    const float xs = scalar_scale(ctx.input(1), node, "X_scale"), ys = scalar_scale(ctx.input(3), node, "Y_scale");
+    const int32_t zy = scalar_zero_point(opt(ctx, 4), node, "Y_zero_point");
+    const int64_t axis = normalize_axis(axis_, std::max<int64_t>(X.rank(), 1), node);
+    int64_t outer = 1, D = 1, inner = 1;
+    for (int64_t d = 0; d < X.rank(); ++d) (d < axis ? outer : d == axis || opset_ < 13 ? D : inner) *= X.dim(d);
+    Tensor Y(X.dtype(), X.shape());
+    if (X.numel() == 0) {
+      ctx.outputs[0] = std::move(Y);
+      return;
+    }
+    const double shift =
+        std::max(0.0, std::log(static_cast<double>(std::numeric_limits<float>::max()) / static_cast<double>(D)) - 5.0) /
+        xs;
+    float e[256];
+    for (int i = 0; i < 256; ++i) e[i] = static_cast<float>(std::exp((i - 255 + shift) * static_cast<double>(xs)));
+    const float ys_inv = std::floor(1.0f / ys);
+    dispatch_8bit(X, node, "X", [&]<class T>() {
+      const T* x = X.data<T>();
+      T* y = Y.data<T>();
+      parallel_range(
+          outer * inner, ctx.threads,
+          [&](int64_t r0, int64_t r1) {
+            for (int64_t r = r0; r < r1; ++r) {
+              const int64_t base = (r / inner) * D * inner + r % inner;
+              T mx = x[base];
+              for (int64_t j = 1; j < D; ++j) mx = std::max(mx, x[base + j * inner]);
+              float sum = 0;
+              for (int64_t j = 0; j < D; ++j) sum += e[int32_t{x[base + j * inner]} - mx + 255];
+              for (int64_t j = 0; j < D; ++j) {
+                const float t = e[int32_t{x[base + j * inner]} - mx + 255];
+                y[base + j * inner] = sum == 0
+                                          ? saturate<T>(zy)
+                                          : saturate<T>(static_cast<int32_t>(std::nearbyint(t * ys_inv / sum)) + zy);
+              }
+            }
+          },
+          1);
+    });
+    ctx.outputs[0] = std::move(Y);
+  }
+
+ private:
+  int64_t opset_, axis_ = -1;
+};
+
 }  // namespace
 
+std::unique_ptr<Kernel> make_qlinear_softmax(const NodeInfo& n) { return std::make_unique<QLinearSoftmaxKernel>(n); }
 std::unique_ptr<Kernel> make_qlinear_average_pool(const NodeInfo& n) {
   return std::make_unique<QLinearAveragePoolKernel>(n);
 }

@@ -41,7 +41,8 @@ std::unique_ptr<Kernel> make_qlinear_binary(const NodeInfo& n);           // QLi
 std::unique_ptr<Kernel> make_qlinear_lookup(const NodeInfo& n);           // QLinearSigmoid, QLinearLeakyRelu
 std::unique_ptr<Kernel> make_qlinear_global_avg_pool(const NodeInfo& n);  // QLinearGlobalAveragePool
 std::unique_ptr<Kernel> make_qlinear_concat(const NodeInfo& n);
-std::unique_ptr<Kernel> make_qlinear_average_pool(const NodeInfo& n);  // QLinearAveragePool           // QLinearConcat
+std::unique_ptr<Kernel> make_qlinear_average_pool(const NodeInfo& n);  // QLinearAveragePool
+std::unique_ptr<Kernel> make_qlinear_softmax(const NodeInfo& n);       // QLinearSoftmax           // QLinearConcat
 // matmul_nbits.cc (com.microsoft)
 std::unique_ptr<Kernel> make_matmul_nbits(const NodeInfo& n);            // MatMulNBits
 std::unique_ptr<Kernel> make_gather_block_quantized(const NodeInfo& n);  // GatherBlockQuantized

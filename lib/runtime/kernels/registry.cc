@@ -211,6 +211,7 @@ const KernelDef kKernels[] = {
   {"com.microsoft", "QLinearGlobalAveragePool", 1, 1, make_qlinear_global_avg_pool},
   {"com.microsoft", "QLinearConcat", 1, 1, make_qlinear_concat},
   {"com.microsoft", "QLinearAveragePool", 1, 1, make_qlinear_average_pool},
+  {"com.microsoft", "QLinearSoftmax", 1, 1, make_qlinear_softmax},
   {"com.microsoft", "QGemm", 1, 1, make_qgemm},
   {"com.microsoft", "MatMulIntegerToFloat", 1, 1, make_matmul_integer_to_float},
   {"com.microsoft", "DynamicQuantizeMatMul", 1, 1, make_dynamic_quantize_matmul},
