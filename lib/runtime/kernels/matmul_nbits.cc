@@ -22,6 +22,15 @@ float packed_code(const uint8_t* bytes, int64_t i, int64_t bits) {
   return static_cast<float>((bytes[i / per_byte] >> ((i % per_byte) * bits)) & ((1u << bits) - 1));
 }
 
+// bits 2, 4 or 8 and a block_size that is a power of 2 >= 16, as ORT requires of both ops.
+void check_bits_and_block(const NodeInfo& n, int64_t bits, int64_t block) {
+  if (bits != 2 && bits != 4 && bits != 8)
+    throw UnsupportedError(n.label() + ": bits = " + std::to_string(bits) + "; qtool runs " + n.op_type +
+                           " with 2, 4 or 8");
+  if (block < 16 || (block & (block - 1)) != 0)
+    throw BadInputError(n.label() + ": block_size = " + std::to_string(block) + " is not a power of 2 >= 16");
+}
+
 class MatMulNBitsKernel final : public Kernel {
  public:
   explicit MatMulNBitsKernel(const NodeInfo& n)
@@ -29,11 +38,7 @@ class MatMulNBitsKernel final : public Kernel {
         N_(n.attrs.require_int("N")),
         bits_(n.attrs.get_int("bits", 4)),
         block_(n.attrs.require_int("block_size")) {
-    if (bits_ != 2 && bits_ != 4 && bits_ != 8)
-      throw UnsupportedError(n.label() + ": bits = " + std::to_string(bits_) +
-                             "; qtool runs MatMulNBits with 2, 4 or 8");
-    if (block_ < 16 || (block_ & (block_ - 1)) != 0)
-      throw BadInputError(n.label() + ": block_size = " + std::to_string(block_) + " is not a power of 2 >= 16");
+    check_bits_and_block(n, bits_, block_);
     if (n.inputs.size() > 4 && !n.inputs[4].empty())
       throw UnsupportedError(n.label() + ": input g_idx (act-order weights) is not supported; re-export without it");
     const auto is_const = [&](size_t i) {
@@ -125,11 +130,7 @@ class GatherBlockQuantizedKernel final : public Kernel {
         quantize_axis_(n.attrs.get_int("quantize_axis", 1)),
         block_(n.attrs.get_int("block_size", 128)),
         bits_(n.attrs.get_int("bits", 4)) {
-    if (bits_ != 2 && bits_ != 4 && bits_ != 8)
-      throw UnsupportedError(n.label() + ": bits = " + std::to_string(bits_) +
-                             "; qtool runs uint8 data with 2, 4 or 8");
-    if (block_ < 16 || (block_ & (block_ - 1)) != 0)
-      throw BadInputError(n.label() + ": block_size = " + std::to_string(block_) + " is not a power of 2 >= 16");
+    check_bits_and_block(n, bits_, block_);
   }
 
   void run(KernelContext& ctx) override {

@@ -106,24 +106,19 @@ class QuantConvKernel final : public Kernel {
     if (B && (B->dtype() != DType::Int32 || B->numel() != M))
       throw BadInputError(node.label() + ": B " + shape_str(B->shape()) + " " + std::string(dtype_name(B->dtype())) +
                           " is not int32 with one value per output channel (" + std::to_string(M) + ")");
-    Tensor Y(yzp.dtype(), ys);
-    auto out = [&]<class T>(T* y) {
+    std::vector<float> scale(static_cast<size_t>(M));
+    for (int64_t m = 0; m < M; ++m) {
+      scale[static_cast<size_t>(m)] = x_s * w_scale.data<float>()[w_scale.numel() == 1 ? 0 : m] / y_s;
+      if (!B) continue;
+      const uint32_t b = static_cast<uint32_t>(B->data<int32_t>()[m]);
       for (int64_t n = 0; n < N; ++n)
-        for (int64_t m = 0; m < M; ++m) {
-          const float s = x_s * w_scale.data<float>()[w_scale.numel() == 1 ? 0 : m] / y_s;
-          const uint32_t b = B ? static_cast<uint32_t>(B->data<int32_t>()[m]) : 0u;
-          const int64_t base = (n * M + m) * ov;
-          for (int64_t o = 0; o < ov; ++o) {
-            const int32_t a = static_cast<int32_t>(static_cast<uint32_t>(acc[static_cast<size_t>(base + o)]) + b);
-            y[base + o] = compute::requantize<T>(a, s, zy);
-          }
+        for (int64_t o = 0; o < ov; ++o) {
+          int32_t& a = acc[static_cast<size_t>((n * M + m) * ov + o)];
+          a = static_cast<int32_t>(static_cast<uint32_t>(a) + b);
         }
-    };
-    if (yzp.dtype() == DType::Int8)
-      out(Y.data<int8_t>());
-    else
-      out(Y.data<uint8_t>());
-    ctx.outputs[0] = std::move(Y);
+    }
+    ctx.outputs[0] = compute::requantize_all(acc.data(), ys, yzp.dtype(), zy,
+                                             [&](int64_t i) { return scale[static_cast<size_t>((i / ov) % M)]; });
   }
 
  private:

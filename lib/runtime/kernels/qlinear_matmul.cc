@@ -171,20 +171,9 @@ class QuantMatMulKernel final : public Kernel {
       const float y_s = scalar_scale(ctx.input(static_cast<size_t>(in_.y_scale)), node, "y_scale");
       const Tensor& yzp = ctx.input(static_cast<size_t>(in_.y_zp));
       const int32_t zy = scalar_zero_point(&yzp, node, "y_zero_point");
-      Tensor Y(yzp.dtype(), p.y);
-      auto out = [&]<class T>(T* y) {
-        for (int64_t i = 0; i < nb; ++i)
-          for (int64_t n = 0; n < p.N; ++n) {
-            const float s = a_s * scale_at(b_s, p.b_batch[i], n, p.N) / y_s;
-            for (int64_t m = 0; m < p.M; ++m)
-              y[i * MN + m * p.N + n] = compute::requantize<T>(acc[static_cast<size_t>(i * MN + m * p.N + n)], s, zy);
-          }
-      };
-      if (yzp.dtype() == DType::Int8)
-        out(Y.data<int8_t>());
-      else
-        out(Y.data<uint8_t>());
-      ctx.outputs[0] = std::move(Y);
+      ctx.outputs[0] = compute::requantize_all(acc.data(), p.y, yzp.dtype(), zy, [&](int64_t o) {
+        return a_s * scale_at(b_s, p.b_batch[static_cast<size_t>(o / MN)], o % p.N, p.N) / y_s;
+      });
       return;
     }
     const Tensor* bias = opt(ctx, in_.bias);
@@ -304,17 +293,8 @@ class QGemmKernel final : public Kernel {
     if (ctx.has_input(8)) {
       const Tensor& yzp = ctx.input(8);
       const int32_t zy = scalar_zero_point(&yzp, node, "y_zero_point");
-      Tensor Y(yzp.dtype(), {M, N});
-      auto out = [&]<class T>(T* y) {
-        for (int64_t m = 0; m < M; ++m)
-          for (int64_t n = 0; n < N; ++n)
-            y[m * N + n] = compute::requantize<T>(acc[static_cast<size_t>(m * N + n)], s_at(n), zy);
-      };
-      if (yzp.dtype() == DType::Int8)
-        out(Y.data<int8_t>());
-      else
-        out(Y.data<uint8_t>());
-      ctx.outputs[0] = std::move(Y);
+      ctx.outputs[0] =
+          compute::requantize_all(acc.data(), {M, N}, yzp.dtype(), zy, [&](int64_t o) { return s_at(o % N); });
       return;
     }
     Tensor Y(DType::Float32, {M, N});

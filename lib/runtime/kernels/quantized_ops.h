@@ -68,6 +68,20 @@ inline T requantize(int32_t acc, float scale, int32_t zp) {
   return static_cast<T>(static_cast<int32_t>(std::nearbyint(v)) + zp);
 }
 
+// Y (shape `shape`, dtype of y_zero_point: int8 or uint8) = requantize(acc[i], scale_at(i), zp) for every i.
+template <class ScaleAt>
+Tensor requantize_all(const int32_t* acc, const Shape& shape, DType y_dtype, int32_t zp, ScaleAt&& scale_at) {
+  Tensor Y(y_dtype, shape);
+  auto fill = [&]<class T>(T* y) {
+    for (int64_t i = 0; i < Y.numel(); ++i) y[i] = requantize<T>(acc[i], scale_at(i), zp);
+  };
+  if (y_dtype == DType::Int8)
+    fill(Y.data<int8_t>());
+  else
+    fill(Y.data<uint8_t>());
+  return Y;
+}
+
 }  // namespace compute
 
 // An int8/uint8 tensor minus its zero point, as int16: out[i] = x[i] - zp[(i / inner) % zp.numel()] (zp omitted:
