@@ -19,6 +19,33 @@ namespace {
 using compute::ConvGeom;
 using compute::Window;
 
+// Row k (a kernel tap) of one channel's im2col (im2col.h), on centred int16 values: 0 where the tap is in the padding.
+// 2-D walks output rows and columns directly; other ranks decode each position (compute::tap_offset).
+void col_row(const ConvGeom& g, const int16_t* im, int64_t k, int16_t* dst) {
+  if (g.in.size() != 2) {
+    for (int64_t o = 0; o < g.out_volume(); ++o) {
+      const int64_t off = compute::tap_offset(g, o, k);
+      dst[o] = off < 0 ? int16_t{0} : im[off];
+    }
+    return;
+  }
+  const int64_t IH = g.in[0], IW = g.in[1], OH = g.out[0], OW = g.out[1];
+  const int64_t ih0 = (k / g.kernel[1]) * g.dilations[0] - g.pads[0];
+  const int64_t iw0 = (k % g.kernel[1]) * g.dilations[1] - g.pads[1];
+  for (int64_t oh = 0; oh < OH; ++oh, dst += OW) {
+    const int64_t ih = oh * g.strides[0] + ih0;
+    if (ih < 0 || ih >= IH) {
+      std::fill(dst, dst + OW, int16_t{0});
+      continue;
+    }
+    const int16_t* src = im + ih * IW;
+    for (int64_t ow = 0; ow < OW; ++ow) {
+      const int64_t iw = ow * g.strides[1] + iw0;
+      dst[ow] = iw < 0 || iw >= IW ? int16_t{0} : src[iw];
+    }
+  }
+}
+
 class QuantConvKernel final : public Kernel {
  public:
   QuantConvKernel(const NodeInfo& n, bool qlinear) : qlinear_(qlinear), group_(n.attrs.get_int("group", 1)) {
@@ -73,14 +100,7 @@ class QuantConvKernel final : public Kernel {
         parallel_range(
             rows, threads_for(rows * ov, ctx.threads),
             [&](int64_t r0, int64_t r1) {
-              for (int64_t r = r0; r < r1; ++r) {
-                const int64_t c = r / kv, k = r % kv;
-                int16_t* dst = col.data() + r * ov;
-                for (int64_t o = 0; o < ov; ++o) {
-                  const int64_t off = compute::tap_offset(g, o, k);
-                  dst[o] = off < 0 ? int16_t{0} : im[c * iv + off];
-                }
-              }
+              for (int64_t r = r0; r < r1; ++r) col_row(g, im + (r / kv) * iv, r % kv, col.data() + r * ov);
             },
             1);
         compute::int_gemm(Mg, ov, rows, w_c.data() + gi * Mg * rows, rows, col.data(), ov,
