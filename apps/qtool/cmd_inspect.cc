@@ -110,6 +110,8 @@ ordered_json to_json(const ModelSummary& s) {
   q["quantized"] = s.quantization.quantized();
   q["quantize_linear"] = s.quantization.quantize_linear;
   q["dequantize_linear"] = s.quantization.dequantize_linear;
+  q["quantized_ops"] = ordered_json::object();
+  for (const auto& [op, n] : s.quantization.quantized_ops) q["quantized_ops"][op] = n;
   q["weights"] = ordered_json::array();
   for (const auto& w : s.quantization.weights) {
     ordered_json e = {{"dtype", std::string(dtype_name(w.dtype))},
@@ -188,6 +190,15 @@ std::string to_text(const ModelSummary& s) {
   }
   os << "QuantizeLinear " << grouped(q.quantize_linear) << ", DequantizeLinear " << grouped(q.dequantize_linear)
      << "\n";
+  if (!q.quantized_ops.empty()) {  // ONNX Runtime's QOperator / dynamic / int4 nodes
+    os << "  integer ops ";
+    const char* sep = "";
+    for (const auto& [op, n] : q.quantized_ops) {
+      os << sep << op << " " << grouped(n);
+      sep = ", ";
+    }
+    os << "\n";
+  }
   std::vector<std::vector<std::string>> qrows;
   for (const auto& w : q.weights) {
     std::string g(inspect::granularity_name(w.granularity));

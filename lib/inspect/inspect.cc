@@ -186,6 +186,55 @@ void set_granularity(WeightGroup& g, const onnx::NodeProto& node, const std::vec
 
 using ConstMap = std::unordered_map<std::string, ConstInfo>;
 
+// ONNX Runtime's QOperator, dynamic-quantization and int4 ops: the input holding the quantized weight (-1: none),
+// the input whose shape tells its granularity (its scale, or its zero point where the op has no weight scale), the
+// axis a per-channel weight is quantized along (-1: the last), and the inputs that are scales or zero points (bit i:
+// input i; QLinearConcat: every input but the X of each triple). Bits / block_size attributes make a weight
+// per-block (MatMulNBits, GatherBlockQuantized).
+struct QuantizedOpInputs {
+  std::string_view op;
+  int weight, granularity_from, channel_axis;
+  uint32_t params;
+};
+constexpr uint32_t bits(std::initializer_list<int> inputs) {
+  uint32_t m = 0;
+  for (int i : inputs) m |= 1u << i;
+  return m;
+}
+constexpr QuantizedOpInputs kQuantizedOps[] = {
+    {"QLinearConv", 3, 4, 0, bits({1, 2, 4, 5, 6, 7})},
+    {"QLinearMatMul", 3, 4, -1, bits({1, 2, 4, 5, 6, 7})},
+    {"QGemm", 3, 4, -1, bits({1, 2, 4, 5, 7, 8})},
+    {"MatMulInteger", 1, 3, -1, bits({2, 3})},
+    {"ConvInteger", 1, 3, 0, bits({2, 3})},
+    {"DynamicQuantizeMatMul", 1, 2, -1, bits({2, 3})},
+    {"MatMulIntegerToFloat", 1, 3, -1, bits({2, 3, 4, 5})},
+    {"MatMulNBits", 1, 2, 1, bits({2, 3})},
+    {"GatherBlockQuantized", 0, 2, -1, bits({2, 3})},
+    {"QLinearAdd", -1, -1, 0, bits({1, 2, 4, 5, 6, 7})},
+    {"QLinearMul", -1, -1, 0, bits({1, 2, 4, 5, 6, 7})},
+    {"QLinearSigmoid", -1, -1, 0, bits({1, 2, 3, 4})},
+    {"QLinearLeakyRelu", -1, -1, 0, bits({1, 2, 3, 4})},
+    {"QLinearGlobalAveragePool", -1, -1, 0, bits({1, 2, 3, 4})},
+    {"QLinearAveragePool", -1, -1, 0, bits({1, 2, 3, 4})},
+    {"QLinearSoftmax", -1, -1, 0, bits({1, 2, 3, 4})},
+    {"QLinearConcat", -1, -1, 0, 0},
+};
+
+const QuantizedOpInputs* quantized_op(const onnx::NodeProto& n) {
+  for (const auto& q : kQuantizedOps)
+    if (is_op(n, q.op)) return &q;
+  return nullptr;
+}
+
+// Input i of n is a scale or zero point of a quantized op.
+bool is_quant_param_input(const onnx::NodeProto& n, int i) {
+  const QuantizedOpInputs* q = quantized_op(n);
+  if (!q) return false;
+  if (q->op == "QLinearConcat") return i < 2 || (i - 2) % 3 != 0;
+  return i < 32 && (q->params >> i & 1u) != 0;
+}
+
 // Initializers and Constant outputs of every graph, by name.
 ConstMap collect_consts(const onnx::ModelProto& model) {
   ConstMap consts;
@@ -222,6 +271,35 @@ Quantization analyze_quantization(const onnx::ModelProto& model, const ConstMap&
   };
   std::map<decltype(WeightGroup{}.key()), WeightGroup> groups;
   onnxio::for_each_node(model, [&](const onnx::NodeProto& n, int) {
+    if (const QuantizedOpInputs* qop = quantized_op(n)) {
+      ++q.quantized_ops[op_key(n)];
+      const ConstInfo* w = qop->weight >= 0 ? find_const(n, qop->weight) : nullptr;
+      const DTypeInfo* info = w ? dtype_info_or_null(w->elem_type) : nullptr;
+      if (!info) return;
+      WeightGroup g{};
+      g.dtype = info->dtype;
+      const int64_t rank = static_cast<int64_t>(w->dims.size());
+      const int64_t nbits = int_attr(n, "bits", 0);
+      if (const int64_t block = int_attr(n, "block_size", 0); block > 0 && nbits > 0) {
+        // uint8 codes of `bits` bits: report the codes' dtype (4-bit: uint4, as a DequantizeLinear would hold it).
+        if (nbits == 4 && g.dtype == DType::UInt8) g.dtype = DType::UInt4;
+        g.granularity = Granularity::PerBlock;
+        g.block_size = block;
+        g.axis = qop->op == "MatMulNBits" ? 1 : int_attr(n, "quantize_axis", 1);
+      } else {
+        const ConstInfo* sc = find_const(n, qop->granularity_from);
+        if (!sc || numel(sc->dims) <= 1) {
+          g.granularity = Granularity::PerTensor;
+        } else {
+          g.granularity = Granularity::PerChannel;
+          int64_t axis = qop->channel_axis >= 0 ? qop->channel_axis : rank - 1;
+          if (qop->op == "QGemm" && int_attr(n, "transB", 0) != 0) axis = 0;
+          g.axis = axis;
+        }
+      }
+      ++groups.try_emplace(g.key(), g).first->second.count;
+      return;
+    }
     if (is_op(n, "QuantizeLinear")) {
       ++q.quantize_linear;
       const ConstInfo* x = find_const(n, 0);
@@ -278,7 +356,9 @@ WeightBytes analyze_weight_bytes(const onnx::ModelProto& model, const ConstMap& 
       auto it = readers.find(value);
       if (it == readers.end()) continue;
       for (const auto& [n, i] : it->second) {
-        if (!is_qdq(*n))
+        if (is_quant_param_input(*n, i))
+          params.insert(n);
+        else if (!is_qdq(*n))
           compute.insert(n);
         else if (i > 0)
           params.insert(n);

@@ -382,6 +382,28 @@ class QdqBuilder {
     return false;
   }
 
+  // A value that is the integer result of an already-quantized op (ONNX Runtime's QOperator and dynamic formats:
+  // MatMulInteger, ConvInteger, QLinearConv, DynamicQuantizeLinear's scale and zero point, ...) or the arithmetic
+  // that dequantizes one (a Cast, or a Mul by such a value: y = float(acc) * (a_scale * b_scale), as ORT's dynamic
+  // quantizer writes it). Re-quantizing it would round an exact integer accumulator, or a runtime scale, to 8 bits.
+  bool integer_derived(const std::string& value, int depth = 0) const {
+    static constexpr std::string_view kIntegerOps[] = {
+        "DynamicQuantizeLinear", "MatMulInteger", "ConvInteger", "QLinearConv", "QLinearMatMul", "QLinearAdd",
+        "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu", "QLinearGlobalAveragePool", "QLinearAveragePool",
+        "QLinearConcat", "QLinearSoftmax", "QGemm"};
+    const int p = value.empty() ? -1 : g_.producer(value);
+    if (p < 0) return false;
+    const onnx::NodeProto& n = g_.node(p);
+    const bool ort_domain = n.domain().empty() || n.domain() == "ai.onnx" || n.domain() == "com.microsoft";
+    if (!ort_domain) return false;
+    for (std::string_view op : kIntegerOps)
+      if (n.op_type() == op) return true;
+    if (depth >= 4 || (n.op_type() != "Cast" && n.op_type() != "Mul")) return false;
+    for (const auto& in : n.input())
+      if (integer_derived(in, depth + 1)) return true;
+    return false;
+  }
+
   void plan_node(int i) {
     const onnx::NodeProto& node = g_.node(i);
     NodeExplain& e = report_.nodes[i];
@@ -393,6 +415,10 @@ class QdqBuilder {
     if (in_qdq_form(node))
       return keep_float(i, "already in Q/DQ form (reads a DequantizeLinear output or feeds a QuantizeLinear): "
                            "quantizing it again would round twice");
+    for (const auto& in : node.input())
+      if (integer_derived(in))
+        return keep_float(i, "reads " + in + ", the integer result of an already-quantized op or its dequantization: "
+                             "quantizing it again would round an exact accumulator or a runtime scale");
     const OpRole role = op_role(node, &g_);
     if (!q.activation) {  // weight-only quantization (e.g. int4 / fp8 weights): no activation Q/DQ
       if (role.weight_input < 0 || role.weight_input >= node.input_size() || !quantize_weight(i, role.weight_input, q))

@@ -27,3 +27,18 @@ add_test(NAME "runtime: Attention-23/24, MultiHeadAttention, GroupQueryAttention
 set_tests_properties("runtime: Attention-23/24, MultiHeadAttention, GroupQueryAttention match ONNX Runtime"
                      PROPERTIES FIXTURES_REQUIRED ort TIMEOUT 300
                      ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE;QTOOL_EXE=$<TARGET_FILE:qtool>")
+# Already-quantized models (ORT's QOperator format, dynamic quantization, MatMulNBits / GatherBlockQuantized):
+# `qtool run` against ONNX Runtime 1.30 on one tiny model per op and variant, integers bit for bit, and the refusals.
+add_test(NAME "runtime: QOperator, dynamic and int4 ops (QLinearConv, MatMulInteger, MatMulNBits...) match ONNX Runtime"
+         COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/runtime/qoperator_ops.py)
+set_tests_properties("runtime: QOperator, dynamic and int4 ops (QLinearConv, MatMulInteger, MatMulNBits...) match ONNX Runtime"
+                     PROPERTIES FIXTURES_REQUIRED ort TIMEOUT 300
+                     ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE;QTOOL_EXE=$<TARGET_FILE:qtool>")
+# A model in ORT's QOperator format built next to its float original (tests/runtime/qoperator_model.py): qtool run
+# equals ORT, inspect --against compares the two, inspect lists its integer ops and weights, quantize keeps its nodes.
+add_test(NAME "runtime: a QOperator model runs as in ONNX Runtime, compares with its float model and quantizes"
+         COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/runtime/qoperator_model.py
+                 ${CMAKE_BINARY_DIR}/test_scratch/qoperator_model)
+set_tests_properties("runtime: a QOperator model runs as in ONNX Runtime, compares with its float model and quantizes"
+                     PROPERTIES FIXTURES_REQUIRED ort TIMEOUT 300
+                     ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE;QTOOL_EXE=$<TARGET_FILE:qtool>")

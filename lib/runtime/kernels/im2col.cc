@@ -13,24 +13,6 @@ int64_t prod(const std::vector<int64_t>& v) {
   return p;
 }
 
-// Spatial input offset of output position `o` for kernel tap `k` (multi-indices decoded from flat
-// indices), or -1 when the tap lands in padding.
-int64_t tap_offset(const ConvGeom& g, int64_t o, int64_t k) {
-  const size_t nd = g.in.size();
-  int64_t off = 0;
-  for (size_t d = nd; d-- > 0;) {
-    const int64_t od = o % g.out[d], kd = k % g.kernel[d];
-    o /= g.out[d];
-    k /= g.kernel[d];
-    const int64_t id = od * g.strides[d] - g.pads[d] + kd * g.dilations[d];
-    if (id < 0 || id >= g.in[d]) return -1;
-    int64_t stride = 1;
-    for (size_t e = d + 1; e < nd; ++e) stride *= g.in[e];
-    off += id * stride;
-  }
-  return off;
-}
-
 // Output columns [lo, hi) whose input column ow*stride + offset lies inside [0, in).
 void inside_range(int64_t in, int64_t out, int64_t stride, int64_t offset, int64_t& lo, int64_t& hi) {
   lo = std::min(out, offset >= 0 ? 0 : (-offset + stride - 1) / stride);
@@ -61,6 +43,23 @@ void im2col_row_2d(const ConvGeom& g, const float* im, int64_t kh, int64_t kw, f
   }
 }
 }  // namespace
+
+int64_t tap_offset(const ConvGeom& g, int64_t o, int64_t k) {
+  const size_t nd = g.in.size();
+  int64_t off = 0;
+  for (size_t d = nd; d-- > 0;) {
+    const int64_t od = o % g.out[d], kd = k % g.kernel[d];
+    o /= g.out[d];
+    k /= g.kernel[d];
+    const int64_t id = od * g.strides[d] - g.pads[d] + kd * g.dilations[d];
+    if (id < 0 || id >= g.in[d]) return -1;
+    int64_t stride = 1;
+    for (size_t e = d + 1; e < nd; ++e) stride *= g.in[e];
+    off += id * stride;
+  }
+  return off;
+}
+
 
 int64_t ConvGeom::kernel_volume() const { return prod(kernel); }
 int64_t ConvGeom::in_volume() const { return prod(in); }

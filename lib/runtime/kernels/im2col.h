@@ -19,6 +19,10 @@ struct ConvGeom {
   int64_t out_volume() const;
 };
 
+// Spatial input offset (within one channel) of output position `o` for kernel tap `k` (flat indices, decoded
+// as multi-indices), or -1 when the tap lands in padding.
+int64_t tap_offset(const ConvGeom& g, int64_t o, int64_t k);
+
 // Fills col (channels*kvol x out_volume) from `im` (channels x in_volume). Any rank; 2-D has a fast path.
 void im2col(const ConvGeom& g, const float* im, float* col, int threads);
 // Single-threaded im2col of the output positions [p0, p1) only: col is (channels*kvol x (p1-p0)).

@@ -11,6 +11,7 @@
 
 #include "runtime/kernels/common.h"
 #include "runtime/kernels/kernels.h"
+#include "runtime/kernels/quantized_ops.h"
 
 namespace qtool::runtime::kernels {
 namespace {
@@ -74,11 +75,20 @@ class DequantizeKernel final : public Kernel {
   numerics::QdqAttrs attrs_;
 };
 
+void dynamic_quantize_kernel(KernelContext& ctx) {
+  DynamicQuantized q = dynamic_quantize_uint8(ctx.input(0), ctx.node, ctx.threads);
+  ctx.outputs[0] = std::move(q.y);
+  ctx.outputs[1] = Tensor::scalar<float>(q.scale);
+  ctx.outputs[2] = Tensor::scalar<uint8_t>(q.zero_point);
+}
+
+}  // namespace
+
 // DynamicQuantizeLinear (uint8): range = [min(0, min x), max(0, max x)], y_scale = range / 255,
 // y_zero_point = saturate(round_half_even(-min / y_scale)), y = QuantizeLinear(x, y_scale, y_zero_point).
-void dynamic_quantize_kernel(KernelContext& ctx) {
-  const Tensor& x = ctx.input(0);
-  if (x.dtype() != DType::Float32) throw UnsupportedError(ctx.node.label() + ": x must be float32");
+// DynamicQuantizeMatMul quantizes its A the same way (quantized_ops.h).
+DynamicQuantized dynamic_quantize_uint8(const Tensor& x, const NodeInfo& node, int threads) {
+  if (x.dtype() != DType::Float32) throw UnsupportedError(node.label() + ": x must be float32");
   float lo = 0, hi = 0;
   for (float v : x.span<float>()) {
     lo = std::min(lo, v);
@@ -86,16 +96,12 @@ void dynamic_quantize_kernel(KernelContext& ctx) {
   }
   const float scale = (hi - lo) / 255.0f;
   const float zp_f = scale == 0.0f ? 0.0f : std::nearbyint(std::clamp(0.0f - lo / scale, 0.0f, 255.0f));
-  Tensor s = Tensor::scalar<float>(scale);
-  Tensor zp = Tensor::scalar<uint8_t>(static_cast<uint8_t>(zp_f));
+  const Tensor zp = Tensor::scalar<uint8_t>(static_cast<uint8_t>(zp_f));
   // A zero range (all-zero input) quantizes everything to the zero point; avoid dividing by zero.
   const Tensor safe_scale = Tensor::scalar<float>(scale == 0.0f ? 1.0f : scale);
-  ctx.outputs[0] = numerics::quantize_linear(x, safe_scale, &zp, numerics::QdqAttrs{}, ctx.threads);
-  ctx.outputs[1] = s;
-  ctx.outputs[2] = zp;
+  return {numerics::quantize_linear(x, safe_scale, &zp, numerics::QdqAttrs{}, threads), scale,
+          static_cast<uint8_t>(zp_f)};
 }
-
-}  // namespace
 
 std::unique_ptr<Kernel> make_dynamic_quantize_linear(const NodeInfo& n) {
   return make_function_kernel<dynamic_quantize_kernel>(n);

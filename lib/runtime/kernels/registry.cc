@@ -3,6 +3,7 @@
 #include <array>
 
 #include "runtime/kernels/kernels.h"
+#include "runtime/kernels/quantized_ops.h"
 
 namespace qtool::runtime {
 
@@ -121,6 +122,11 @@ const KernelDef kKernels[] = {
   {"", "QuantizeLinear", 10, kMaxOpset, make_quantize_linear},
   {"", "DequantizeLinear", 10, kMaxOpset, make_dequantize_linear},
   {"", "DynamicQuantizeLinear", 11, kMaxOpset, make_dynamic_quantize_linear},
+  // Integer and QLinear ops of already-quantized models (quantized_ops.h; ORT 1.30's CPU arithmetic).
+  {"", "MatMulInteger", 10, kMaxOpset, make_matmul_integer},
+  {"", "ConvInteger", 10, kMaxOpset, make_conv_integer},
+  {"", "QLinearMatMul", 10, kMaxOpset, make_qlinear_matmul},
+  {"", "QLinearConv", 10, kMaxOpset, make_qlinear_conv},
 
   // --- compute: GEMM/conv, pooling, normalization, reductions, resize, recurrent ---
   {"", "Conv", 1, kMaxOpset, make_conv},
@@ -200,6 +206,20 @@ const KernelDef kKernels[] = {
   {"com.microsoft", "GroupQueryAttention", 1, 1, make_group_query_attention},
   {"com.microsoft", "EmbedLayerNormalization", 1, 1, make_embed_layer_norm},
   {"com.microsoft", "RotaryEmbedding", 1, 1, make_contrib_rotary_embedding},
+  // ORT's QOperator, dynamic-quantization and int4 contrib ops (quantized_ops.h).
+  {"com.microsoft", "QLinearAdd", 1, 1, make_qlinear_binary},
+  {"com.microsoft", "QLinearMul", 1, 1, make_qlinear_binary},
+  {"com.microsoft", "QLinearSigmoid", 1, 1, make_qlinear_lookup},
+  {"com.microsoft", "QLinearLeakyRelu", 1, 1, make_qlinear_lookup},
+  {"com.microsoft", "QLinearGlobalAveragePool", 1, 1, make_qlinear_global_avg_pool},
+  {"com.microsoft", "QLinearConcat", 1, 1, make_qlinear_concat},
+  {"com.microsoft", "QLinearAveragePool", 1, 1, make_qlinear_average_pool},
+  {"com.microsoft", "QLinearSoftmax", 1, 1, make_qlinear_softmax},
+  {"com.microsoft", "QGemm", 1, 1, make_qgemm},
+  {"com.microsoft", "MatMulIntegerToFloat", 1, 1, make_matmul_integer_to_float},
+  {"com.microsoft", "DynamicQuantizeMatMul", 1, 1, make_dynamic_quantize_matmul},
+  {"com.microsoft", "MatMulNBits", 1, 1, make_matmul_nbits},
+  {"com.microsoft", "GatherBlockQuantized", 1, 1, make_gather_block_quantized},
 
   // sentinel, never matched (keeps the array non-empty while families are added)
   {"qtool.internal", "", 0, -1, nullptr},
