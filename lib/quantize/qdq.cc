@@ -202,7 +202,9 @@ class QdqBuilder {
                               : "no calibration range for input " + t;
   }
 
-  std::optional<QParams> act_params(const std::string& t, const TensorSettings& base) const {
+  // add_window = false: without add_input_window (which asks the Add outputs' own parameters that way, so that it
+  // never recurses down a chain of Adds; their range is then at least as wide, and the window only wider).
+  std::optional<QParams> act_params(const std::string& t, const TensorSettings& base, bool add_window = true) const {
     auto s = tensor_settings(t, base);
     if (!s || held_non_finite(t) || ambiguous_.count(t)) return std::nullopt;
     if (s->scale) {
@@ -222,6 +224,9 @@ class QdqBuilder {
       if (cons.size() == 1 && !g_.is_graph_output(t) && is_const_clamp(cons[0]))
         if (auto out = range_of(g_.node(cons[0]).output(0), s->method))
           r = std::make_pair(std::max(r->first, out->first), std::min(r->second, out->second));
+      if (const auto w = add_window ? add_input_window(t) : std::nullopt)
+        r = std::make_pair(std::max(r->first, std::min(w->first, r->second)),
+                           std::min(r->second, std::max(w->second, r->first)));
     }
     return params_from_range(r->first, r->second, *s);
   }
@@ -236,6 +241,42 @@ class QdqBuilder {
     if (!c || !c->softmax_rows || info.cls != DTypeClass::Integer) return std::nullopt;
     const double n = static_cast<double>(std::max<int64_t>(c->softmax_rows->row_length, 1));
     return c->softmax_rows->min_row_max - (std::log(n) + (info.bits + 1) * std::log(2.0));
+  }
+
+  // A tensor b read only by quantized Adds y = a + b whose outputs get their own Q/DQ on [y_lo, y_hi] (a in
+  // [a_lo, a_hi]): a value of b below y_lo - a_hi makes every sum fall below y_lo, where the output's Q saturates
+  // anyway, and one above y_hi - a_lo every sum rise above y_hi; so b's range needs nothing outside
+  // [y_lo - a_hi, y_hi - a_lo] (the union over its Adds), and no output value changes. Such values are mask fills:
+  // an attention mask computed at run time (Hugging Face fills with the float32 minimum) added to the scores before
+  // a Softmax, whose input window (softmax_floor) then bounds y. Without the window, b's step would be ~1e36 and ONNX
+  // Runtime's QLinearAdd, which computes zp_y - (s_a/s_y)·zp_a - (s_b/s_y)·zp_b + (s_a/s_y)·q_a + (s_b/s_y)·q_b in
+  // float32 (MLAS qladd.cpp), loses every unmasked score to cancellation or overflow (a 2-layer KV-cache decoder:
+  // logits 31 -> 14 dB in ORT while qtool's Q/DQ simulation stayed exact; tests/quantize/kv_cache_decoder.py).
+  // a's range is its calibrated one widened to hold 0 (its quantized range lies inside), so the window only widens.
+  std::optional<std::pair<double, double>> add_input_window(const std::string& t) const {
+    const auto& cons = g_.consumers(t);
+    if (cons.empty() || g_.is_graph_output(t)) return std::nullopt;
+    std::optional<std::pair<double, double>> w;
+    for (int c : cons) {
+      const auto& n = g_.node(c);
+      const NodeQuant& q = nq_[c];
+      if (n.op_type() != "Add" || n.input_size() != 2 || n.input(0) == n.input(1) || !q.quantized || !q.activation ||
+          !q.output)
+        return std::nullopt;
+      const std::string& y = n.output(0);
+      const auto& ycons = g_.consumers(y);
+      if (g_.is_graph_output(y) || (ycons.size() == 1 && fusable_activation(ycons[0]))) return std::nullopt;
+      const std::string& a = n.input(n.input(0) == t ? 1 : 0);
+      const auto ar = g_.is_initializer(a) ? std::nullopt : range_of(a, q.activation->method);
+      const auto yp = act_params(y, *q.output, false);
+      if (!ar || !yp || yp->scale.numel() != 1) return std::nullopt;
+      const numerics::QBounds qb = numerics::quant_bounds(spec_for(*q.output));
+      const double s = yp->scales()[0], z = static_cast<double>(yp->zero_points()[0]);
+      const double y_lo = (static_cast<double>(qb.qmin) - z) * s, y_hi = (static_cast<double>(qb.qmax) - z) * s;
+      const double lo = y_lo - std::max(ar->second, 0.0), hi = y_hi - std::min(ar->first, 0.0);
+      w = w ? std::make_pair(std::min(w->first, lo), std::max(w->second, hi)) : std::make_pair(lo, hi);
+    }
+    return w;
   }
 
   // Softmax outputs in 8 bits, for ONNX Runtime: ORT fuses DQ -> Softmax -> Q into QLinearSoftmax, whose kernel

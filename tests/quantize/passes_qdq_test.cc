@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <sstream>
 
@@ -963,6 +964,64 @@ TEST_CASE("qdq: Mul by a positive constant reads its input's integers with scale
     insert_qdq(m, QConfig::parse(json, "int8-for-tensorrt.json"), ranges);
     CHECK(count_op(m, "Mul") == 1);
     CHECK(writer(m, "s_q") != nullptr);
+  }
+}
+
+// x [1,8] -> MatMul(w) -> s; y = s + m (m: 0 or the float32 minimum, computed at run time in a real decoder, an
+// input here) -> Softmax -> p -> MatMul(w2) -> out. `also_min`: m is read by a ReduceMin too.
+Builder masked_softmax(bool also_min) {
+  Builder b(13);
+  b.input("x", {1, 8});
+  b.input("m", {1, 8});
+  b.init("w", random_tensor({8, 8}, 71));
+  b.init("w2", random_tensor({8, 4}, 72));
+  b.node("MatMul", {"x", "w"}, {"s"});
+  b.node("Add", {"s", "m"}, {"y"});
+  b.node("Softmax", {"y"}, {"p"});
+  b.node("MatMul", {"p", "w2"}, {"out"});
+  b.output("out");
+  if (also_min) {
+    b.node("ReduceMin", {"m"}, {"mmin"});
+    b.output("mmin");
+  }
+  return b;
+}
+
+float q_scale(onnx::ModelProto& m, const std::string& tensor) {
+  Graph g(m);
+  for (const auto& n : m.graph().node())
+    if (n.op_type() == "QuantizeLinear" && n.input(0) == tensor) return g.initializer_tensor(n.input(1)).data<float>()[0];
+  return 0;
+}
+
+TEST_CASE("qdq: a run-time mask added before a Softmax gets the range the Softmax window sees, not its fill") {
+  const float fill = std::numeric_limits<float>::lowest();
+  auto ranges = minmax_ranges({{"x", -1, 1}, {"s", -3, 3}, {"m", fill, 0}, {"y", fill, 3}, {"p", 0, 1}, {"out", -2, 2}});
+  ranges.tensors["y"].softmax_rows = calib::SoftmaxRows{-1.0f, 8};
+  // y's window: floor -1 - (ln 8 + 9 ln 2) = -9.32, so y in [-9.32, 3]; m needs [-9.32 - 3, 3 + 3] of its [fill, 0].
+  const double floor = -1 - (std::log(8.0) + 9 * std::log(2.0));
+  const Tensor x = random_tensor({1, 8}, 73);
+  std::vector<float> mv(8, 0.0f);
+  for (int i = 4; i < 8; ++i) mv[i] = fill;
+  const Tensor mask = Tensor::from_vector<float>({1, 8}, mv);
+  SECTION("only Adds read it: its step is a Softmax-sized one, and the output is the float one within rounding") {
+    const Builder b = masked_softmax(false);
+    onnx::ModelProto m = b.m;
+    insert_qdq(m, QConfig::builtin_default(), ranges);
+    const float s_m = q_scale(m, "m");
+    CHECK(s_m == Approx((3 - floor) / 255).epsilon(0.02));  // [floor - 3, 0] on 255 steps
+    CHECK(q_scale(m, "y") == Approx((3 - floor) / 255).epsilon(0.02));
+    const auto f = runtime::Session(b.m).run({{"x", x}, {"m", mask}}).at("out");
+    const auto q = runtime::Session(m).run({{"x", x}, {"m", mask}}).at("out");
+    CHECK(max_diff(f, q) < 0.05);
+  }
+  SECTION("another reader sees the fill itself: the range stays whole") {
+    const Builder b = masked_softmax(true);
+    onnx::ModelProto m = b.m;
+    ranges.tensors["mmin"] = ranges.tensors["m"];
+    insert_qdq(m, QConfig::builtin_default(), ranges);
+    const float s_m = q_scale(m, "m");
+    CHECK((s_m == 0 || s_m > 1e30f));  // float, or the fill's own step
   }
 }
 
