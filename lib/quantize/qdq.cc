@@ -50,7 +50,16 @@ class QdqBuilder {
   QdqBuilder(onnx::ModelProto& model, onnx::GraphProto& body, const Graph& outer, const QConfig& cfg,
              const calib::CalibrationTable& ranges, const std::set<std::string>& ambiguous,
              LayerHessianSource* hessians)
-      : g_(model, body, outer), cfg_(cfg), ranges_(ranges), hessians_(hessians), ambiguous_(ambiguous) {}
+      : g_(model, body, outer), cfg_(cfg), ranges_(ranges), hessians_(hessians), ambiguous_(ambiguous) {
+    // A body the calibration samples never ran (an If branch they did not take) has no tensor in the table: its
+    // activations stay float, and their absence says nothing about the table being another model's (the check
+    // in quantize.cc, check_table_matches, counts the other graphs' missing tensors only).
+    body_unobserved_ = !ranges_.tensors.empty();
+    for (const auto& n : body.node())
+      for (const auto& o : n.output())
+        if (!o.empty() && ranges_.find(o)) body_unobserved_ = false;
+    if (body_unobserved_) report_.unobserved_bodies.push_back(body.name());
+  }
 
   QdqReport run() {
     if (!g_.outer()) check_names();
@@ -89,6 +98,7 @@ class QdqBuilder {
     append(report_.activation_tensors, b.activation_tensors);
     append(report_.weight_tensors, b.weight_tensors);
     append(report_.missing_ranges, b.missing_ranges);
+    append(report_.unobserved_bodies, b.unobserved_bodies);
   }
 
   // How many graphs of the hierarchy define each name (as an input, initializer or node output). ONNX wants one,
@@ -519,7 +529,7 @@ class QdqBuilder {
         p = act_params(t, *q.activation);
       if (!p) {
         if (!tensor_settings(t, *q.activation)) continue;  // the config keeps this tensor float
-        if (!ranges_.tensors.empty() && !ranges_.find(t)) report_.missing_ranges.push_back(t);
+        if (!ranges_.tensors.empty() && !ranges_.find(t) && !body_unobserved_) report_.missing_ranges.push_back(t);
         return keep_float(i, no_range_reason(t));
       }
       plans.push_back({k, t, Plan::Act, p, std::nullopt});
@@ -947,6 +957,7 @@ class QdqBuilder {
   QdqReport report_;
   std::map<std::string, int> definitions_;  // main graph's builder only: see count_definitions
   std::set<std::string> ambiguous_;         // names defined in more than one graph
+  bool body_unobserved_ = false;            // a body none of whose tensors the calibration table holds
 };
 
 }  // namespace

@@ -223,6 +223,10 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
   s.qdq = rewrite(model, config, ranges, hessians);
   check_table_matches(s.qdq, ranges);
   check_target_loads(s.qdq, config);
+  if (options.log)
+    for (const std::string& body : s.qdq.unobserved_bodies)
+      options.log("body '" + body + "': calibration never ran it (none of its tensors is in the table), so what "
+                  "needs activation ranges there stays float; calibrate on samples that take it");
   if (!gs.enabled)
     s.guard.note = "off";
   else if (!guard)
