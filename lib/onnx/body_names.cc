@@ -6,34 +6,34 @@
 #include <set>
 #include <string>
 
+#include "onnx/model_walk.h"
+
 namespace qtool::onnxio {
 namespace {
 
 using Renames = std::map<std::string, std::string>;
 
-// Every name each graph defines, counted once per graph, and every name used anywhere (to keep new names unique).
-void count(const onnx::GraphProto& g, std::map<std::string, int>& defs, std::set<std::string>& used) {
+void count(const onnx::GraphProto& g, std::map<std::string, int>& defs) {
   std::set<std::string> here;
   for (const auto& v : g.input()) here.insert(v.name());
   for (const auto& t : g.initializer()) here.insert(t.name());
   for (const auto& n : g.node()) {
     for (const auto& o : n.output())
       if (!o.empty()) here.insert(o);
-    for (const auto& i : n.input()) used.insert(i);
     for (const auto& a : n.attribute()) {
-      if (a.has_g()) count(a.g(), defs, used);
-      for (const auto& body : a.graphs()) count(body, defs, used);
+      if (a.has_g()) count(a.g(), defs);
+      for (const auto& body : a.graphs()) count(body, defs);
     }
   }
-  for (const auto& name : here) {
-    ++defs[name];
-    used.insert(name);
-  }
+  for (const auto& name : here) ++defs[name];
 }
 
 class Scoper {
  public:
-  explicit Scoper(const onnx::GraphProto& main) { count(main, defs_, used_); }
+  explicit Scoper(const onnx::GraphProto& main) : defs_(definition_counts(main)) {
+    for (const auto& [name, n] : defs_) used_.insert(name);
+    collect_reads(main, used_);  // with the definitions: the names a new one must avoid
+  }
 
   // Rewrites graph g (a body when `prefix` is not empty) with the renames it inherits from enclosing graphs.
   void scope(onnx::GraphProto& g, const std::string& prefix, Renames renames) {
@@ -77,11 +77,6 @@ class Scoper {
   }
 
   int renamed() const { return renamed_; }
-  bool clashes() const {
-    for (const auto& [name, n] : defs_)
-      if (n > 1) return true;
-    return false;
-  }
 
  private:
   std::map<std::string, int> defs_;
@@ -91,7 +86,17 @@ class Scoper {
 
 }  // namespace
 
-bool body_names_clash(const onnx::ModelProto& model) { return Scoper(model.graph()).clashes(); }
+std::map<std::string, int> definition_counts(const onnx::GraphProto& g) {
+  std::map<std::string, int> defs;
+  count(g, defs);
+  return defs;
+}
+
+bool body_names_clash(const onnx::ModelProto& model) {
+  for (const auto& [name, n] : definition_counts(model.graph()))
+    if (n > 1) return true;
+  return false;
+}
 
 int scope_body_names(onnx::ModelProto& model) {
   Scoper s(model.graph());

@@ -12,11 +12,19 @@
 // second call renames nothing. qtool calibrate and qtool quantize both apply it, so their tables agree.
 #pragma once
 
+#include <map>
+#include <string>
+
 namespace onnx {
 class ModelProto;
-}
+class GraphProto;
+}  // namespace onnx
 
 namespace qtool::onnxio {
+
+// How many graphs of the hierarchy under g (g and its If/Loop/Scan bodies, recursively) define each name, as a formal
+// input, an initializer or a node output; each graph counts once.
+std::map<std::string, int> definition_counts(const onnx::GraphProto& g);
 
 // Whether some name is defined in more than one graph of the model (what scope_body_names renames, if a body
 // defines it).

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "onnx/body_names.h"
 #include "quantize/graph.h"
 #include "quantize/op_roles.h"
 #include "quantize/qparams.h"
@@ -42,8 +43,10 @@ class QdqBuilder {
   QdqBuilder(onnx::ModelProto& model, const QConfig& cfg, const calib::CalibrationTable& ranges,
              LayerHessianSource* hessians)
       : g_(model), cfg_(cfg), ranges_(ranges), hessians_(hessians) {
-    count_definitions(model.graph());
-    for (const auto& [name, scopes] : definitions_)
+    // A name some graphs of the hierarchy define again (onnx/body_names.h, which quantize's preparation has run,
+    // leaves only those of tables and models prepared before it): calibration merged their values under one name,
+    // so such tensors stay float (weights are unaffected: their values are local).
+    for (const auto& [name, scopes] : onnxio::definition_counts(model.graph()))
       if (scopes > 1) ambiguous_.insert(name);
   }
   // The body `body` of a node of `outer`'s graph.
@@ -99,24 +102,6 @@ class QdqBuilder {
     append(report_.weight_tensors, b.weight_tensors);
     append(report_.missing_ranges, b.missing_ranges);
     append(report_.unobserved_bodies, b.unobserved_bodies);
-  }
-
-  // How many graphs of the hierarchy define each name (as an input, initializer or node output). ONNX wants one,
-  // but sibling If branches that reuse a name exist; calibration then merged their values under one name, so such
-  // tensors stay float (weights are unaffected: their values are local).
-  void count_definitions(const onnx::GraphProto& g) {
-    std::set<std::string> here;
-    for (const auto& v : g.input()) here.insert(v.name());
-    for (const auto& t : g.initializer()) here.insert(t.name());
-    for (const auto& n : g.node()) {
-      for (const auto& o : n.output())
-        if (!o.empty()) here.insert(o);
-      for (const auto& a : n.attribute()) {
-        if (a.has_g()) count_definitions(a.g());
-        for (const auto& body : a.graphs()) count_definitions(body);
-      }
-    }
-    for (const auto& name : here) ++definitions_[name];
   }
 
   // Config names are checked against every graph of the model (a rule may name a node inside a body).
@@ -256,13 +241,15 @@ class QdqBuilder {
   // A tensor b read only by quantized Adds y = a + b whose outputs get their own Q/DQ on [y_lo, y_hi] (a in
   // [a_lo, a_hi]): a value of b below y_lo - a_hi makes every sum fall below y_lo, where the output's Q saturates
   // anyway, and one above y_hi - a_lo every sum rise above y_hi; so b's range needs nothing outside
-  // [y_lo - a_hi, y_hi - a_lo] (the union over its Adds), and no output value changes. Such values are mask fills:
+  // [y_lo - a_hi, y_hi - a_lo] (the union over its Adds), and no output value changes: clamp_add_constant's rule
+  // for a constant operand, applied to an activation's range. Such values are mask fills:
   // an attention mask computed at run time (Hugging Face fills with the float32 minimum) added to the scores before
   // a Softmax, whose input window (softmax_floor) then bounds y. Without the window, b's step would be ~1e36 and ONNX
   // Runtime's QLinearAdd, which computes zp_y - (s_a/s_y)·zp_a - (s_b/s_y)·zp_b + (s_a/s_y)·q_a + (s_b/s_y)·q_b in
   // float32 (MLAS qladd.cpp), loses every unmasked score to cancellation or overflow (a 2-layer KV-cache decoder:
   // logits 31 -> 14 dB in ORT while qtool's Q/DQ simulation stayed exact; tests/quantize/kv_cache_decoder.py).
-  // a's range is its calibrated one widened to hold 0 (its quantized range lies inside), so the window only widens.
+  // a's and y's ranges are those of their grids ([qmin - z, qmax - z]·s), as act_params gives them without their
+  // own windows (so that no chain of Adds recurses): as wide as the grids they get, or wider, to within a step.
   std::optional<std::pair<double, double>> add_input_window(const std::string& t) const {
     const auto& cons = g_.consumers(t);
     if (cons.empty() || g_.is_graph_output(t)) return std::nullopt;
@@ -277,16 +264,23 @@ class QdqBuilder {
       const auto& ycons = g_.consumers(y);
       if (g_.is_graph_output(y) || (ycons.size() == 1 && fusable_activation(ycons[0]))) return std::nullopt;
       const std::string& a = n.input(n.input(0) == t ? 1 : 0);
-      const auto ar = g_.is_initializer(a) ? std::nullopt : range_of(a, q.activation->method);
+      const auto ap = g_.is_initializer(a) ? std::nullopt : act_params(a, *q.activation, false);
       const auto yp = act_params(y, *q.output, false);
-      if (!ar || !yp || yp->scale.numel() != 1) return std::nullopt;
-      const numerics::QBounds qb = numerics::quant_bounds(spec_for(*q.output));
-      const double s = yp->scales()[0], z = static_cast<double>(yp->zero_points()[0]);
-      const double y_lo = (static_cast<double>(qb.qmin) - z) * s, y_hi = (static_cast<double>(qb.qmax) - z) * s;
-      const double lo = y_lo - std::max(ar->second, 0.0), hi = y_hi - std::min(ar->first, 0.0);
+      if (!ap || !yp) return std::nullopt;
+      const auto ar = grid_range(*ap), yr = grid_range(*yp);
+      if (!ar || !yr) return std::nullopt;
+      const double lo = yr->first - ar->second, hi = yr->second - ar->first;
       w = w ? std::make_pair(std::min(w->first, lo), std::max(w->second, hi)) : std::make_pair(lo, hi);
     }
     return w;
+  }
+
+  // The values a per-tensor grid can represent: [(qmin - z)·s, (qmax - z)·s] of its dtype; nullopt per axis.
+  static std::optional<std::pair<double, double>> grid_range(const QParams& p) {
+    if (p.scale.numel() != 1) return std::nullopt;
+    const auto& info = dtype_info(p.dtype());
+    const double s = p.scales()[0], z = static_cast<double>(p.zero_points()[0]);
+    return std::make_pair((static_cast<double>(info.qmin) - z) * s, (static_cast<double>(info.qmax) - z) * s);
   }
 
   // Softmax outputs in 8 bits, for ONNX Runtime: ORT fuses DQ -> Softmax -> Q into QLinearSoftmax, whose kernel
@@ -690,14 +684,11 @@ class QdqBuilder {
         x = &*pl.params;
       }
     const auto out = x ? act_params(node.output(0), *q.output) : std::nullopt;
-    if (!out || x->scale.numel() != 1 || out->scale.numel() != 1) return c;
-    const auto range = [](const QParams& p) {
-      const auto& info = dtype_info(p.dtype());
-      const double s = p.scales()[0], z = static_cast<double>(p.zero_points()[0]);
-      return std::make_pair((static_cast<double>(info.qmin) - z) * s, (static_cast<double>(info.qmax) - z) * s);
-    };
-    const auto [xlo, xhi] = range(*x);
-    const auto [olo, ohi] = range(*out);
+    const auto xr = x ? grid_range(*x) : std::nullopt;
+    const auto outr = out ? grid_range(*out) : std::nullopt;
+    if (!xr || !outr) return c;
+    const auto [xlo, xhi] = *xr;
+    const auto [olo, ohi] = *outr;
     Tensor clipped = c.clone();
     float* d = clipped.data<float>();
     for (int64_t k = 0; k < clipped.numel(); ++k)
@@ -955,7 +946,6 @@ class QdqBuilder {
   std::map<std::string, std::pair<int, std::string>> rescale_;     // y -> (its Mul node, x): see plan_rescale
   std::map<std::string, std::pair<double, double>> shared_range_;  // see plan_shared_ranges
   QdqReport report_;
-  std::map<std::string, int> definitions_;  // main graph's builder only: see count_definitions
   std::set<std::string> ambiguous_;         // names defined in more than one graph
   bool body_unobserved_ = false;            // a body none of whose tensors the calibration table holds
 };
