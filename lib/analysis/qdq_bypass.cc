@@ -3,6 +3,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "onnx/model_walk.h"
 
 namespace qtool::analysis {
 namespace {
@@ -28,17 +29,6 @@ std::vector<std::pair<std::string, std::string>> activation_quantizers(const onn
     if (is_op(n, "QuantizeLinear") && n.input_size() > 0 && n.output_size() > 0 && !constants.count(n.input(0)))
       q.emplace_back(n.output(0), n.input(0));
   return q;
-}
-
-// Every name a node of `g` reads, in subgraphs (If/Loop/Scan bodies) too.
-void collect_reads(const onnx::GraphProto& g, std::set<std::string>& read) {
-  for (const auto& n : g.node()) {
-    for (const auto& i : n.input()) read.insert(i);
-    for (const auto& a : n.attribute()) {
-      if (a.has_g()) collect_reads(a.g(), read);
-      for (const auto& sub : a.graphs()) collect_reads(sub, read);
-    }
-  }
 }
 
 }  // namespace
@@ -77,7 +67,7 @@ onnx::ModelProto keep_float(const onnx::ModelProto& model, const std::string& te
   if (rewired == 0) throw BadInputError("tensor '" + tensor + "' has no QuantizeLinear -> DequantizeLinear pair");
   // Drop the QuantizeLinear nodes nothing reads any more (another node or a graph output may still read one).
   std::set<std::string> read;
-  collect_reads(*g, read);
+  onnxio::collect_reads(*g, read);
   for (const auto& o : g->output()) read.insert(o.name());
   auto* nodes = g->mutable_node();
   for (int i = nodes->size(); i-- > 0;) {

@@ -1,5 +1,7 @@
 #include "calib/calibrate.h"
 
+#include <onnx/onnx_pb.h>
+
 #include <algorithm>
 #include <chrono>
 #include <fstream>
@@ -14,6 +16,7 @@
 #include "core/error.h"
 #include "core/file_io.h"
 #include "core/json_parse.h"
+#include "onnx/body_names.h"
 #include "onnx/model_io.h"
 #include "runtime/session.h"
 
@@ -143,8 +146,10 @@ CalibrateResult calibrate_model(const fs::path& model_path, const CalibrateOptio
   return calibrate_model(*model.proto, model_path.filename().string(), sha256_file(model_path), options);
 }
 
-CalibrateResult calibrate_model(const onnx::ModelProto& model, const std::string& name, const std::string& sha256,
-                                const CalibrateOptions& options) {
+namespace {
+
+CalibrateResult calibrate_scoped(const onnx::ModelProto& model, const std::string& name, const std::string& sha256,
+                                 const CalibrateOptions& options) {
   const int sources =
       (options.data_files.empty() ? 0 : 1) + (options.data_dir ? 1 : 0) + (options.random_samples ? 1 : 0);
   if (sources != 1)
@@ -193,6 +198,19 @@ CalibrateResult calibrate_model(const onnx::ModelProto& model, const std::string
   result.table.batch_size = batch;
   result.non_finite = calibrator.non_finite();
   return result;
+}
+
+}  // namespace
+
+CalibrateResult calibrate_model(const onnx::ModelProto& model, const std::string& name, const std::string& sha256,
+                                const CalibrateOptions& options) {
+  // Tensors of If/Loop/Scan bodies are recorded under the names qtool quantize gives them (onnx/body_names.h).
+  if (onnxio::body_names_clash(model)) {
+    onnx::ModelProto scoped = model;
+    onnxio::scope_body_names(scoped);
+    return calibrate_scoped(scoped, name, sha256, options);
+  }
+  return calibrate_scoped(model, name, sha256, options);
 }
 
 }  // namespace qtool::calib

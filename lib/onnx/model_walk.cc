@@ -129,4 +129,14 @@ void for_each_tensor(const onnx::ModelProto& model,
   w.model(model);
 }
 
+void collect_reads(const onnx::GraphProto& g, std::set<std::string>& read) {
+  for (const auto& n : g.node()) {
+    for (const auto& i : n.input()) read.insert(i);
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) collect_reads(a.g(), read);
+      for (const auto& body : a.graphs()) collect_reads(body, read);
+    }
+  }
+}
+
 }  // namespace qtool::onnxio

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <functional>
+#include <set>
 #include <string>
 
 namespace onnx {
@@ -47,5 +48,8 @@ void for_each_node(const onnx::ModelProto& model, const std::function<void(const
 void for_each_tensor(onnx::ModelProto& model, const std::function<void(onnx::TensorProto&, const TensorSite&)>& fn);
 void for_each_tensor(const onnx::ModelProto& model,
                      const std::function<void(const onnx::TensorProto&, const TensorSite&)>& fn);
+
+// Adds to `read` every name a node of g reads, in g's If/Loop/Scan bodies too (recursively).
+void collect_reads(const onnx::GraphProto& g, std::set<std::string>& read);
 
 }  // namespace qtool::onnxio

@@ -3,21 +3,12 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "onnx/model_walk.h"
 #include "onnx/spill.h"
 #include "onnx/tensor_proto.h"
 
 namespace qtool::quantize {
 namespace {
-
-void collect_subgraph_reads(const onnx::GraphProto& g, std::set<std::string>& out) {
-  for (const auto& n : g.node()) {
-    for (const auto& in : n.input()) out.insert(in);
-    for (const auto& a : n.attribute()) {
-      if (a.has_g()) collect_subgraph_reads(a.g(), out);
-      for (const auto& sg : a.graphs()) collect_subgraph_reads(sg, out);
-    }
-  }
-}
 
 // Every name the graphs nested in `g` (not `g` itself) define or read: new names must not clash with them.
 void collect_nested_names(const onnx::GraphProto& g, bool nested, std::set<std::string>& out) {
@@ -93,8 +84,8 @@ void Graph::reindex() {
       if (c.empty() || c.back() != i) c.push_back(i);
     }
     for (const auto& a : n.attribute()) {
-      if (a.has_g()) collect_subgraph_reads(a.g(), subgraph_reads_);
-      for (const auto& sg : a.graphs()) collect_subgraph_reads(sg, subgraph_reads_);
+      if (a.has_g()) onnxio::collect_reads(a.g(), subgraph_reads_);
+      for (const auto& sg : a.graphs()) onnxio::collect_reads(sg, subgraph_reads_);
     }
   }
   // What a Cast turns into a graph output is the model's answer too (a float16 model's output behind the Cast

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "onnx/body_names.h"
 #include "quantize/graph.h"
 #include "quantize/op_roles.h"
 #include "quantize/qparams.h"
@@ -42,15 +43,26 @@ class QdqBuilder {
   QdqBuilder(onnx::ModelProto& model, const QConfig& cfg, const calib::CalibrationTable& ranges,
              LayerHessianSource* hessians)
       : g_(model), cfg_(cfg), ranges_(ranges), hessians_(hessians) {
-    count_definitions(model.graph());
-    for (const auto& [name, scopes] : definitions_)
+    // A name some graphs of the hierarchy define again (onnx/body_names.h, which quantize's preparation has run,
+    // leaves only those of tables and models prepared before it): calibration merged their values under one name,
+    // so such tensors stay float (weights are unaffected: their values are local).
+    for (const auto& [name, scopes] : onnxio::definition_counts(model.graph()))
       if (scopes > 1) ambiguous_.insert(name);
   }
   // The body `body` of a node of `outer`'s graph.
   QdqBuilder(onnx::ModelProto& model, onnx::GraphProto& body, const Graph& outer, const QConfig& cfg,
              const calib::CalibrationTable& ranges, const std::set<std::string>& ambiguous,
              LayerHessianSource* hessians)
-      : g_(model, body, outer), cfg_(cfg), ranges_(ranges), hessians_(hessians), ambiguous_(ambiguous) {}
+      : g_(model, body, outer), cfg_(cfg), ranges_(ranges), hessians_(hessians), ambiguous_(ambiguous) {
+    // A body the calibration samples never ran (an If branch they did not take) has no tensor in the table: its
+    // activations stay float, and their absence says nothing about the table being another model's (the check
+    // in quantize.cc, check_table_matches, counts the other graphs' missing tensors only).
+    body_unobserved_ = !ranges_.tensors.empty();
+    for (const auto& n : body.node())
+      for (const auto& o : n.output())
+        if (!o.empty() && ranges_.find(o)) body_unobserved_ = false;
+    if (body_unobserved_) report_.unobserved_bodies.push_back(body.name());
+  }
 
   QdqReport run() {
     if (!g_.outer()) check_names();
@@ -89,24 +101,7 @@ class QdqBuilder {
     append(report_.activation_tensors, b.activation_tensors);
     append(report_.weight_tensors, b.weight_tensors);
     append(report_.missing_ranges, b.missing_ranges);
-  }
-
-  // How many graphs of the hierarchy define each name (as an input, initializer or node output). ONNX wants one,
-  // but sibling If branches that reuse a name exist; calibration then merged their values under one name, so such
-  // tensors stay float (weights are unaffected: their values are local).
-  void count_definitions(const onnx::GraphProto& g) {
-    std::set<std::string> here;
-    for (const auto& v : g.input()) here.insert(v.name());
-    for (const auto& t : g.initializer()) here.insert(t.name());
-    for (const auto& n : g.node()) {
-      for (const auto& o : n.output())
-        if (!o.empty()) here.insert(o);
-      for (const auto& a : n.attribute()) {
-        if (a.has_g()) count_definitions(a.g());
-        for (const auto& body : a.graphs()) count_definitions(body);
-      }
-    }
-    for (const auto& name : here) ++definitions_[name];
+    append(report_.unobserved_bodies, b.unobserved_bodies);
   }
 
   // Config names are checked against every graph of the model (a rule may name a node inside a body).
@@ -202,7 +197,9 @@ class QdqBuilder {
                               : "no calibration range for input " + t;
   }
 
-  std::optional<QParams> act_params(const std::string& t, const TensorSettings& base) const {
+  // add_window = false: without add_input_window (which asks the Add outputs' own parameters that way, so that it
+  // never recurses down a chain of Adds; their range is then at least as wide, and the window only wider).
+  std::optional<QParams> act_params(const std::string& t, const TensorSettings& base, bool add_window = true) const {
     auto s = tensor_settings(t, base);
     if (!s || held_non_finite(t) || ambiguous_.count(t)) return std::nullopt;
     if (s->scale) {
@@ -222,6 +219,9 @@ class QdqBuilder {
       if (cons.size() == 1 && !g_.is_graph_output(t) && is_const_clamp(cons[0]))
         if (auto out = range_of(g_.node(cons[0]).output(0), s->method))
           r = std::make_pair(std::max(r->first, out->first), std::min(r->second, out->second));
+      if (const auto w = add_window ? add_input_window(t) : std::nullopt)
+        r = std::make_pair(std::max(r->first, std::min(w->first, r->second)),
+                           std::min(r->second, std::max(w->second, r->first)));
     }
     return params_from_range(r->first, r->second, *s);
   }
@@ -236,6 +236,51 @@ class QdqBuilder {
     if (!c || !c->softmax_rows || info.cls != DTypeClass::Integer) return std::nullopt;
     const double n = static_cast<double>(std::max<int64_t>(c->softmax_rows->row_length, 1));
     return c->softmax_rows->min_row_max - (std::log(n) + (info.bits + 1) * std::log(2.0));
+  }
+
+  // A tensor b read only by quantized Adds y = a + b whose outputs get their own Q/DQ on [y_lo, y_hi] (a in
+  // [a_lo, a_hi]): a value of b below y_lo - a_hi makes every sum fall below y_lo, where the output's Q saturates
+  // anyway, and one above y_hi - a_lo every sum rise above y_hi; so b's range needs nothing outside
+  // [y_lo - a_hi, y_hi - a_lo] (the union over its Adds), and no output value changes: clamp_add_constant's rule
+  // for a constant operand, applied to an activation's range. Such values are mask fills:
+  // an attention mask computed at run time (Hugging Face fills with the float32 minimum) added to the scores before
+  // a Softmax, whose input window (softmax_floor) then bounds y. Without the window, b's step would be ~1e36 and ONNX
+  // Runtime's QLinearAdd, which computes zp_y - (s_a/s_y)·zp_a - (s_b/s_y)·zp_b + (s_a/s_y)·q_a + (s_b/s_y)·q_b in
+  // float32 (MLAS qladd.cpp), loses every unmasked score to cancellation or overflow (a 2-layer KV-cache decoder:
+  // logits 31 -> 14 dB in ORT while qtool's Q/DQ simulation stayed exact; tests/quantize/kv_cache_decoder.py).
+  // a's and y's ranges are those of their grids ([qmin - z, qmax - z]·s), as act_params gives them without their
+  // own windows (so that no chain of Adds recurses): as wide as the grids they get, or wider, to within a step.
+  std::optional<std::pair<double, double>> add_input_window(const std::string& t) const {
+    const auto& cons = g_.consumers(t);
+    if (cons.empty() || g_.is_graph_output(t)) return std::nullopt;
+    std::optional<std::pair<double, double>> w;
+    for (int c : cons) {
+      const auto& n = g_.node(c);
+      const NodeQuant& q = nq_[c];
+      if (n.op_type() != "Add" || n.input_size() != 2 || n.input(0) == n.input(1) || !q.quantized || !q.activation ||
+          !q.output)
+        return std::nullopt;
+      const std::string& y = n.output(0);
+      const auto& ycons = g_.consumers(y);
+      if (g_.is_graph_output(y) || (ycons.size() == 1 && fusable_activation(ycons[0]))) return std::nullopt;
+      const std::string& a = n.input(n.input(0) == t ? 1 : 0);
+      const auto ap = g_.is_initializer(a) ? std::nullopt : act_params(a, *q.activation, false);
+      const auto yp = act_params(y, *q.output, false);
+      if (!ap || !yp) return std::nullopt;
+      const auto ar = grid_range(*ap), yr = grid_range(*yp);
+      if (!ar || !yr) return std::nullopt;
+      const double lo = yr->first - ar->second, hi = yr->second - ar->first;
+      w = w ? std::make_pair(std::min(w->first, lo), std::max(w->second, hi)) : std::make_pair(lo, hi);
+    }
+    return w;
+  }
+
+  // The values a per-tensor grid can represent: [(qmin - z)·s, (qmax - z)·s] of its dtype; nullopt per axis.
+  static std::optional<std::pair<double, double>> grid_range(const QParams& p) {
+    if (p.scale.numel() != 1) return std::nullopt;
+    const auto& info = dtype_info(p.dtype());
+    const double s = p.scales()[0], z = static_cast<double>(p.zero_points()[0]);
+    return std::make_pair((static_cast<double>(info.qmin) - z) * s, (static_cast<double>(info.qmax) - z) * s);
   }
 
   // Softmax outputs in 8 bits, for ONNX Runtime: ORT fuses DQ -> Softmax -> Q into QLinearSoftmax, whose kernel
@@ -504,7 +549,7 @@ class QdqBuilder {
         p = act_params(t, *q.activation);
       if (!p) {
         if (!tensor_settings(t, *q.activation)) continue;  // the config keeps this tensor float
-        if (!ranges_.tensors.empty() && !ranges_.find(t)) report_.missing_ranges.push_back(t);
+        if (!ranges_.tensors.empty() && !ranges_.find(t) && !body_unobserved_) report_.missing_ranges.push_back(t);
         return keep_float(i, no_range_reason(t));
       }
       plans.push_back({k, t, Plan::Act, p, std::nullopt});
@@ -665,14 +710,11 @@ class QdqBuilder {
         x = &*pl.params;
       }
     const auto out = x ? act_params(node.output(0), *q.output) : std::nullopt;
-    if (!out || x->scale.numel() != 1 || out->scale.numel() != 1) return c;
-    const auto range = [](const QParams& p) {
-      const auto& info = dtype_info(p.dtype());
-      const double s = p.scales()[0], z = static_cast<double>(p.zero_points()[0]);
-      return std::make_pair((static_cast<double>(info.qmin) - z) * s, (static_cast<double>(info.qmax) - z) * s);
-    };
-    const auto [xlo, xhi] = range(*x);
-    const auto [olo, ohi] = range(*out);
+    const auto xr = x ? grid_range(*x) : std::nullopt;
+    const auto outr = out ? grid_range(*out) : std::nullopt;
+    if (!xr || !outr) return c;
+    const auto [xlo, xhi] = *xr;
+    const auto [olo, ohi] = *outr;
     Tensor clipped = c.clone();
     float* d = clipped.data<float>();
     for (int64_t k = 0; k < clipped.numel(); ++k)
@@ -931,8 +973,8 @@ class QdqBuilder {
   std::map<std::string, std::pair<int, std::string>> rescale_;     // y -> (its Mul node, x): see plan_rescale
   std::map<std::string, std::pair<double, double>> shared_range_;  // see plan_shared_ranges
   QdqReport report_;
-  std::map<std::string, int> definitions_;  // main graph's builder only: see count_definitions
   std::set<std::string> ambiguous_;         // names defined in more than one graph
+  bool body_unobserved_ = false;            // a body none of whose tensors the calibration table holds
 };
 
 }  // namespace

@@ -52,6 +52,9 @@ struct QdqReport {
   // Activations the config quantizes that a non-empty calibration table has no entry for (not even "no finite
   // value"): the table was made for another model. quantize_model refuses these.
   std::vector<std::string> missing_ranges;
+  // Bodies (by graph name) none of whose tensors the table holds: calibration never ran them (an If branch its
+  // samples did not take); what needs activation ranges there stays float.
+  std::vector<std::string> unobserved_bodies;
 };
 
 // Rewrites `model` in place; activation ranges come from the calibration table (`qtool calibrate`). Config names that

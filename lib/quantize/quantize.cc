@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "onnx/tensor_proto.h"
 #include "quantize/provenance.h"
+#include "quantize/share_body_initializers.h"
 #include "quantize/weights/layer_inputs.h"
 #include "quantize/weights/bias_correction.h"
 #include "quantize/weights/conv_gptq.h"
@@ -121,8 +122,11 @@ void remove_dead(Graph& g) {
 QdqReport rewrite(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges,
                   LayerHessianSource* hessians) {
   QdqReport r = insert_qdq(model, config, ranges, hessians);
-  Graph g(model);
-  remove_dead(g);
+  {
+    Graph g(model);
+    remove_dead(g);
+  }
+  share_body_initializers(model);
   return r;
 }
 
@@ -219,6 +223,10 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
   s.qdq = rewrite(model, config, ranges, hessians);
   check_table_matches(s.qdq, ranges);
   check_target_loads(s.qdq, config);
+  if (options.log)
+    for (const std::string& body : s.qdq.unobserved_bodies)
+      options.log("body '" + body + "': calibration never ran it (none of its tensors is in the table), so what "
+                  "needs activation ranges there stays float; calibrate on samples that take it");
   if (!gs.enabled)
     s.guard.note = "off";
   else if (!guard)

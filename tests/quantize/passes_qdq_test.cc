@@ -2,9 +2,11 @@
 // before and after, and the structure of the result is checked (STYLE.md point 11).
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <sstream>
 
@@ -964,6 +966,111 @@ TEST_CASE("qdq: Mul by a positive constant reads its input's integers with scale
     CHECK(count_op(m, "Mul") == 1);
     CHECK(writer(m, "s_q") != nullptr);
   }
+}
+
+// x [1,8] -> MatMul(w) -> s; y = s + m (m: 0 or the float32 minimum, computed at run time in a real decoder, an
+// input here) -> Softmax -> p -> MatMul(w2) -> out. `also_min`: m is read by a ReduceMin too.
+Builder masked_softmax(bool also_min) {
+  Builder b(13);
+  b.input("x", {1, 8});
+  b.input("m", {1, 8});
+  b.init("w", random_tensor({8, 8}, 71));
+  b.init("w2", random_tensor({8, 4}, 72));
+  b.node("MatMul", {"x", "w"}, {"s"});
+  b.node("Add", {"s", "m"}, {"y"});
+  b.node("Softmax", {"y"}, {"p"});
+  b.node("MatMul", {"p", "w2"}, {"out"});
+  b.output("out");
+  if (also_min) {
+    b.node("ReduceMin", {"m"}, {"mmin"});
+    b.output("mmin");
+  }
+  return b;
+}
+
+float q_scale(onnx::ModelProto& m, const std::string& tensor) {
+  Graph g(m);
+  for (const auto& n : m.graph().node())
+    if (n.op_type() == "QuantizeLinear" && n.input(0) == tensor)
+      return g.initializer_tensor(n.input(1)).data<float>()[0];
+  return 0;
+}
+
+TEST_CASE("qdq: a run-time mask added before a Softmax gets the range the Softmax window sees, not its fill") {
+  const float fill = std::numeric_limits<float>::lowest();
+  auto ranges =
+      minmax_ranges({{"x", -1, 1}, {"s", -3, 3}, {"m", fill, 0}, {"y", fill, 3}, {"p", 0, 1}, {"out", -2, 2}});
+  ranges.tensors["y"].softmax_rows = calib::SoftmaxRows{-1.0f, 8};
+  // y's window: floor -1 - (ln 8 + 9 ln 2) = -9.32, so y in [-9.32, 3]; m needs [-9.32 - 3, 3 + 3] of its [fill, 0].
+  const double floor = -1 - (std::log(8.0) + 9 * std::log(2.0));
+  const Tensor x = random_tensor({1, 8}, 73);
+  std::vector<float> mv(8, 0.0f);
+  for (int i = 4; i < 8; ++i) mv[i] = fill;
+  const Tensor mask = Tensor::from_vector<float>({1, 8}, mv);
+  SECTION("only Adds read it: its step is a Softmax-sized one, and the output is the float one within rounding") {
+    const Builder b = masked_softmax(false);
+    onnx::ModelProto m = b.m;
+    insert_qdq(m, QConfig::builtin_default(), ranges);
+    const float s_m = q_scale(m, "m");
+    CHECK(s_m == Approx((3 - floor) / 255).epsilon(0.02));  // [floor - 3, 0] on 255 steps
+    CHECK(q_scale(m, "y") == Approx((3 - floor) / 255).epsilon(0.02));
+    const auto f = runtime::Session(b.m).run({{"x", x}, {"m", mask}}).at("out");
+    const auto q = runtime::Session(m).run({{"x", x}, {"m", mask}}).at("out");
+    CHECK(max_diff(f, q) < 0.05);
+  }
+  SECTION("another reader sees the fill itself: the range stays whole") {
+    const Builder b = masked_softmax(true);
+    onnx::ModelProto m = b.m;
+    ranges.tensors["mmin"] = ranges.tensors["m"];
+    insert_qdq(m, QConfig::builtin_default(), ranges);
+    const float s_m = q_scale(m, "m");
+    CHECK((s_m == 0 || s_m > 1e30f));  // float, or the fill's own step
+  }
+}
+
+TEST_CASE("qdq: an If branch calibration never ran stays float and is reported, not taken for another model's") {
+  // cond, x [1,4] -> If(cond): then y = MatMul(x, w) + b_t ... else y = MatMul(x, w) (w a main-graph weight).
+  Builder b(13);
+  b.input("x", {1, 4});
+  auto* c = b.m.mutable_graph()->add_input();
+  c->set_name("cond");
+  c->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::BOOL);
+  b.init("w", random_tensor({4, 4}, 81));
+  b.output("y");
+  auto branch = [](const std::string& p) {
+    onnx::GraphProto g;
+    g.set_name(p);
+    auto* n = g.add_node();
+    n->set_op_type("MatMul");
+    n->set_name(p + "_mm");
+    n->add_input("x");
+    n->add_input("w");
+    n->add_output(p + "_h");
+    n = g.add_node();
+    n->set_op_type("Relu");
+    n->set_name(p + "_relu");
+    n->add_input(p + "_h");
+    n->add_output(p + "_y");
+    g.add_output()->set_name(p + "_y");
+    return g;
+  };
+  auto& iff = b.node("If", {"cond"}, {"y"}, "branch");
+  for (const char* p : {"then", "else"}) {
+    auto* a = iff.add_attribute();
+    a->set_name(std::string(p) + "_branch");
+    a->set_type(onnx::AttributeProto::GRAPH);
+    *a->mutable_g() = branch(p);
+  }
+  // Calibrated on samples that all took the then-branch: nothing of `else` is in the table.
+  const auto ranges = minmax_ranges({{"x", -1, 1}, {"then_h", -2, 2}, {"then_y", 0, 2}, {"y", 0, 2}});
+  onnx::ModelProto m = b.m;
+  const QdqReport r = insert_qdq(m, QConfig::builtin_default(), ranges);
+  CHECK(r.unobserved_bodies == std::vector<std::string>{"else"});
+  CHECK(r.missing_ranges.empty());
+  // Both MatMuls read x, whose range the main graph observed: both are quantized; else's output has no range.
+  CHECK(r.weights_quantized == 2);
+  CHECK(std::find(r.activation_tensors.begin(), r.activation_tensors.end(), "then_h") != r.activation_tensors.end());
+  CHECK(std::find(r.activation_tensors.begin(), r.activation_tensors.end(), "else_h") == r.activation_tensors.end());
 }
 
 TEST_CASE("guard: an input whose range one outlier blew up goes back to float, its weights stay int8") {

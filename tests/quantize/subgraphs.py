@@ -174,9 +174,9 @@ def if_branches(work):
 
 def name_clash(work):
     """Both branches name their hidden tensor 'h' (ONNX asks for unique names, exporters do not always comply):
-    calibration observed both branches' values under one name, so 'h' must stay float in both branches (its
-    merged range belongs to neither). Each branch's first Gemm (input x) is still quantized; the second, whose input
-    is 'h', stays float as any node with an input that cannot be quantized: 2 of the 4 weights."""
+    calibrate and quantize both give each branch's 'h' its own scoped name ('<If node>/<branch>/h',
+    onnx/body_names.h), so the table holds one range per branch, never the two merged, and all 4 Gemms and both
+    hidden tensors are quantized."""
     rng = np.random.default_rng(25)
     m, q = os.path.join(work, 'clash.onnx'), os.path.join(work, 'clash.int8.onnx')
     wt, we = mlp_weights('t_', rng), mlp_weights('e_', rng)
@@ -205,14 +205,21 @@ def name_clash(work):
     qtest.sh([qtest.qtool(), 'calibrate', m, '-o', calib, '--data', 'x=' + cx, '--data', 'sel=' + cs])
     s = qtest.quantize(m, q, calib, extra=['--accuracy-guard', 'off'])
     qm = onnx.load(q)
+    table = json.load(open(calib))['tensors']
+    # The If has no name: the scope is '<op type>_<node index>'.
+    scoped = [f'{nd.name or nd.op_type + "_" + str(i)}/{a.name}/h' for i, nd in enumerate(onnx.load(m).graph.node)
+              for a in nd.attribute if a.type == onnx.AttributeProto.GRAPH]
     branches = [a.g for nd in qm.graph.node for a in nd.attribute if a.type == onnx.AttributeProto.GRAPH]
-    h_quantized = any(nd.op_type == 'QuantizeLinear' and nd.input[0] == 'h' for b in branches for nd in b.node)
+    h_quantized = [any(nd.op_type == 'QuantizeLinear' and nd.input[0] == h for nd in b.node)
+                   for b, h in zip(branches, scoped)]
     ys = {}
     for label in ('f', 'q'):
         ys[label] = qtest.ort_run(m if label == 'f' else q, {'x': cx, 'sel': cs}, os.path.join(work, 'clash_' + label))[0]['y']
     db = float(10 * np.log10((ys['f'].astype(np.float64) ** 2).sum() / max(((ys['f'] - ys['q']) ** 2).sum(), 1e-30)))
-    check('name_clash', not h_quantized and s['weights_quantized'] == 2 and db >= 20,
-          {'h_quantized': h_quantized, 'weights_quantized': s['weights_quantized'], 'sqnr_db': round(db, 1)})
+    check('name_clash', 'h' not in table and all(h in table for h in scoped) and all(h_quantized) and
+          s['weights_quantized'] == 4 and db >= 20,
+          {'table_h': [h for h in ['h'] + scoped if h in table], 'h_quantized': h_quantized,
+           'weights_quantized': s['weights_quantized'], 'sqnr_db': round(db, 1)})
 
 
 def loop_model(path, trips=3):

@@ -52,6 +52,14 @@ add_test(NAME "quantize: zoo of small torch architectures (run vs ORT, default q
          COMMAND /usr/bin/python3 -W ignore ${_qz_dir}/zoo.py)
 set_tests_properties("quantize: zoo of small torch architectures (run vs ORT, default quantize, ORT loads Q)"
                      PROPERTIES FIXTURES_REQUIRED ort ENVIRONMENT "${_qz_env}" TIMEOUT 600 LABELS zoo)
+# A 2-layer decoder LM with a KV cache as torch.onnx / Optimum export it (past_key_values.N.key/value with past_len 0
+# on the prefill, present.N outputs, causal mask filled with the float32 minimum; and the merged decoder, both paths
+# in an If on use_cache_branch): qtool run vs ORT, calibrate on samples mixing past_len 0 and > 0, default quantize,
+# then a prefill + 8-step generate loop in ORT on held-out sequences (docs/accuracy.md, "KV-cache decoders").
+add_test(NAME "quantize: KV-cache decoder and Optimum merged decoder (run, calibrate, quantize, ORT generate loop)"
+         COMMAND /usr/bin/python3 -W ignore ${_qz_dir}/kv_cache_decoder.py)
+set_tests_properties("quantize: KV-cache decoder and Optimum merged decoder (run, calibrate, quantize, ORT generate loop)"
+                     PROPERTIES FIXTURES_REQUIRED ort ENVIRONMENT "${_qz_env}" TIMEOUT 300)
 # An ORT-optimized BERT layer (EmbedLayerNormalization, Attention, SkipLayerNormalization, FastGelu: ORT contrib ops)
 # through calibrate + default quantize: ORT runs Q with every MatMul integer, contrib ops float and no Q/DQ that only
 # contrib ops read, output within the collapse bar of float.

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/limits.h"
+#include "onnx/body_names.h"
 #include "onnx/external_data.h"
 #include "onnx/float32_promotion.h"
 #include "runtime/session.h"
@@ -139,6 +140,8 @@ int drop_initializer_inputs(Graph& g) {
 
 PrepareReport prepare_model(onnx::ModelProto& model, int64_t min_opset, const PrepareOptions& options) {
   PrepareReport r;
+  // Body tensors get the names qtool calibrate recorded them under (onnx/body_names.h).
+  r.rewrites["scope_body_names"] = onnxio::scope_body_names(model);
   const onnxio::Float32Promotion wide = onnxio::promote_to_float32(model);  // before Graph indexes the model
   r.rewrites["promote_to_float32"] = wide.inputs + wide.outputs + wide.tensors + wide.typed_nodes;
   Graph g(model);
