@@ -16,6 +16,6 @@ std::filesystem::path scratch_dir(const std::string& name) {
 }  // namespace qtool::test
 
 int main(int argc, char** argv) {
-  qtool::core::adopt_passive_omp_wait(argv);  // as the CLI does: test binaries often run side by side
+  qtool::core::adopt_thread_environment(argv);  // as the CLI does: test binaries often run side by side
   return Catch::Session().run(argc, argv);
 }

@@ -74,7 +74,7 @@ void keep_freed_activations_mapped() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  qtool::core::adopt_passive_omp_wait(argv);  // before anything else: may re-execute the program
+  qtool::core::adopt_thread_environment(argv);  // before anything else: may re-execute the program
   qtool::fileio::install_cleanup_signal_handlers();  // first: a signal must never leave a temporary file behind
   qtool::fileio::remember_inputs(true);              // no command writes over a file it read
   CLI::App app{"qtool " QTOOL_VERSION " - post-training quantization of ONNX models", "qtool"};

@@ -36,7 +36,7 @@ double best_seconds(int repeat, F&& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  qtool::core::adopt_passive_omp_wait(argv);
+  qtool::core::adopt_thread_environment(argv);
   int64_t n = 1 << 24;
   int threads = omp_get_max_threads(), repeat = 5;
   for (int i = 1; i + 1 < argc; i += 2) {

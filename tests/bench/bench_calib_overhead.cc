@@ -43,7 +43,7 @@ double median(std::vector<double> v) {
 }
 
 int main(int argc, char** argv) {
-  qtool::core::adopt_passive_omp_wait(argv);
+  qtool::core::adopt_thread_environment(argv);
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: bench_calib_overhead MODEL --shape NAME=d0,d1,... [--samples N] [--rounds R] [--threads T] "

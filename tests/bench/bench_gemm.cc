@@ -36,7 +36,7 @@ double median_us(F&& f, int iters) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  qtool::core::adopt_passive_omp_wait(argv);
+  qtool::core::adopt_thread_environment(argv);
   namespace c = qtool::runtime::kernels::compute;
   c::ensure_blas_single_threaded();
   std::vector<std::string> shapes(argv + 1, argv + argc);

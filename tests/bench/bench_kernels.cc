@@ -26,7 +26,7 @@
 using namespace qtool;
 
 int main(int argc, char** argv) {
-  qtool::core::adopt_passive_omp_wait(argv);
+  qtool::core::adopt_thread_environment(argv);
   if (argc < 2) {
     std::fprintf(stderr, "usage: bench_kernels NODES.json [--threads T] [--repeat N]\n");
     return 1;

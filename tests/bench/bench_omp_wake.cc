@@ -8,7 +8,7 @@
 // serial (everything on the calling thread) and with T threads, medians over B batches, and prints one
 // JSON line per pair: microseconds per iteration for both and the difference (the region's net cost:
 // positive = threads lose). N = 0 is an empty region, i.e. the pure fork/join (wake-up) cost.
-// No adopt_passive_omp_wait here: the caller sets OMP_WAIT_POLICY / GOMP_SPINCOUNT per run to compare
+// No adopt_thread_environment here: the caller sets OMP_WAIT_POLICY / GOMP_SPINCOUNT per run to compare
 // them (scripts/bench_omp_wake.sh).
 #include <omp.h>
 

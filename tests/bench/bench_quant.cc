@@ -48,7 +48,7 @@ Timing best_of(int repeat, const std::function<void()>& fn) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  qtool::core::adopt_passive_omp_wait(argv);
+  qtool::core::adopt_thread_environment(argv);
   int64_t n = int64_t{64} << 20;
   std::vector<int> thread_counts{1, 2};
   int repeat = 3;

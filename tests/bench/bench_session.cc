@@ -78,7 +78,7 @@ void print_per_node(const runtime::Session& session, const std::map<std::string,
 }  // namespace
 
 int main(int argc, char** argv) {
-  qtool::core::adopt_passive_omp_wait(argv);
+  qtool::core::adopt_thread_environment(argv);
   if (argc < 2) {
     std::fprintf(stderr, "usage: bench_session MODEL --input NAME=FILE.npy [--threads T] [--repeat N] [--check DIR]\n");
     return 1;
