@@ -1,0 +1,222 @@
+// Activation-to-weight scale migration (SmoothQuant). Error it reduces: the rounding error of an activation X
+// that one per-tensor grid serves while a few of its channels set the range. For X·W, dividing channel j of X by
+// s_j and multiplying row j of W by s_j leaves the product unchanged in float; with
+// s_j = max|X_j|^alpha / max|W_j|^(1 - alpha) channel j's range becomes max|X_j|^(1-alpha) max|W_j|^(1-alpha)
+// and the row's max|X_j|^alpha max|W_j|^alpha: at alpha = 1/2 both are sqrt(max|X_j| max|W_j|), which maximises
+// sum_j (rX_j / RX)(rW_j / RW), the share of its grid each channel keeps on both sides (as cross-layer
+// equalization does for Conv pairs, Nagel et al. 2019 eq. 9-10). Per-channel weight grids (one scale per output
+// column) see the rows' growth only through each column's max, so larger alpha moves more of the range to the
+// weights. The 1/s_j is folded into constants that produce X: exact in float, no node added.
+#include "quantize/weights/smooth_quant.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <set>
+
+#include "runtime/session.h"
+
+namespace qtool::quantize {
+namespace {
+
+// One constant edit that divides channel j of the smoothed tensor by s_j.
+struct Edit {
+  enum Kind { Vector, Columns } kind;  // c_j /= s_j (a norm's scale or bias), or W[:, j] /= s_j (MatMul weight)
+  std::string tensor;
+};
+
+// A float initializer nobody else reads (editing it changes only this path).
+bool own_constant(const Graph& g, const std::string& name) {
+  return g.is_float_initializer(name) && !g.is_graph_input(name) && g.consumers(name).size() == 1 &&
+         !g.used_by_subgraph(name);
+}
+
+// One value per channel of the last axis: [..., 1, K].
+bool channel_vector(const Graph& g, const std::string& name, int64_t k) {
+  if (!own_constant(g, name)) return false;
+  const onnx::TensorProto& t = *g.initializer(name);
+  if (t.dims_size() == 0 || t.dims(t.dims_size() - 1) != k) return false;
+  for (int i = 0; i + 1 < t.dims_size(); ++i)
+    if (t.dims(i) != 1) return false;
+  return true;
+}
+
+// (scale input, bias input or -1) of a normalisation over the last axis whose scale multiplies output 0.
+std::optional<std::pair<int, int>> norm_affine(const onnx::NodeProto& n) {
+  const std::string& op = n.op_type();
+  if (op == "LayerNormalization") return std::pair{1, 2};
+  if (op == "RMSNormalization" || op == "SimplifiedLayerNormalization") return std::pair{1, -1};
+  if (n.domain() == "com.microsoft" && op == "SkipLayerNormalization") return std::pair{2, 3};
+  if (n.domain() == "com.microsoft" && op == "SkipSimplifiedLayerNormalization") return std::pair{2, -1};
+  return std::nullopt;
+}
+
+// The edits that divide channel j of `x` (k channels on its last axis) by s_j, or nullopt.
+std::optional<std::vector<Edit>> plan(const Graph& g, const std::string& x, int64_t k, int depth = 0) {
+  const int p = g.producer(x);
+  if (p < 0 || depth > 8) return std::nullopt;
+  const onnx::NodeProto& n = g.node(p);
+  const std::string& op = n.op_type();
+  if (n.output_size() < 1 || n.output(0) != x) return std::nullopt;
+  if (auto affine = norm_affine(n)) {
+    const auto [scale, bias] = *affine;
+    if (n.input_size() <= scale || !channel_vector(g, n.input(scale), k)) return std::nullopt;
+    std::vector<Edit> e{{Edit::Vector, n.input(scale)}};
+    if (bias >= 0 && n.input_size() > bias && !n.input(bias).empty()) {
+      if (!channel_vector(g, n.input(bias), k)) return std::nullopt;
+      e.push_back({Edit::Vector, n.input(bias)});
+    }
+    return e;
+  }
+  if (!n.domain().empty() || n.input_size() != 2) return std::nullopt;
+  if (op == "MatMul") {  // x = Z W: W's columns
+    const onnx::TensorProto* w = g.initializer(n.input(1));
+    if (!own_constant(g, n.input(1)) || w->dims_size() != 2 || w->dims(1) != k) return std::nullopt;
+    return std::vector<Edit>{{Edit::Columns, n.input(1)}};
+  }
+  if (op != "Mul" && op != "Add") return std::nullopt;
+  for (int side = 0; side < 2; ++side) {
+    const std::string &c = n.input(side), &y = n.input(1 - side);
+    if (!g.is_initializer(c)) continue;
+    if (!channel_vector(g, c, k)) return std::nullopt;
+    if (op == "Mul") return std::vector<Edit>{{Edit::Vector, c}};  // x = y * c
+    if (!g.has_single_reader(y)) return std::nullopt;              // x = y + c: y scales too
+    auto e = plan(g, y, k, depth + 1);
+    if (e) e->push_back({Edit::Vector, c});
+    return e;
+  }
+  if (op != "Mul") return std::nullopt;  // Add of two activations: both would have to scale
+  for (int side = 1; side >= 0; --side)  // x = a * b: one factor scaling is enough
+    if (g.has_single_reader(n.input(side)))
+      if (auto e = plan(g, n.input(side), k, depth + 1)) return e;
+  return std::nullopt;
+}
+
+// Reader of a smoothed tensor: its weight and the weight's axis that x's channels index (K), or nullopt.
+struct Reader {
+  std::string weight;
+  int k_axis = 0;
+};
+std::optional<Reader> weight_reader(const Graph& g, const onnx::NodeProto& n, const std::string& x) {
+  const bool gemm = n.op_type() == "Gemm";
+  if (!n.domain().empty() || (n.op_type() != "MatMul" && !gemm) || n.input_size() < 2 || n.input(0) != x ||
+      n.input(1) == x)
+    return std::nullopt;
+  if (gemm && (attr_int(n, "transA", 0) != 0 || (n.input_size() > 2 && n.input(2) == x))) return std::nullopt;
+  const onnx::TensorProto* w = g.initializer(n.input(1));
+  if (!own_constant(g, n.input(1)) || w->dims_size() != 2) return std::nullopt;
+  return Reader{n.input(1), gemm && attr_int(n, "transB", 0) != 0 ? 1 : 0};
+}
+
+struct Site {
+  std::string x;
+  int64_t k = 0;
+  std::vector<Reader> readers;
+  std::vector<Edit> edits;
+};
+
+std::optional<Site> site_of(const Graph& g, const std::string& x) {
+  if (g.is_graph_output(x) || g.used_by_subgraph(x) || g.is_initializer(x) || g.consumers(x).empty())
+    return std::nullopt;
+  Site s;
+  s.x = x;
+  for (int r : g.consumers(x)) {
+    auto reader = weight_reader(g, g.node(r), x);
+    if (!reader) return std::nullopt;
+    const int64_t k = g.initializer(reader->weight)->dims(reader->k_axis);
+    if (s.k != 0 && k != s.k) return std::nullopt;
+    s.k = k;
+    s.readers.push_back(*reader);
+  }
+  auto edits = plan(g, x, s.k);
+  if (!edits) return std::nullopt;
+  s.edits = std::move(*edits);
+  return s;
+}
+
+// Multiplies index j of axis `axis` of 2-D `t` (or of the last axis of a channel vector) by f[j].
+Tensor scaled(const Tensor& t, int axis, const std::vector<float>& f) {
+  Tensor out = t.clone();
+  float* d = out.data<float>();
+  const int64_t cols = t.dim(t.rank() - 1), rows = t.numel() / cols;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) d[r * cols + c] *= f[static_cast<size_t>(axis == 0 && t.rank() == 2 ? r : c)];
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> smoothable_inputs(const Graph& g) {
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  for (int i = 0; i < g.node_count(); ++i) {
+    const auto& n = g.node(i);
+    if ((n.op_type() != "MatMul" && n.op_type() != "Gemm") || n.input_size() < 2) continue;
+    if (!seen.insert(n.input(0)).second) continue;
+    if (site_of(g, n.input(0))) out.push_back(n.input(0));
+  }
+  return out;
+}
+
+std::map<std::string, std::vector<double>> channel_abs_max(const onnx::ModelProto& model,
+                                                           const std::vector<std::string>& tensors,
+                                                           const std::vector<std::map<std::string, Tensor>>& samples,
+                                                           int threads) {
+  std::map<std::string, std::vector<double>> out;
+  if (tensors.empty() || samples.empty()) return out;
+  const std::set<std::string> observed(tensors.begin(), tensors.end());
+  const runtime::Session session(model, {.threads = threads, .observed = observed});
+  runtime::RunOptions ro;
+  ro.tap = [&](const std::string& name, const Tensor& v) {
+    if (!observed.count(name) || v.dtype() != DType::Float32 || v.rank() < 1) return;
+    const int64_t k = v.dim(v.rank() - 1);
+    std::vector<double>& m = out[name];
+    if (m.empty()) m.assign(static_cast<size_t>(k), 0.0);
+    if (static_cast<int64_t>(m.size()) != k) return;
+    const float* d = v.data<float>();
+    for (int64_t i = 0; i < v.numel(); ++i) {
+      const double a = std::fabs(double(d[i]));
+      if (std::isfinite(a)) m[static_cast<size_t>(i % k)] = std::max(m[static_cast<size_t>(i % k)], a);
+    }
+  };
+  for (const auto& s : samples) session.run(s, ro);  // a running max: the order of samples does not matter
+  return out;
+}
+
+int smooth_activations(Graph& g, const std::map<std::string, std::vector<double>>& abs_max, double alpha) {
+  int done = 0;
+  for (const std::string& x : smoothable_inputs(g)) {
+    const auto stats = abs_max.find(x);
+    const std::optional<Site> site = site_of(g, x);  // again: an earlier site may have taken a shared constant
+    if (stats == abs_max.end() || !site || static_cast<int64_t>(stats->second.size()) != site->k) continue;
+    std::vector<double> w_max(static_cast<size_t>(site->k), 0.0);
+    for (const Reader& r : site->readers) {
+      const Tensor w = g.initializer_tensor(r.weight);
+      const float* d = w.data<float>();
+      const int64_t cols = w.dim(1);
+      for (int64_t i = 0; i < w.numel(); ++i) {
+        const auto j = static_cast<size_t>(r.k_axis == 0 ? i / cols : i % cols);
+        w_max[j] = std::max(w_max[j], std::fabs(double(d[i])));
+      }
+    }
+    std::vector<float> s(w_max.size(), 1.0f), inv(w_max.size(), 1.0f);
+    for (size_t j = 0; j < s.size(); ++j) {
+      const double a = stats->second[j], w = w_max[j];
+      if (a <= 0 || w <= 0 || !std::isfinite(a) || !std::isfinite(w)) continue;
+      const double v = std::pow(a, alpha) / std::pow(w, 1 - alpha);
+      if (!std::isfinite(v) || v <= 0) continue;
+      s[j] = static_cast<float>(v);
+      inv[j] = 1.0f / s[j];
+    }
+    for (const Reader& r : site->readers)
+      g.set_initializer(r.weight, scaled(g.initializer_tensor(r.weight), r.k_axis, s));
+    for (const Edit& e : site->edits)
+      g.set_initializer(e.tensor, scaled(g.initializer_tensor(e.tensor), e.kind == Edit::Columns ? 1 : -1, inv));
+    ++done;
+  }
+  return done;
+}
+
+}  // namespace qtool::quantize
