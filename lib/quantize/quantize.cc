@@ -75,7 +75,7 @@ int smooth_for_calibration(onnx::ModelProto& model, const QConfig& config, const
   Graph g(model);
   const std::vector<std::string> inputs = smoothable_inputs(g);
   if (inputs.empty()) return 0;
-  return smooth_activations(g, channel_abs_max(model, inputs, samples, threads), alpha);
+  return smooth_activations(g, smoothing_statistics(model, inputs, samples, threads), alpha);
 }
 
 QdqReport explain_model(const onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges) {

@@ -1542,7 +1542,8 @@ double activation_rounding_error(const Tensor& x, const Tensor& w) {
 
 TEST_CASE("weights: smoothing folds per-channel scales into norms and up projections, float unchanged") {
   // LayerNormalization (one loud channel in its scale) -> q and a SwiGLU (w1, w3 -> w2) whose up projection w3
-  // has one loud column; their sum -> RMSNorm-style Mul/Add by constants -> wo. A Relu-fed MatMul stays as it is.
+  // has one loud column; their sum -> a written-out norm's Mul/Add by constants -> wo. A Relu-fed MatMul is not a
+  // candidate.
   Builder b(17);
   b.input("x", {2, 6, 8});
   Tensor g1 = random_tensor({8}, 41, 0.5f, 1.5f);
@@ -1579,8 +1580,9 @@ TEST_CASE("weights: smoothing folds per-channel scales into norms and up project
   onnx::ModelProto m = b.m;
   Graph g(m);
   CHECK(smoothable_inputs(g) == std::vector<std::string>{"n1", "gate", "n2"});
-  const auto abs_max = channel_abs_max(m, smoothable_inputs(g), {{{"x", x}}}, 1);
-  REQUIRE(abs_max.at("gate").size() == 16);
+  const auto stats = smoothing_statistics(m, smoothable_inputs(g), {{{"x", x}}}, 1);
+  REQUIRE(stats.at("gate").abs_max.size() == 16);
+  CHECK(stats.at("gate").rows.size() == 12 * 16);  // every row of the one sample (2 x 6)
   auto tap = [&](const onnx::ModelProto& model, const std::string& name) {
     onnx::ModelProto t = model;
     t.mutable_graph()->add_output()->set_name(name);
@@ -1588,7 +1590,10 @@ TEST_CASE("weights: smoothing folds per-channel scales into norms and up project
   };
   const Tensor n1_before = tap(b.m, "n1"), gate_before = tap(b.m, "gate");
   const Tensor wq_before = g.initializer_tensor("wq"), w2_before = g.initializer_tensor("w2");
-  CHECK(smooth_activations(g, abs_max, 0.5) == 3);
+  // n2 (scales 0.5-4 over a residual sum: no loud channel) stays: smoothing it would not lower wo's rounding error
+  // on these rows (the gate in smooth_activations).
+  CHECK(smooth_activations(g, stats, 0.5) == 2);
+  CHECK(max_diff(Graph(b.m).initializer_tensor("g2"), g.initializer_tensor("g2")) == 0);
   for (const std::string out : {"y", "z"}) {
     const Tensor before = run1(b.m, x, out), after = run1(m, x, out);
     double peak = 0;

@@ -6,7 +6,8 @@
 // sum_j (rX_j / RX)(rW_j / RW), the share of its grid each channel keeps on both sides (as cross-layer
 // equalization does for Conv pairs, Nagel et al. 2019 eq. 9-10). Per-channel weight grids (one scale per output
 // column) see the rows' growth only through each column's max, so larger alpha moves more of the range to the
-// weights. The 1/s_j is folded into constants that produce X: exact in float, no node added.
+// weights. The 1/s_j is folded into constants that produce X: exact in float, no node added. A tensor is smoothed
+// only where that lowers the estimated rounding error of its readers' outputs on sampled rows (rounding_error).
 #include "quantize/weights/smooth_quant.h"
 
 #include <onnx/onnx_pb.h>
@@ -146,6 +147,54 @@ Tensor scaled(const Tensor& t, int axis, const std::vector<float>& f) {
   return out;
 }
 
+// A reader's weight as [K, N] (a Gemm's transB weight is [N, K]).
+Tensor as_k_by_n(const Tensor& w, int k_axis) {
+  if (k_axis == 0) return w;
+  const int64_t n = w.dim(0), k = w.dim(1);
+  std::vector<float> t(static_cast<size_t>(w.numel()));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < k; ++j) t[static_cast<size_t>(j * n + i)] = w.data<float>()[i * k + j];
+  return Tensor::from_vector<float>({k, n}, t);
+}
+
+// sum over the rows of |x W - Q(x) Q(W s) / s|^2 relative to |x W|^2 (row j of W multiplied by s_j when given; the
+// rows x already divided by s): Q(x) on one uint8 grid over the rows' min/max (0 included), Q(W) one symmetric
+// int8 grid per column. Rounding is all that differs from the float product, which smoothing leaves unchanged.
+double rounding_error(const std::vector<float>& rows, const Tensor& w, const std::vector<float>* s) {
+  const int64_t k = w.dim(0), n = w.dim(1), m = static_cast<int64_t>(rows.size()) / std::max<int64_t>(1, k);
+  if (m == 0) return 0;
+  std::vector<double> ws(static_cast<size_t>(k * n)), wq(ws.size());
+  for (int64_t j = 0; j < k; ++j)
+    for (int64_t c = 0; c < n; ++c) ws[j * n + c] = double(w.data<float>()[j * n + c]) * (s ? (*s)[j] : 1.0f);
+  for (int64_t c = 0; c < n; ++c) {
+    double top = 0;
+    for (int64_t j = 0; j < k; ++j) top = std::max(top, std::fabs(ws[j * n + c]));
+    const double step = top > 0 ? top / 127 : 1;
+    for (int64_t j = 0; j < k; ++j) wq[j * n + c] = std::round(ws[j * n + c] / step) * step;
+  }
+  double lo = 0, hi = 0;
+  for (float v : rows) lo = std::min(lo, double(v)), hi = std::max(hi, double(v));
+  const double step = hi > lo ? (hi - lo) / 255 : 1;
+  double err = 0, ref = 0;
+  std::vector<double> exact(static_cast<size_t>(n)), rounded(static_cast<size_t>(n));
+  for (int64_t r = 0; r < m; ++r) {
+    std::fill(exact.begin(), exact.end(), 0.0);
+    std::fill(rounded.begin(), rounded.end(), 0.0);
+    for (int64_t j = 0; j < k; ++j) {
+      const double x = rows[static_cast<size_t>(r * k + j)], xq = lo + std::round((x - lo) / step) * step;
+      for (int64_t c = 0; c < n; ++c) {
+        exact[c] += x * ws[j * n + c];
+        rounded[c] += xq * wq[j * n + c];
+      }
+    }
+    for (int64_t c = 0; c < n; ++c) {
+      err += (exact[c] - rounded[c]) * (exact[c] - rounded[c]);
+      ref += exact[c] * exact[c];
+    }
+  }
+  return ref > 0 ? err / ref : 0;
+}
+
 }  // namespace
 
 std::vector<std::string> smoothable_inputs(const Graph& g) {
@@ -160,56 +209,70 @@ std::vector<std::string> smoothable_inputs(const Graph& g) {
   return out;
 }
 
-std::map<std::string, std::vector<double>> channel_abs_max(const onnx::ModelProto& model,
+std::map<std::string, SmoothingStats> smoothing_statistics(const onnx::ModelProto& model,
                                                            const std::vector<std::string>& tensors,
                                                            const std::vector<std::map<std::string, Tensor>>& samples,
-                                                           int threads) {
-  std::map<std::string, std::vector<double>> out;
+                                                           int threads, int64_t max_rows) {
+  std::map<std::string, SmoothingStats> out;
   if (tensors.empty() || samples.empty()) return out;
   const std::set<std::string> observed(tensors.begin(), tensors.end());
   const runtime::Session session(model, {.threads = threads, .observed = observed});
+  // Rows kept per sample: an even spread of each sample's rows (sequence positions, tokens), max_rows in all.
+  const int64_t per_sample = std::max<int64_t>(1, max_rows / static_cast<int64_t>(samples.size()));
   runtime::RunOptions ro;
   ro.tap = [&](const std::string& name, const Tensor& v) {
-    if (!observed.count(name) || v.dtype() != DType::Float32 || v.rank() < 1) return;
-    const int64_t k = v.dim(v.rank() - 1);
-    std::vector<double>& m = out[name];
-    if (m.empty()) m.assign(static_cast<size_t>(k), 0.0);
-    if (static_cast<int64_t>(m.size()) != k) return;
+    if (!observed.count(name) || v.dtype() != DType::Float32 || v.rank() < 1 || v.numel() == 0) return;
+    const int64_t k = v.dim(v.rank() - 1), rows = v.numel() / k;
+    SmoothingStats& st = out[name];
+    if (st.abs_max.empty()) st.abs_max.assign(static_cast<size_t>(k), 0.0);
+    if (static_cast<int64_t>(st.abs_max.size()) != k) return;
     const float* d = v.data<float>();
     for (int64_t i = 0; i < v.numel(); ++i) {
       const double a = std::fabs(double(d[i]));
-      if (std::isfinite(a)) m[static_cast<size_t>(i % k)] = std::max(m[static_cast<size_t>(i % k)], a);
+      if (std::isfinite(a)) st.abs_max[static_cast<size_t>(i % k)] = std::max(st.abs_max[static_cast<size_t>(i % k)], a);
+    }
+    const int64_t take = std::min(rows, per_sample);
+    for (int64_t t = 0; t < take; ++t) {
+      const float* row = d + (t * rows / take) * k;
+      st.rows.insert(st.rows.end(), row, row + k);
     }
   };
-  for (const auto& s : samples) session.run(s, ro);  // a running max: the order of samples does not matter
+  for (const auto& sample : samples) session.run(sample, ro);  // in sample order: the same rows for any thread count
   return out;
 }
 
-int smooth_activations(Graph& g, const std::map<std::string, std::vector<double>>& abs_max, double alpha) {
+int smooth_activations(Graph& g, const std::map<std::string, SmoothingStats>& stats, double alpha) {
   int done = 0;
   for (const std::string& x : smoothable_inputs(g)) {
-    const auto stats = abs_max.find(x);
+    const auto st = stats.find(x);
     const std::optional<Site> site = site_of(g, x);  // again: an earlier site may have taken a shared constant
-    if (stats == abs_max.end() || !site || static_cast<int64_t>(stats->second.size()) != site->k) continue;
+    if (st == stats.end() || !site || static_cast<int64_t>(st->second.abs_max.size()) != site->k) continue;
+    std::vector<Tensor> weights;
+    for (const Reader& r : site->readers) weights.push_back(as_k_by_n(g.initializer_tensor(r.weight), r.k_axis));
     std::vector<double> w_max(static_cast<size_t>(site->k), 0.0);
-    for (const Reader& r : site->readers) {
-      const Tensor w = g.initializer_tensor(r.weight);
-      const float* d = w.data<float>();
-      const int64_t cols = w.dim(1);
+    for (const Tensor& w : weights)
       for (int64_t i = 0; i < w.numel(); ++i) {
-        const auto j = static_cast<size_t>(r.k_axis == 0 ? i / cols : i % cols);
-        w_max[j] = std::max(w_max[j], std::fabs(double(d[i])));
+        const auto j = static_cast<size_t>(i / w.dim(1));
+        w_max[j] = std::max(w_max[j], std::fabs(double(w.data<float>()[i])));
       }
-    }
     std::vector<float> s(w_max.size(), 1.0f), inv(w_max.size(), 1.0f);
     for (size_t j = 0; j < s.size(); ++j) {
-      const double a = stats->second[j], w = w_max[j];
+      const double a = st->second.abs_max[j], w = w_max[j];
       if (a <= 0 || w <= 0 || !std::isfinite(a) || !std::isfinite(w)) continue;
       const double v = std::pow(a, alpha) / std::pow(w, 1 - alpha);
       if (!std::isfinite(v) || v <= 0) continue;
       s[j] = static_cast<float>(v);
       inv[j] = 1.0f / s[j];
     }
+    const std::vector<float>& rows = st->second.rows;
+    std::vector<float> smoothed_rows(rows);
+    for (size_t i = 0; i < rows.size(); ++i) smoothed_rows[i] *= inv[i % inv.size()];
+    double before = 0, after = 0;
+    for (const Tensor& w : weights) {
+      before += rounding_error(rows, w, nullptr);
+      after += rounding_error(smoothed_rows, w, &s);
+    }
+    if (!(after < before)) continue;
     for (const Reader& r : site->readers)
       g.set_initializer(r.weight, scaled(g.initializer_tensor(r.weight), r.k_axis, s));
     for (const Edit& e : site->edits)

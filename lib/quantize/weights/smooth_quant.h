@@ -20,16 +20,23 @@ namespace qtool::quantize {
 // product (SwiGLU's up projection: silu(x W1) * (x W3) scales with W3's columns).
 std::vector<std::string> smoothable_inputs(const Graph& g);
 
-// Per-channel max |x| along the last axis of each of `tensors`, over `samples` run through `model`.
-std::map<std::string, std::vector<double>> channel_abs_max(const onnx::ModelProto& model,
+// What smoothing reads of one tensor X (channels on its last axis): each channel's max |x| over the samples, and
+// up to `max_rows` of X's rows spread over them (to estimate the layer's rounding error with and without it).
+struct SmoothingStats {
+  std::vector<double> abs_max;
+  std::vector<float> rows;  // [rows.size() / abs_max.size(), K]
+};
+std::map<std::string, SmoothingStats> smoothing_statistics(const onnx::ModelProto& model,
                                                            const std::vector<std::string>& tensors,
                                                            const std::vector<std::map<std::string, Tensor>>& samples,
-                                                           int threads);
+                                                           int threads, int64_t max_rows = 2048);
 
-// Divides channel j of every tensor of `abs_max` that smoothable_inputs finds by
-// s_j = max|X_j|^alpha / max|W_j|^(1 - alpha) (max |W_j| over row j of every reader's weight) and multiplies row j
-// of the weights by s_j; channels with max |X_j| = 0 or max |W_j| = 0 keep s_j = 1. Returns how many tensors it
-// rescaled. alpha in (0, 1].
-int smooth_activations(Graph& g, const std::map<std::string, std::vector<double>>& abs_max, double alpha);
+// For every tensor of `stats` that smoothable_inputs finds: s_j = max|X_j|^alpha / max|W_j|^(1 - alpha) (max |W_j|
+// over row j of every reader's weight; s_j = 1 where either is 0). It is applied (channel j of X divided by s_j,
+// row j of the weights multiplied by it) only when it lowers the readers' output error on the sampled rows, with X
+// on one per-tensor uint8 grid (its min/max) and each weight column on its own symmetric int8 grid: the error
+// smoothing is for, measured rather than assumed (on transformers whose channels are already even it can rise).
+// Returns how many tensors it rescaled. alpha in (0, 1].
+int smooth_activations(Graph& g, const std::map<std::string, SmoothingStats>& stats, double alpha);
 
 }  // namespace qtool::quantize
