@@ -73,9 +73,9 @@ int smooth_for_calibration(onnx::ModelProto& model, const QConfig& config, const
   if (alpha <= 0 || samples.empty()) return 0;
   prepare_model(model, std::max<int64_t>(13, config.required_opset()), prepare_options(config));
   Graph g(model);
-  const std::vector<std::string> inputs = smoothable_inputs(g);
-  if (inputs.empty()) return 0;
-  return smooth_activations(g, smoothing_statistics(model, inputs, samples, threads), alpha);
+  const std::vector<std::string> tensors = smoothing_tensors(g);
+  if (tensors.empty()) return 0;
+  return smooth_activations(g, smoothing_statistics(model, tensors, samples, threads), alpha);
 }
 
 QdqReport explain_model(const onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges) {

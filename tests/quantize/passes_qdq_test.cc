@@ -1580,7 +1580,8 @@ TEST_CASE("weights: smoothing folds per-channel scales into norms and up project
   onnx::ModelProto m = b.m;
   Graph g(m);
   CHECK(smoothable_inputs(g) == std::vector<std::string>{"n1", "gate", "n2"});
-  const auto stats = smoothing_statistics(m, smoothable_inputs(g), {{{"x", x}}}, 1);
+  CHECK(smoothing_tensors(g) == std::vector<std::string>{"n1", "gate", "h3", "silu", "n2", "m2"});
+  const auto stats = smoothing_statistics(m, smoothing_tensors(g), {{{"x", x}}}, 1);
   REQUIRE(stats.at("gate").abs_max.size() == 16);
   CHECK(stats.at("gate").rows.size() == 12 * 16);  // every row of the one sample (2 x 6)
   auto tap = [&](const onnx::ModelProto& model, const std::string& name) {

@@ -54,8 +54,19 @@ std::optional<std::pair<int, int>> norm_affine(const onnx::NodeProto& n) {
   return std::nullopt;
 }
 
+// A quantized activation between the edited constants and x that smoothing rescales too: x = other * scaled (other
+// empty: x = scaled + constant), so its rounding reaches x as other * (its rounding error).
+struct Factor {
+  std::string scaled, other;
+};
+
+struct Plan {
+  std::vector<Edit> edits;
+  std::vector<Factor> factors;  // the one next to x, if any (deeper ones are not modelled)
+};
+
 // The edits that divide channel j of `x` (k channels on its last axis) by s_j, or nullopt.
-std::optional<std::vector<Edit>> plan(const Graph& g, const std::string& x, int64_t k, int depth = 0) {
+std::optional<Plan> plan(const Graph& g, const std::string& x, int64_t k, int depth = 0) {
   const int p = g.producer(x);
   if (p < 0 || depth > 8) return std::nullopt;
   const onnx::NodeProto& n = g.node(p);
@@ -64,10 +75,10 @@ std::optional<std::vector<Edit>> plan(const Graph& g, const std::string& x, int6
   if (auto affine = norm_affine(n)) {
     const auto [scale, bias] = *affine;
     if (n.input_size() <= scale || !channel_vector(g, n.input(scale), k)) return std::nullopt;
-    std::vector<Edit> e{{Edit::Vector, n.input(scale)}};
+    Plan e{{{Edit::Vector, n.input(scale)}}, {}};
     if (bias >= 0 && n.input_size() > bias && !n.input(bias).empty()) {
       if (!channel_vector(g, n.input(bias), k)) return std::nullopt;
-      e.push_back({Edit::Vector, n.input(bias)});
+      e.edits.push_back({Edit::Vector, n.input(bias)});
     }
     return e;
   }
@@ -75,23 +86,28 @@ std::optional<std::vector<Edit>> plan(const Graph& g, const std::string& x, int6
   if (op == "MatMul") {  // x = Z W: W's columns
     const onnx::TensorProto* w = g.initializer(n.input(1));
     if (!own_constant(g, n.input(1)) || w->dims_size() != 2 || w->dims(1) != k) return std::nullopt;
-    return std::vector<Edit>{{Edit::Columns, n.input(1)}};
+    return Plan{{{Edit::Columns, n.input(1)}}, {}};
   }
   if (op != "Mul" && op != "Add") return std::nullopt;
   for (int side = 0; side < 2; ++side) {
     const std::string &c = n.input(side), &y = n.input(1 - side);
     if (!g.is_initializer(c)) continue;
     if (!channel_vector(g, c, k)) return std::nullopt;
-    if (op == "Mul") return std::vector<Edit>{{Edit::Vector, c}};  // x = y * c
-    if (!g.has_single_reader(y)) return std::nullopt;              // x = y + c: y scales too
+    if (op == "Mul") return Plan{{{Edit::Vector, c}}, {}};  // x = y * c
+    if (!g.has_single_reader(y)) return std::nullopt;       // x = y + c: y scales too
     auto e = plan(g, y, k, depth + 1);
-    if (e) e->push_back({Edit::Vector, c});
+    if (!e) return e;
+    e->edits.push_back({Edit::Vector, c});
+    e->factors = depth == 0 ? std::vector<Factor>{{y, ""}} : std::vector<Factor>{};
     return e;
   }
   if (op != "Mul") return std::nullopt;  // Add of two activations: both would have to scale
   for (int side = 1; side >= 0; --side)  // x = a * b: one factor scaling is enough
     if (g.has_single_reader(n.input(side)))
-      if (auto e = plan(g, n.input(side), k, depth + 1)) return e;
+      if (auto e = plan(g, n.input(side), k, depth + 1)) {
+        e->factors = depth == 0 ? std::vector<Factor>{{n.input(side), n.input(1 - side)}} : std::vector<Factor>{};
+        return e;
+      }
   return std::nullopt;
 }
 
@@ -115,7 +131,7 @@ struct Site {
   std::string x;
   int64_t k = 0;
   std::vector<Reader> readers;
-  std::vector<Edit> edits;
+  Plan plan;
 };
 
 std::optional<Site> site_of(const Graph& g, const std::string& x) {
@@ -131,9 +147,9 @@ std::optional<Site> site_of(const Graph& g, const std::string& x) {
     s.k = k;
     s.readers.push_back(*reader);
   }
-  auto edits = plan(g, x, s.k);
-  if (!edits) return std::nullopt;
-  s.edits = std::move(*edits);
+  auto p = plan(g, x, s.k);
+  if (!p) return std::nullopt;
+  s.plan = std::move(*p);
   return s;
 }
 
@@ -157,10 +173,22 @@ Tensor as_k_by_n(const Tensor& w, int k_axis) {
   return Tensor::from_vector<float>({k, n}, t);
 }
 
-// sum over the rows of |x W - Q(x) Q(W s) / s|^2 relative to |x W|^2 (row j of W multiplied by s_j when given; the
-// rows x already divided by s): Q(x) on one uint8 grid over the rows' min/max (0 included), Q(W) one symmetric
-// int8 grid per column. Rounding is all that differs from the float product, which smoothing leaves unchanged.
-double rounding_error(const std::vector<float>& rows, const Tensor& w, const std::vector<float>* s) {
+// v's rounding error on one uint8 grid over its min/max (0 included): Q(v) - v.
+std::vector<double> uint8_rounding(const std::vector<float>& v) {
+  double lo = 0, hi = 0;
+  for (float x : v) lo = std::min(lo, double(x)), hi = std::max(hi, double(x));
+  const double step = hi > lo ? (hi - lo) / 255 : 1;
+  std::vector<double> d(v.size());
+  for (size_t i = 0; i < v.size(); ++i) d[i] = lo + std::round((v[i] - lo) / step) * step - v[i];
+  return d;
+}
+
+// sum over the rows of |x W' - (x + dx) Q(W')|^2 relative to |x W'|^2, W' = W with row j multiplied by s_j (when
+// given; the rows x already divided by s), Q(W') one symmetric int8 grid per column, dx the rounding error that
+// reaches x (its own and that of the quantized factors that produce it). Rounding is all that differs from the
+// float product, which smoothing leaves unchanged.
+double rounding_error(const std::vector<float>& rows, const std::vector<double>& dx, const Tensor& w,
+                      const std::vector<float>* s) {
   const int64_t k = w.dim(0), n = w.dim(1), m = static_cast<int64_t>(rows.size()) / std::max<int64_t>(1, k);
   if (m == 0) return 0;
   std::vector<double> ws(static_cast<size_t>(k * n)), wq(ws.size());
@@ -172,16 +200,14 @@ double rounding_error(const std::vector<float>& rows, const Tensor& w, const std
     const double step = top > 0 ? top / 127 : 1;
     for (int64_t j = 0; j < k; ++j) wq[j * n + c] = std::round(ws[j * n + c] / step) * step;
   }
-  double lo = 0, hi = 0;
-  for (float v : rows) lo = std::min(lo, double(v)), hi = std::max(hi, double(v));
-  const double step = hi > lo ? (hi - lo) / 255 : 1;
   double err = 0, ref = 0;
   std::vector<double> exact(static_cast<size_t>(n)), rounded(static_cast<size_t>(n));
   for (int64_t r = 0; r < m; ++r) {
     std::fill(exact.begin(), exact.end(), 0.0);
     std::fill(rounded.begin(), rounded.end(), 0.0);
     for (int64_t j = 0; j < k; ++j) {
-      const double x = rows[static_cast<size_t>(r * k + j)], xq = lo + std::round((x - lo) / step) * step;
+      const auto i = static_cast<size_t>(r * k + j);
+      const double x = rows[i], xq = x + dx[i];
       for (int64_t c = 0; c < n; ++c) {
         exact[c] += x * ws[j * n + c];
         rounded[c] += xq * wq[j * n + c];
@@ -195,6 +221,30 @@ double rounding_error(const std::vector<float>& rows, const Tensor& w, const std
   return ref > 0 ? err / ref : 0;
 }
 
+// The rounding error that reaches x's sampled rows (written to scaled_rows) with channel j multiplied by inv[j]:
+// x's own and that of the plan's factor; nullopt when the factor's rows do not line up with x's (broadcast).
+std::optional<std::vector<double>> input_rounding(const std::map<std::string, SmoothingStats>& stats,
+                                                  const std::string& x, const Plan& plan,
+                                                  const std::vector<float>& inv, std::vector<float>& scaled_rows) {
+  const std::vector<float>& rows = stats.at(x).rows;
+  const size_t k = inv.size();
+  scaled_rows.resize(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) scaled_rows[i] = rows[i] * inv[i % k];
+  std::vector<double> dx = uint8_rounding(scaled_rows);
+  for (const Factor& f : plan.factors) {
+    const auto b = stats.find(f.scaled);
+    const auto a = f.other.empty() ? stats.end() : stats.find(f.other);
+    if (b == stats.end() || b->second.rows.size() != rows.size() || (!f.other.empty() && a == stats.end()) ||
+        (a != stats.end() && a->second.rows.size() != rows.size()))
+      return std::nullopt;
+    std::vector<float> bs(b->second.rows);
+    for (size_t i = 0; i < bs.size(); ++i) bs[i] *= inv[i % k];
+    const std::vector<double> db = uint8_rounding(bs);
+    for (size_t i = 0; i < dx.size(); ++i) dx[i] += (a == stats.end() ? 1.0 : double(a->second.rows[i])) * db[i];
+  }
+  return dx;
+}
+
 }  // namespace
 
 std::vector<std::string> smoothable_inputs(const Graph& g) {
@@ -205,6 +255,19 @@ std::vector<std::string> smoothable_inputs(const Graph& g) {
     if ((n.op_type() != "MatMul" && n.op_type() != "Gemm") || n.input_size() < 2) continue;
     if (!seen.insert(n.input(0)).second) continue;
     if (site_of(g, n.input(0))) out.push_back(n.input(0));
+  }
+  return out;
+}
+
+std::vector<std::string> smoothing_tensors(const Graph& g) {
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  for (const std::string& x : smoothable_inputs(g)) {
+    if (seen.insert(x).second) out.push_back(x);
+    const std::optional<Site> site = site_of(g, x);
+    for (const Factor& f : site->plan.factors)
+      for (const std::string& t : {f.scaled, f.other})
+        if (!t.empty() && seen.insert(t).second) out.push_back(t);
   }
   return out;
 }
@@ -264,18 +327,20 @@ int smooth_activations(Graph& g, const std::map<std::string, SmoothingStats>& st
       s[j] = static_cast<float>(v);
       inv[j] = 1.0f / s[j];
     }
-    const std::vector<float>& rows = st->second.rows;
-    std::vector<float> smoothed_rows(rows);
-    for (size_t i = 0; i < rows.size(); ++i) smoothed_rows[i] *= inv[i % inv.size()];
+    const std::vector<float> ones(s.size(), 1.0f);
+    std::vector<float> rows, smoothed_rows;
+    const auto dx_before = input_rounding(stats, x, site->plan, ones, rows);
+    const auto dx_after = input_rounding(stats, x, site->plan, inv, smoothed_rows);
+    if (!dx_before || !dx_after) continue;
     double before = 0, after = 0;
     for (const Tensor& w : weights) {
-      before += rounding_error(rows, w, nullptr);
-      after += rounding_error(smoothed_rows, w, &s);
+      before += rounding_error(rows, *dx_before, w, nullptr);
+      after += rounding_error(smoothed_rows, *dx_after, w, &s);
     }
     if (!(after < before)) continue;
     for (const Reader& r : site->readers)
       g.set_initializer(r.weight, scaled(g.initializer_tensor(r.weight), r.k_axis, s));
-    for (const Edit& e : site->edits)
+    for (const Edit& e : site->plan.edits)
       g.set_initializer(e.tensor, scaled(g.initializer_tensor(e.tensor), e.kind == Edit::Columns ? 1 : -1, inv));
     ++done;
   }
