@@ -321,10 +321,13 @@ Action add_quantize_command(CLI::App& app) {
       spdlog::debug("smoothing skipped: it needs calibration inputs (--data or --random) and measures ranges itself, "
                     "so not with --calib");
     if (cfg.weight_algorithms().smooth_quant_alpha > 0 && a->calib.empty() && samples) {
-      const int n = quantize::smooth_for_calibration(*m.proto, cfg, few_samples(),
-                                                     runtime::resolve_threads(a->calibration.threads));
-      spdlog::debug("smoothing: {} MatMul / Gemm inputs", n);
-      equalized = equalized || n > 0;
+      const quantize::SmoothingReport r = quantize::smooth_for_calibration(
+          *m.proto, cfg, few_samples(), runtime::resolve_threads(a->calibration.threads));
+      for (const auto& t : r.tensors)
+        spdlog::debug("smoothing {}: estimated readers' error {:.3g} -> {:.3g}: {}", t.name, t.error_before,
+                      t.error_after, t.applied ? "smoothed" : "kept");
+      spdlog::info("smoothing: {} of {} MatMul / Gemm inputs", r.applied, r.tensors.size());
+      equalized = equalized || r.applied > 0;
     }
     calib::CalibrationTable ranges;
     nlohmann::json calibration;  // null: ranges from --calib

@@ -67,14 +67,14 @@ int equalize_for_calibration(onnx::ModelProto& model, const QConfig& config) {
   return equalize_clamps(g) + equalize_cross_layer(g).pairs;
 }
 
-int smooth_for_calibration(onnx::ModelProto& model, const QConfig& config, const std::vector<Sample>& samples,
-                           int threads) {
+SmoothingReport smooth_for_calibration(onnx::ModelProto& model, const QConfig& config,
+                                       const std::vector<Sample>& samples, int threads) {
   const double alpha = config.weight_algorithms().smooth_quant_alpha;
-  if (alpha <= 0 || samples.empty()) return 0;
+  if (alpha <= 0 || samples.empty()) return {};
   prepare_model(model, std::max<int64_t>(13, config.required_opset()), prepare_options(config));
   Graph g(model);
   const std::vector<std::string> tensors = smoothing_tensors(g);
-  if (tensors.empty()) return 0;
+  if (tensors.empty()) return {};
   return smooth_activations(g, smoothing_statistics(model, tensors, samples, threads), alpha);
 }
 

@@ -9,6 +9,7 @@
 #include "quantize/passes/passes.h"
 #include "quantize/qconfig.h"
 #include "quantize/qdq.h"
+#include "quantize/weights/smooth_quant.h"
 
 namespace onnx {
 class ModelProto;
@@ -60,9 +61,9 @@ bool needs_layer_inputs(const onnx::ModelProto& model, const QConfig& config);
 int equalize_for_calibration(onnx::ModelProto& model, const QConfig& config);
 // When the config sets weight_algorithms.smooth_quant_alpha: runs the preparation passes, measures the per-channel
 // max |x| of every smoothable MatMul / Gemm input on `samples` and migrates it to the weights
-// (weights/smooth_quant.h); returns the tensors smoothed (0 when off). Exact in float; the smoothed tensors change
+// (weights/smooth_quant.h); returns what it did (nothing when off). Exact in float; the smoothed tensors change
 // range, so the caller calibrates the result.
-int smooth_for_calibration(onnx::ModelProto& model, const QConfig& config, const std::vector<Sample>& samples,
+SmoothingReport smooth_for_calibration(onnx::ModelProto& model, const QConfig& config, const std::vector<Sample>& samples,
                            int threads);
 
 // What quantize_model would do to each node, without keeping the result (`inspect --explain`).

@@ -1593,7 +1593,11 @@ TEST_CASE("weights: smoothing folds per-channel scales into norms and up project
   const Tensor wq_before = g.initializer_tensor("wq"), w2_before = g.initializer_tensor("w2");
   // n2 (scales 0.5-4 over a residual sum: no loud channel) stays: smoothing it would not lower wo's rounding error
   // on these rows (the gate in smooth_activations).
-  CHECK(smooth_activations(g, stats, 0.5) == 2);
+  const SmoothingReport report = smooth_activations(g, stats, 0.5);
+  CHECK(report.applied == 2);
+  REQUIRE(report.tensors.size() == 3);
+  CHECK(report.tensors[0].error_after < 0.5 * report.tensors[0].error_before);
+  CHECK_FALSE(report.tensors[2].applied);
   CHECK(max_diff(Graph(b.m).initializer_tensor("g2"), g.initializer_tensor("g2")) == 0);
   for (const std::string out : {"y", "z"}) {
     const Tensor before = run1(b.m, x, out), after = run1(m, x, out);

@@ -173,13 +173,19 @@ Tensor as_k_by_n(const Tensor& w, int k_axis) {
   return Tensor::from_vector<float>({k, n}, t);
 }
 
-// v's rounding error on one uint8 grid over its min/max (0 included): Q(v) - v.
-std::vector<double> uint8_rounding(const std::vector<float>& v) {
+// The rounding error Q(v) - v of rows v (channel j multiplied by inv[j]) on one uint8 grid over the fitted range
+// [min_j fit_min_j inv_j, max_j fit_max_j inv_j] (0 included); values beyond it clip.
+std::vector<double> uint8_rounding(const std::vector<float>& rows, const SmoothingStats& st,
+                                   const std::vector<float>& inv) {
   double lo = 0, hi = 0;
-  for (float x : v) lo = std::min(lo, double(x)), hi = std::max(hi, double(x));
+  for (size_t j = 0; j < inv.size(); ++j)
+    lo = std::min(lo, st.fit_min[j] * inv[j]), hi = std::max(hi, st.fit_max[j] * inv[j]);
   const double step = hi > lo ? (hi - lo) / 255 : 1;
-  std::vector<double> d(v.size());
-  for (size_t i = 0; i < v.size(); ++i) d[i] = lo + std::round((v[i] - lo) / step) * step - v[i];
+  std::vector<double> d(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const double v = double(rows[i]) * inv[i % inv.size()];
+    d[i] = lo + std::clamp(std::round((v - lo) / step), 0.0, 255.0) * step - v;
+  }
   return d;
 }
 
@@ -226,20 +232,18 @@ double rounding_error(const std::vector<float>& rows, const std::vector<double>&
 std::optional<std::vector<double>> input_rounding(const std::map<std::string, SmoothingStats>& stats,
                                                   const std::string& x, const Plan& plan,
                                                   const std::vector<float>& inv, std::vector<float>& scaled_rows) {
-  const std::vector<float>& rows = stats.at(x).rows;
+  const SmoothingStats& sx = stats.at(x);
   const size_t k = inv.size();
-  scaled_rows.resize(rows.size());
-  for (size_t i = 0; i < rows.size(); ++i) scaled_rows[i] = rows[i] * inv[i % k];
-  std::vector<double> dx = uint8_rounding(scaled_rows);
+  scaled_rows.resize(sx.rows.size());
+  for (size_t i = 0; i < sx.rows.size(); ++i) scaled_rows[i] = sx.rows[i] * inv[i % k];
+  std::vector<double> dx = uint8_rounding(sx.rows, sx, inv);
   for (const Factor& f : plan.factors) {
     const auto b = stats.find(f.scaled);
     const auto a = f.other.empty() ? stats.end() : stats.find(f.other);
-    if (b == stats.end() || b->second.rows.size() != rows.size() || (!f.other.empty() && a == stats.end()) ||
-        (a != stats.end() && a->second.rows.size() != rows.size()))
+    if (b == stats.end() || b->second.rows.size() != sx.rows.size() || b->second.fit_min.size() != k ||
+        (!f.other.empty() && a == stats.end()) || (a != stats.end() && a->second.rows.size() != sx.rows.size()))
       return std::nullopt;
-    std::vector<float> bs(b->second.rows);
-    for (size_t i = 0; i < bs.size(); ++i) bs[i] *= inv[i % k];
-    const std::vector<double> db = uint8_rounding(bs);
+    const std::vector<double> db = uint8_rounding(b->second.rows, b->second, inv);
     for (size_t i = 0; i < dx.size(); ++i) dx[i] += (a == stats.end() ? 1.0 : double(a->second.rows[i])) * db[i];
   }
   return dx;
@@ -280,32 +284,47 @@ std::map<std::string, SmoothingStats> smoothing_statistics(const onnx::ModelProt
   if (tensors.empty() || samples.empty()) return out;
   const std::set<std::string> observed(tensors.begin(), tensors.end());
   const runtime::Session session(model, {.threads = threads, .observed = observed});
-  // Rows kept per sample: an even spread of each sample's rows (sequence positions, tokens), max_rows in all.
-  const int64_t per_sample = std::max<int64_t>(1, max_rows / static_cast<int64_t>(samples.size()));
+  const bool split = samples.size() > 1;
+  // Rows kept per held-out sample: an even spread of its rows (sequence positions, tokens), max_rows in all.
+  const auto held_out = static_cast<int64_t>(split ? samples.size() / 2 : 1);
+  const int64_t per_sample = std::max<int64_t>(1, max_rows / held_out);
+  bool fit = true, score = true;
   runtime::RunOptions ro;
   ro.tap = [&](const std::string& name, const Tensor& v) {
     if (!observed.count(name) || v.dtype() != DType::Float32 || v.rank() < 1 || v.numel() == 0) return;
     const int64_t k = v.dim(v.rank() - 1), rows = v.numel() / k;
     SmoothingStats& st = out[name];
-    if (st.abs_max.empty()) st.abs_max.assign(static_cast<size_t>(k), 0.0);
+    if (st.abs_max.empty()) {
+      st.abs_max.assign(static_cast<size_t>(k), 0.0);
+      st.fit_min.assign(static_cast<size_t>(k), 0.0);
+      st.fit_max.assign(static_cast<size_t>(k), 0.0);
+    }
     if (static_cast<int64_t>(st.abs_max.size()) != k) return;
     const float* d = v.data<float>();
     for (int64_t i = 0; i < v.numel(); ++i) {
-      const double a = std::fabs(double(d[i]));
-      if (std::isfinite(a)) st.abs_max[static_cast<size_t>(i % k)] = std::max(st.abs_max[static_cast<size_t>(i % k)], a);
+      const double x = d[i];
+      if (!std::isfinite(x)) continue;
+      const auto j = static_cast<size_t>(i % k);
+      st.abs_max[j] = std::max(st.abs_max[j], std::fabs(x));
+      if (fit) st.fit_min[j] = std::min(st.fit_min[j], x), st.fit_max[j] = std::max(st.fit_max[j], x);
     }
+    if (!score) return;
     const int64_t take = std::min(rows, per_sample);
     for (int64_t t = 0; t < take; ++t) {
       const float* row = d + (t * rows / take) * k;
       st.rows.insert(st.rows.end(), row, row + k);
     }
   };
-  for (const auto& sample : samples) session.run(sample, ro);  // in sample order: the same rows for any thread count
+  for (size_t i = 0; i < samples.size(); ++i) {  // in sample order: the same rows for any thread count
+    fit = !split || i % 2 == 0;
+    score = !split || i % 2 == 1;
+    session.run(samples[i], ro);
+  }
   return out;
 }
 
-int smooth_activations(Graph& g, const std::map<std::string, SmoothingStats>& stats, double alpha) {
-  int done = 0;
+SmoothingReport smooth_activations(Graph& g, const std::map<std::string, SmoothingStats>& stats, double alpha) {
+  SmoothingReport report;
   for (const std::string& x : smoothable_inputs(g)) {
     const auto st = stats.find(x);
     const std::optional<Site> site = site_of(g, x);  // again: an earlier site may have taken a shared constant
@@ -318,33 +337,45 @@ int smooth_activations(Graph& g, const std::map<std::string, SmoothingStats>& st
         const auto j = static_cast<size_t>(i / w.dim(1));
         w_max[j] = std::max(w_max[j], std::fabs(double(w.data<float>()[i])));
       }
-    std::vector<float> s(w_max.size(), 1.0f), inv(w_max.size(), 1.0f);
-    for (size_t j = 0; j < s.size(); ++j) {
-      const double a = st->second.abs_max[j], w = w_max[j];
-      if (a <= 0 || w <= 0 || !std::isfinite(a) || !std::isfinite(w)) continue;
-      const double v = std::pow(a, alpha) / std::pow(w, 1 - alpha);
-      if (!std::isfinite(v) || v <= 0) continue;
-      s[j] = static_cast<float>(v);
-      inv[j] = 1.0f / s[j];
-    }
-    const std::vector<float> ones(s.size(), 1.0f);
+    // s from the channel maxima of `abs_max` (0 < alpha <= 1); 1 where a channel or a weight row is all zeros.
+    auto scales = [&](const std::vector<double>& x_max) {
+      std::vector<float> f(w_max.size(), 1.0f);
+      for (size_t j = 0; j < f.size(); ++j) {
+        const double a = x_max[j], w = w_max[j];
+        if (a <= 0 || w <= 0 || !std::isfinite(a) || !std::isfinite(w)) continue;
+        const double v = std::pow(a, alpha) / std::pow(w, 1 - alpha);
+        if (std::isfinite(v) && v > 0) f[j] = static_cast<float>(v);
+      }
+      return f;
+    };
+    std::vector<double> fit_max(w_max.size());
+    for (size_t j = 0; j < fit_max.size(); ++j)
+      fit_max[j] = std::max(std::fabs(st->second.fit_min[j]), std::fabs(st->second.fit_max[j]));
+    const std::vector<float> s_fit = scales(fit_max);
+    std::vector<float> inv_fit(s_fit.size());
+    for (size_t j = 0; j < s_fit.size(); ++j) inv_fit[j] = 1.0f / s_fit[j];
+    const std::vector<float> ones(w_max.size(), 1.0f);
     std::vector<float> rows, smoothed_rows;
     const auto dx_before = input_rounding(stats, x, site->plan, ones, rows);
-    const auto dx_after = input_rounding(stats, x, site->plan, inv, smoothed_rows);
+    const auto dx_after = input_rounding(stats, x, site->plan, inv_fit, smoothed_rows);
     if (!dx_before || !dx_after) continue;
     double before = 0, after = 0;
     for (const Tensor& w : weights) {
       before += rounding_error(rows, *dx_before, w, nullptr);
-      after += rounding_error(smoothed_rows, *dx_after, w, &s);
+      after += rounding_error(smoothed_rows, *dx_after, w, &s_fit);
     }
+    report.tensors.push_back({x, before, after, after < before});
     if (!(after < before)) continue;
+    const std::vector<float> s = scales(st->second.abs_max);
+    std::vector<float> inv(s.size());
+    for (size_t j = 0; j < s.size(); ++j) inv[j] = 1.0f / s[j];
     for (const Reader& r : site->readers)
       g.set_initializer(r.weight, scaled(g.initializer_tensor(r.weight), r.k_axis, s));
     for (const Edit& e : site->plan.edits)
       g.set_initializer(e.tensor, scaled(g.initializer_tensor(e.tensor), e.kind == Edit::Columns ? 1 : -1, inv));
-    ++done;
+    ++report.applied;
   }
-  return done;
+  return report;
 }
 
 }  // namespace qtool::quantize

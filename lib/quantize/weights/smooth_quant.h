@@ -24,11 +24,13 @@ std::vector<std::string> smoothable_inputs(const Graph& g);
 // constants smoothing edits (SwiGLU's up projection output and its partner), whose rounding it also changes.
 std::vector<std::string> smoothing_tensors(const Graph& g);
 
-// What smoothing reads of one tensor X (channels on its last axis): each channel's max |x| over the samples, and
-// up to `max_rows` of X's rows spread over them (to estimate the layer's rounding error with and without it).
+// What smoothing reads of one tensor X (channels on its last axis). Smoothing fits s to the channel maxima of the
+// samples it sees, so whether it helps is judged on others: the even-numbered samples fit (per-channel min/max: s
+// and the grid), up to `max_rows` rows of the odd-numbered ones score (with one sample, it does both).
 struct SmoothingStats {
-  std::vector<double> abs_max;
-  std::vector<float> rows;  // [rows.size() / abs_max.size(), K]
+  std::vector<double> abs_max;           // per channel, every sample (the s applied)
+  std::vector<double> fit_min, fit_max;  // per channel, the fitting samples
+  std::vector<float> rows;               // held-out rows [rows.size() / abs_max.size(), K]
 };
 std::map<std::string, SmoothingStats> smoothing_statistics(const onnx::ModelProto& model,
                                                            const std::vector<std::string>& tensors,
@@ -37,11 +39,22 @@ std::map<std::string, SmoothingStats> smoothing_statistics(const onnx::ModelProt
 
 // For every tensor of `stats` that smoothable_inputs finds: s_j = max|X_j|^alpha / max|W_j|^(1 - alpha) (max |W_j|
 // over row j of every reader's weight; s_j = 1 where either is 0). It is applied (channel j of X divided by s_j,
-// row j of the weights multiplied by it) only when it lowers the readers' output error on the sampled rows, with X
-// and the factor that produces it (smoothing_tensors) each on one per-tensor uint8 grid (its min/max) and each
-// weight column on its own symmetric int8 grid: the error smoothing is for, measured rather than assumed (on
-// transformers whose channels are already even it can rise). `stats` holds smoothing_tensors' statistics.
-// Returns how many tensors it rescaled. alpha in (0, 1].
-int smooth_activations(Graph& g, const std::map<std::string, SmoothingStats>& stats, double alpha);
+// row j of the weights multiplied by it) only when it lowers the readers' output error on held-out rows, with s and
+// the grids fitted on the other samples: X and the factor that produces it (smoothing_tensors) each on one
+// per-tensor uint8 grid (their fitted min/max, values beyond it clipped) and each weight column on its own symmetric
+// int8 grid. The error smoothing is for, measured out of sample rather than assumed: on transformers whose channels
+// are already even, channel ranges fitted to a few samples leave less room for the next ones and the error rises.
+// `stats` holds smoothing_tensors' statistics.
+// alpha in (0, 1].
+struct SmoothingReport {
+  struct Entry {
+    std::string name;
+    double error_before = 0, error_after = 0;  // estimated relative output error of its readers, without / with
+    bool applied = false;
+  };
+  std::vector<Entry> tensors;  // every candidate with statistics, in graph order
+  int applied = 0;
+};
+SmoothingReport smooth_activations(Graph& g, const std::map<std::string, SmoothingStats>& stats, double alpha);
 
 }  // namespace qtool::quantize
