@@ -299,11 +299,38 @@ Action add_quantize_command(CLI::App& app) {
       spdlog::debug("cross-layer equalization: {} convolution pairs", pairs);
       equalized = pairs > 0;
     }
-    calib::CalibrationTable ranges;
-    nlohmann::json calibration;  // null: ranges from --calib
     // Only the observers this config's ranges need, unless --methods asks for more.
     calib::CalibrateOptions o = calibrate_options(a->calibration, cfg.range_methods(), cfg.range_methods());
     if (samples && !a->config.empty()) o.target = calib::target_from_qconfig(a->config);
+    // The first kGuardSamples calibration inputs, read once: for smoothing, the accuracy guard, GPTQ and bias
+    // correction.
+    std::optional<std::vector<quantize::Sample>> first_samples;
+    auto few_samples = [&]() -> const std::vector<quantize::Sample>& {
+      if (!first_samples) {
+        const runtime::Session session(inputs_only(*m.proto), {.threads = 1});
+        auto source = calib::open_samples(o, calib::input_specs(session));
+        if (source->samples() > kGuardSamples)
+          spdlog::warn("smoothing / accuracy guard / gptq: using the first {} of {} samples", kGuardSamples,
+                       source->samples());
+        first_samples = calib::first_samples(*source, kGuardSamples);
+      }
+      return *first_samples;
+    };
+    // Smoothing, like equalization, changes the ranges of the tensors it rescales: calibration runs after it.
+    if (cfg.weight_algorithms().smooth_quant_alpha > 0 && (!a->calib.empty() || !samples))
+      spdlog::debug("smoothing skipped: it needs calibration inputs (--data or --random) and measures ranges itself, "
+                    "so not with --calib");
+    if (cfg.weight_algorithms().smooth_quant_alpha > 0 && a->calib.empty() && samples) {
+      const quantize::SmoothingReport r = quantize::smooth_for_calibration(
+          *m.proto, cfg, few_samples(), runtime::resolve_threads(a->calibration.threads));
+      for (const auto& t : r.tensors)
+        spdlog::debug("smoothing {}: estimated readers' error {:.3g} -> {:.3g}: {}", t.name, t.error_before,
+                      t.error_after, t.applied ? "smoothed" : "kept");
+      spdlog::info("smoothing: {} of {} MatMul / Gemm inputs", r.applied, r.tensors.size());
+      equalized = equalized || r.applied > 0;
+    }
+    calib::CalibrationTable ranges;
+    nlohmann::json calibration;  // null: ranges from --calib
     if (!a->calib.empty()) {
       ranges = calib::read_calibration(a->calib);
       if (!a->allow_calib_mismatch) calib::check_calibration_model(ranges, a->model, a->calib);
@@ -323,13 +350,8 @@ Action add_quantize_command(CLI::App& app) {
     qo.guard_samples = a->guard_budget.samples;
     qo.hessian_budget_bytes = a->gptq_memory_mb << 20;
     qo.guard_budget.seconds = a->guard_budget.seconds;
-    if (samples && (cfg.accuracy_guard().enabled || gptq || cfg.weight_algorithms().bias_correction)) {
-      const runtime::Session session(inputs_only(*m.proto), {.threads = 1});
-      auto source = calib::open_samples(o, calib::input_specs(session));
-      if (source->samples() > kGuardSamples)
-        spdlog::warn("accuracy guard / gptq: using the first {} of {} samples", kGuardSamples, source->samples());
-      qo.samples = calib::first_samples(*source, kGuardSamples);
-    }
+    if (samples && (cfg.accuracy_guard().enabled || gptq || cfg.weight_algorithms().bias_correction))
+      qo.samples = few_samples();
     const auto s = quantize::quantize_model(*m.proto, cfg, ranges, qo);
     if (s.guard.ran && !s.guard.met) {
       if (!a->allow_below_target) {

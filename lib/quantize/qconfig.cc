@@ -430,7 +430,8 @@ QConfig QConfig::parse(const std::string& json_text, const std::string& source) 
   if (j.contains("weight_algorithms")) {
     const std::string p = "$.weight_algorithms";
     const json& w =
-        ctx.object(j["weight_algorithms"], p, {"cross_layer_equalization", "bias_correction", "fold_scale_after_conv"});
+        ctx.object(j["weight_algorithms"], p,
+                   {"cross_layer_equalization", "bias_correction", "fold_scale_after_conv", "smooth_quant_alpha"});
     if (w.contains("cross_layer_equalization"))
       c.weight_algorithms_.cross_layer_equalization =
           ctx.boolean(w["cross_layer_equalization"], p + ".cross_layer_equalization");
@@ -439,6 +440,12 @@ QConfig QConfig::parse(const std::string& json_text, const std::string& source) 
     if (w.contains("fold_scale_after_conv"))
       c.weight_algorithms_.fold_scale_after_conv =
           ctx.boolean(w["fold_scale_after_conv"], p + ".fold_scale_after_conv");
+    if (w.contains("smooth_quant_alpha")) {
+      const double a = ctx.number(w["smooth_quant_alpha"], p + ".smooth_quant_alpha");
+      if (!(a >= 0 && a <= 1))
+        ctx.fail(p + ".smooth_quant_alpha", "expected a number from 0 (off) to 1, got " + w["smooth_quant_alpha"].dump());
+      c.weight_algorithms_.smooth_quant_alpha = a;
+    }
   }
   return c;
 }

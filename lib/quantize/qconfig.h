@@ -134,8 +134,8 @@ struct AccuracyGuardSettings {
 };
 
 // Algorithms that change the float weights before quantization (lib/quantize/weights/). JSON:
-// "weight_algorithms": {"cross_layer_equalization": false, "bias_correction": false, "fold_scale_after_conv": false};
-// each absent key is off.
+// "weight_algorithms": {"cross_layer_equalization": false, "bias_correction": false, "fold_scale_after_conv": false,
+// "smooth_quant_alpha": 0}; each absent key is off.
 struct WeightAlgorithms {
   // Rescale Conv -> Relu -> Conv channel pairs to equal weight ranges (weights/cross_layer_equalization.h).
   // It changes the ranges of the tensors between the pair: the model is calibrated after equalizing, so quantize
@@ -148,6 +148,10 @@ struct WeightAlgorithms {
   // bias before quantizing (passes/fold_affine.cc): the activation is rounded once instead of before and after the
   // Mul. Off by default: docs/weight-algorithms.md ("Folding the Mul after a Conv") has why.
   bool fold_scale_after_conv = false;
+  // SmoothQuant migration strength in (0, 1]; 0: off. The channels of MatMul / Gemm inputs that a norm's scale or
+  // an up projection produces are divided by max|X_j|^alpha / max|W_j|^(1-alpha) and the weights' rows multiplied
+  // by it (weights/smooth_quant.h). Needs samples; the model is calibrated after smoothing, as after equalization.
+  double smooth_quant_alpha = 0;
 };
 
 // node_name_regex entries are RE2 patterns (linear-time matching: no backtracking blow-up on hostile patterns

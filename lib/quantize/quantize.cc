@@ -17,6 +17,7 @@
 #include "quantize/weights/conv_gptq.h"
 #include "quantize/weights/clamp_equalization.h"
 #include "quantize/weights/cross_layer_equalization.h"
+#include "quantize/weights/smooth_quant.h"
 
 namespace qtool::quantize {
 
@@ -65,6 +66,17 @@ int equalize_for_calibration(onnx::ModelProto& model, const QConfig& config) {
                 prepare_options(config));  // BatchNormalization folded first
   Graph g(model);
   return equalize_clamps(g) + equalize_cross_layer(g).pairs;
+}
+
+SmoothingReport smooth_for_calibration(onnx::ModelProto& model, const QConfig& config,
+                                       const std::vector<Sample>& samples, int threads) {
+  const double alpha = config.weight_algorithms().smooth_quant_alpha;
+  if (alpha <= 0 || samples.empty()) return {};
+  prepare_model(model, std::max<int64_t>(13, config.required_opset()), prepare_options(config));
+  Graph g(model);
+  const std::vector<std::string> tensors = smoothing_tensors(g);
+  if (tensors.empty()) return {};
+  return smooth_activations(g, smoothing_statistics(model, tensors, samples, threads), alpha);
 }
 
 QdqReport explain_model(const onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges) {

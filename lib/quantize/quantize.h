@@ -9,6 +9,7 @@
 #include "quantize/passes/passes.h"
 #include "quantize/qconfig.h"
 #include "quantize/qdq.h"
+#include "quantize/weights/smooth_quant.h"
 
 namespace onnx {
 class ModelProto;
@@ -58,6 +59,12 @@ bool needs_layer_inputs(const onnx::ModelProto& model, const QConfig& config);
 // returns the chains and pairs equalized (0 when off). The tensors between equalized
 // convolutions change range, so the caller calibrates the result, not the original model.
 int equalize_for_calibration(onnx::ModelProto& model, const QConfig& config);
+// When the config sets weight_algorithms.smooth_quant_alpha: runs the preparation passes, measures the per-channel
+// max |x| of every smoothable MatMul / Gemm input on `samples` and migrates it to the weights
+// (weights/smooth_quant.h); returns what it did (nothing when off). Exact in float; the smoothed tensors change
+// range, so the caller calibrates the result.
+SmoothingReport smooth_for_calibration(onnx::ModelProto& model, const QConfig& config, const std::vector<Sample>& samples,
+                           int threads);
 
 // What quantize_model would do to each node, without keeping the result (`inspect --explain`).
 QdqReport explain_model(const onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges);

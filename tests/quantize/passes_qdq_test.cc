@@ -19,6 +19,7 @@
 #include "quantize/weights/bias_correction.h"
 #include "quantize/weights/clamp_equalization.h"
 #include "quantize/weights/cross_layer_equalization.h"
+#include "quantize/weights/smooth_quant.h"
 #include "runtime/session.h"
 #include "test_paths.h"
 
@@ -1618,4 +1619,104 @@ TEST_CASE("qdq: coordinates (GridSample grid, RoiAlign rois, NMS boxes) stay flo
     CHECK(noted);
     CHECK(max_diff(run1(b.m, x), run1(q, x)) < 0.1);
   }
+}
+
+namespace {
+
+// y = X W with X on one per-tensor uint8 grid (its min/max) and W in float: the activation's share of the error.
+double activation_rounding_error(const Tensor& x, const Tensor& w) {
+  const float* d = x.data<float>();
+  const int64_t k = w.dim(0), n = w.dim(1), rows = x.numel() / k;
+  float lo = 0, hi = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) lo = std::min(lo, d[i]), hi = std::max(hi, d[i]);
+  const float step = (hi - lo) / 255;
+  double err = 0, ref = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < n; ++c) {
+      double exact = 0, rounded = 0;
+      for (int64_t j = 0; j < k; ++j) {
+        const float v = d[r * k + j];
+        exact += double(v) * w.data<float>()[j * n + c];
+        rounded += (lo + std::round((v - lo) / step) * step) * double(w.data<float>()[j * n + c]);
+      }
+      err += (exact - rounded) * (exact - rounded);
+      ref += exact * exact;
+    }
+  return err / ref;
+}
+
+}  // namespace
+
+TEST_CASE("weights: smoothing folds per-channel scales into norms and up projections, float unchanged") {
+  // LayerNormalization (one loud channel in its scale) -> q and a SwiGLU (w1, w3 -> w2) whose up projection w3
+  // has one loud column; their sum -> a written-out norm's Mul/Add by constants -> wo. A Relu-fed MatMul is not a
+  // candidate.
+  Builder b(17);
+  b.input("x", {2, 6, 8});
+  Tensor g1 = random_tensor({8}, 41, 0.5f, 1.5f);
+  g1.data<float>()[3] = 24.0f;
+  b.init("g1", g1);
+  b.init("b1", random_tensor({8}, 42, -0.2f, 0.2f));
+  b.init("wq", random_tensor({8, 8}, 43));
+  b.init("w1", random_tensor({8, 16}, 44));
+  Tensor w3 = random_tensor({8, 16}, 45);
+  for (int64_t r = 0; r < 8; ++r) w3.data<float>()[r * 16 + 5] *= 30.0f;
+  b.init("w3", w3);
+  b.init("w2", random_tensor({16, 8}, 46));
+  b.init("g2", random_tensor({8}, 47, 0.5f, 4.0f));
+  b.init("b2", random_tensor({8}, 48));
+  b.init("wo", random_tensor({8, 4}, 49));
+  b.init("wr", random_tensor({8, 4}, 50));
+  b.node("LayerNormalization", {"x", "g1", "b1"}, {"n1"});
+  b.node("MatMul", {"n1", "wq"}, {"q"});
+  b.node("MatMul", {"n1", "w1"}, {"h1"});
+  b.node("MatMul", {"n1", "w3"}, {"h3"});
+  b.node("Sigmoid", {"h1"}, {"sg"});
+  b.node("Mul", {"h1", "sg"}, {"silu"});
+  b.node("Mul", {"silu", "h3"}, {"gate"});
+  b.node("MatMul", {"gate", "w2"}, {"d"});
+  b.node("Add", {"q", "d"}, {"r"});
+  b.node("Mul", {"r", "g2"}, {"m2"});
+  b.node("Add", {"m2", "b2"}, {"n2"});
+  b.node("MatMul", {"n2", "wo"}, {"y"});
+  b.node("Relu", {"r"}, {"rr"});
+  b.node("MatMul", {"rr", "wr"}, {"z"});
+  b.output("y");
+  b.output("z");
+  const Tensor x = random_tensor({2, 6, 8}, 51, -2, 2);
+  onnx::ModelProto m = b.m;
+  Graph g(m);
+  CHECK(smoothable_inputs(g) == std::vector<std::string>{"n1", "gate", "n2"});
+  CHECK(smoothing_tensors(g) == std::vector<std::string>{"n1", "gate", "h3", "silu", "n2", "m2"});
+  const auto stats = smoothing_statistics(m, smoothing_tensors(g), {{{"x", x}}}, 1);
+  REQUIRE(stats.at("gate").abs_max.size() == 16);
+  CHECK(stats.at("gate").rows.size() == 12 * 16);  // every row of the one sample (2 x 6)
+  auto tap = [&](const onnx::ModelProto& model, const std::string& name) {
+    onnx::ModelProto t = model;
+    t.mutable_graph()->add_output()->set_name(name);
+    return run1(t, x, name);
+  };
+  const Tensor n1_before = tap(b.m, "n1"), gate_before = tap(b.m, "gate");
+  const Tensor wq_before = g.initializer_tensor("wq"), w2_before = g.initializer_tensor("w2");
+  // n2 (scales 0.5-4 over a residual sum: no loud channel) stays: smoothing it would not lower wo's rounding error
+  // on these rows (the gate in smooth_activations).
+  const SmoothingReport report = smooth_activations(g, stats, 0.5);
+  CHECK(report.applied == 2);
+  REQUIRE(report.tensors.size() == 3);
+  CHECK(report.tensors[0].error_after < 0.5 * report.tensors[0].error_before);
+  CHECK_FALSE(report.tensors[2].applied);
+  CHECK(max_diff(Graph(b.m).initializer_tensor("g2"), g.initializer_tensor("g2")) == 0);
+  for (const std::string out : {"y", "z"}) {
+    const Tensor before = run1(b.m, x, out), after = run1(m, x, out);
+    double peak = 0;
+    for (float v : before.span<float>()) peak = std::max(peak, double(std::fabs(v)));
+    CHECK(max_diff(before, after) <= 1e-5 * peak);
+  }
+  CHECK(max_diff(Graph(b.m).initializer_tensor("wr"), g.initializer_tensor("wr")) == 0);
+  // What it is for: the product's error from rounding X on its per-tensor grid falls once the loud channel no
+  // longer sets the grid alone.
+  const double n1_error = activation_rounding_error(n1_before, wq_before);
+  const double gate_error = activation_rounding_error(gate_before, w2_before);
+  CHECK(activation_rounding_error(tap(m, "n1"), g.initializer_tensor("wq")) < 0.5 * n1_error);
+  CHECK(activation_rounding_error(tap(m, "gate"), g.initializer_tensor("w2")) < 0.5 * gate_error);
 }

@@ -262,7 +262,7 @@ TEST_CASE("qconfig: scale_bits double-quantizes block scales, 8 or 4 bits, weigh
         "config.json: $.global.activation.scale_bits: scale_bits applies to weights only");
 }
 
-TEST_CASE("qconfig: weight_algorithms are booleans with known names, off when absent") {
+TEST_CASE("qconfig: weight_algorithms are booleans (smooth_quant_alpha a number in [0, 1]) with known names, off when absent") {
   const QConfig off = QConfig::parse(wrap(R"("global": {})"), "c");
   CHECK_FALSE(off.weight_algorithms().cross_layer_equalization);
   CHECK_FALSE(off.weight_algorithms().bias_correction);
@@ -277,4 +277,12 @@ TEST_CASE("qconfig: weight_algorithms are booleans with known names, off when ab
         "config.json: $.weight_algorithms.bias_correction: expected true or false, got 1");
   CHECK(error_of(wrap(R"("global": {}, "weight_algorithms": {"cle": true})"))
             .starts_with("config.json: $.weight_algorithms.cle: unknown key"));
+  CHECK(off.weight_algorithms().smooth_quant_alpha == 0);
+  CHECK(QConfig::parse(wrap(R"("global": {}, "weight_algorithms": {"smooth_quant_alpha": 0.75})"), "c")
+            .weight_algorithms()
+            .smooth_quant_alpha == 0.75);
+  CHECK(error_of(wrap(R"("global": {}, "weight_algorithms": {"smooth_quant_alpha": 1.5})")) ==
+        "config.json: $.weight_algorithms.smooth_quant_alpha: expected a number from 0 (off) to 1, got 1.5");
+  CHECK(error_of(wrap(R"("global": {}, "weight_algorithms": {"smooth_quant_alpha": true})"))
+            .starts_with("config.json: $.weight_algorithms.smooth_quant_alpha: expected a number"));
 }
