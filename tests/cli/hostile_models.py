@@ -394,6 +394,14 @@ roi_inits = [f32("rois", [[0, 0, 3, 3]]), const_i64("bi", [0])]
 run_model("roialign_2p31.onnx", roi, roi_inits, [1, 2, 4, 4], 2, ["RoiAlign 'roialign'", "sampling grid", "overflow"])
 roi[0] = helper.make_node("RoiAlign", ["x", "rois", "bi"], ["y"], name="roialign", sampling_ratio=100000)
 run_model("roialign_1e5.onnx", roi, roi_inits, [1, 2, 4, 4], 2, ["RoiAlign 'roialign'", "sampling_ratio", "--max-memory"])
+# Found by UBSan: a ±3e38 roi made the adaptive sample counts ~9e15 and their product overflowed; an infinite
+# GridSample coordinate on a 1-pixel axis with align_corners became inf·0 = NaN and overflowed int64 as a tap.
+roi[0] = helper.make_node("RoiAlign", ["x", "rois", "bi"], ["y"], name="roialign")
+run_model("roialign_huge.onnx", roi, [f32("rois", [[-3e38, -3e38, 3e38, 3e38]]), const_i64("bi", [0])], [1, 2, 4, 4],
+          0, [])
+inf_grid = numpy_helper.from_array(np.array([np.inf, -np.inf] * 16, np.float32).reshape(1, 4, 4, 2), "grid")
+run_model("grid_inf_1px.onnx", [helper.make_node("GridSample", ["x", "grid"], ["y"], name="gs", mode="bicubic",
+                                                 align_corners=1)], [inf_grid], [1, 2, 1, 1], 0, [])
 # NonMaxSuppression with iou_threshold 1 suppresses nothing: no O(kept) scan per box (20,000 boxes took 34 s).
 rng = np.random.default_rng(0)
 nms = [helper.make_node("NonMaxSuppression", ["b", "sc", "mo", "iou"], ["sel"], name="nms"),

@@ -269,7 +269,8 @@ class RoiAlignKernel final : public Kernel {
           const auto [iy0, iy1] = samples_on_map(sy, ngh ? bin_h / gh : 0, ngh, static_cast<double>(H));
           const auto [ix0, ix1] = samples_on_map(sx, ngw ? bin_w / gw : 0, ngw, static_cast<double>(W));
           // Samples outside the map give 0: in max mode they take part in the maximum as 0.
-          const bool some_off_map = (iy1 - iy0) * (ix1 - ix0) < ngh * ngw;
+          // (iy1 - iy0)·(ix1 - ix0) < ngh·ngw without the product, which overflows for counts near 9e15.
+          const bool some_off_map = ngh > 0 && ngw > 0 && (iy1 - iy0 < ngh || ix1 - ix0 < ngw);
           float acc = 0, best = some_off_map ? 0.f : std::numeric_limits<float>::lowest();
           bool any = some_off_map;
           for (int64_t iy = iy0; iy < iy1; ++iy) {
