@@ -7,10 +7,12 @@ The cases that found bugs are kept as regression tests in tests/cli/hostile_mode
 the full sweep behind docs/reliability.md ("Newer kernels"). Run it on an ASan+UBSan build to catch what a
 Release build survives by luck.
 
-usage: scripts/attack_kernels.py QTOOL [NAME_REGEX]     (writes under /tmp/qtool_attack)
+usage: scripts/attack_kernels.py QTOOL [NAME_REGEX [COMMANDS]]     (writes under /tmp/qtool_attack/PID)
+  COMMANDS: a comma list of run, calib, quant (default all three; a sanitizer build may take run only)
 """
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -19,7 +21,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 QT = sys.argv[1]
 ONLY = sys.argv[2] if len(sys.argv) > 2 else None
-D = "/tmp/qtool_attack"
+COMMANDS = sys.argv[3].split(",") if len(sys.argv) > 3 else ["run", "calib", "quant"]
+D = os.path.join("/tmp/qtool_attack", str(os.getpid()))  # one folder per sweep: several may run at once
 os.makedirs(D, exist_ok=True)
 I64_MAX = 2**63 - 1
 F = TensorProto.FLOAT
@@ -310,10 +313,15 @@ for nm, nodes, inits in (
 res = []
 def runq(args, timeout=20):
     t0 = time.time()
+    # Own process group: a timeout kills qtool too, not only /usr/bin/time (whose child would keep the pipes open).
+    p = subprocess.Popen(["/usr/bin/time", "-f", "MAXRSS %M", QT, "-q"] + args, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        p = subprocess.run(["/usr/bin/time", "-f", "MAXRSS %M", QT, "-q"] + args, capture_output=True, text=True, timeout=timeout)
-        rc, err = p.returncode, p.stderr
+        _, err = p.communicate(timeout=timeout)
+        rc = p.returncode
     except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
         rc, err = "TIMEOUT", ""
     rss, lines = 0, []
     for line in err.splitlines():
@@ -333,7 +341,8 @@ for name, m, inputs, modes in cases:
         f = os.path.join(D, f"{name}.{n}.npy"); np.save(f, a); args += ["-i", f"{n}={f}"]
     for mode, a in (("run", args), ("calib", ["calibrate", path, "--random", "1", "-o", os.path.join(D, "c.json")]),
                     ("quant", ["quantize", path, "--random", "1", "-o", os.path.join(D, "q.onnx")])):
-        if mode == "quant" and "calib" not in modes: continue
+        if mode not in COMMANDS or (mode == "quant" and "calib" not in modes):
+            continue
         rc, lines, dt, rss = runq(a)
         bad = rc not in (0, 2) or (rc == 2 and len(lines) != 1) or (rc == 0 and lines) or dt > 20 or rss > 2000
         tag = "BAD " if bad else "ok  "
