@@ -288,7 +288,11 @@ class RandomSource final : public SampleSource {
           s.push_back(d.value_or(1));
         }
       }
-      s.at(static_cast<size_t>(in.batch_axis)) = 1;  // one sample
+      if (static_cast<int64_t>(s.size()) <= in.batch_axis)  // a scalar: no axis to stack samples along
+        throw BadInputError(
+            "--random: input '" + in.name + "' is " + in.declared +
+            ", which has no batch axis to stack random samples along; declare it with a batch axis ([1])");
+      s[static_cast<size_t>(in.batch_axis)] = 1;  // one sample
       sample_shape_.emplace(in.name, s);
     }
   }

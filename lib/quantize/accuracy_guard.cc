@@ -7,14 +7,15 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <limits>
 #include <numeric>
 #include <optional>
 #include <set>
 
 #include "analysis/metrics.h"
-#include "quantize/guard_ranking.h"
 #include "core/error.h"
+#include "quantize/guard_ranking.h"
 #include "runtime/graph.h"
 #include "runtime/session.h"
 
@@ -35,23 +36,32 @@ bool same_declared_type(const runtime::ValueDecl& a, const runtime::ValueDecl& b
   return true;
 }
 
-// sum((f - q)^2) over the elements; inf when shapes differ or q is not finite where f is.
+// sum((f - q)^2) over the elements where the float model's f is finite; inf when shapes differ, q is not finite
+// where f is, or q differs from a non-finite f (NaN where f is NaN, the same infinity, count as exact: a model whose
+// float outputs hold NaN, e.g. GridSample at a NaN coordinate, is judged on its other elements).
 double squared_error(const Tensor& f, const Tensor& q) {
-  if (f.shape() != q.shape() || q.dtype() != DType::Float32) return std::numeric_limits<double>::infinity();
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  if (f.shape() != q.shape() || q.dtype() != DType::Float32) return kInf;
   const float* a = f.data<float>();
   const float* b = q.data<float>();
   double s = 0;
   for (int64_t i = 0; i < f.numel(); ++i) {
+    if (!std::isfinite(a[i])) {
+      if (std::isnan(a[i]) ? !std::isnan(b[i]) : a[i] != b[i]) return kInf;
+      continue;
+    }
     const double d = static_cast<double>(a[i]) - b[i];
     s += d * d;
   }
-  return std::isnan(s) ? std::numeric_limits<double>::infinity() : s;
+  return std::isnan(s) ? kInf : s;
 }
 
+// sum(f^2) over the finite elements (the signal squared_error's noise is compared with).
 double squared_sum(const Tensor& f) {
   const float* a = f.data<float>();
   double s = 0;
-  for (int64_t i = 0; i < f.numel(); ++i) s += static_cast<double>(a[i]) * a[i];
+  for (int64_t i = 0; i < f.numel(); ++i)
+    if (std::isfinite(a[i])) s += static_cast<double>(a[i]) * a[i];
   return s;
 }
 
@@ -175,7 +185,9 @@ std::vector<std::map<std::string, Tensor>> AccuracyEvaluator::run(const onnx::Mo
     }
     return outs;
   }
-  std::vector<std::string> errors(samples_.size());
+  // A sample's error leaves the parallel region as it was thrown: a bad input found while running the model (a
+  // kernel's BadInputError, a LimitError) stays a bad input (exit 2), not an internal error.
+  std::vector<std::exception_ptr> errors(samples_.size());
   const int64_t n = static_cast<int64_t>(samples_.size());
 #pragma omp parallel num_threads(threads_)
   {
@@ -184,13 +196,13 @@ std::vector<std::map<std::string, Tensor>> AccuracyEvaluator::run(const onnx::Mo
     for (int64_t s = 0; s < n; ++s) {
       try {
         outs[s] = session.run(samples_[s]);
-      } catch (const std::exception& e) {
-        errors[s] = e.what();
+      } catch (...) {
+        errors[s] = std::current_exception();
       }
     }
   }
-  for (size_t s = 0; s < errors.size(); ++s)
-    if (!errors[s].empty()) throw InternalError("accuracy guard: sample " + std::to_string(s) + ": " + errors[s]);
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
   return outs;
 }
 

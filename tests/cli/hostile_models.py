@@ -92,7 +92,8 @@ def save(name, model, check_model=False):
 
 def model(nodes, inits, inputs, outputs, opset=17, sparse=()):
     g = helper.make_graph(nodes, "g", inputs, outputs, initializer=inits, sparse_initializer=list(sparse))
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="hostile")
+    opsets = [helper.make_opsetid("", opset), helper.make_opsetid("com.microsoft", 1)]
+    m = helper.make_model(g, opset_imports=opsets, producer_name="hostile")
     m.ir_version = 8
     return m
 
@@ -351,6 +352,82 @@ check(["quantize", other, "-o", out("q.onnx"), "--calib", calib_valid], ["valid_
 check(["quantize", other, "-o", out("q.onnx"), "--calib", calib_valid, "--allow-calib-mismatch"],
       ["has no entry for 'x2'", "re-run qtool calibrate"])
 check(["quantize", valid, "-o", out("q.onnx"), "--calib", calib_valid], [], expect_rc=0)
+
+# ---- 7. kernels added with opsets 17-23 and ORT's contrib ops (docs/reliability.md, "Newer kernels") ---------
+def ms_node(op, ins, outs=("y",), **kw):
+    return helper.make_node(op, list(ins), list(outs), name=op.lower(), domain="com.microsoft", **kw)
+
+
+def f32(name, v):
+    return numpy_helper.from_array(np.asarray(v, np.float32), name)
+
+
+# DFT of an empty signal: onesided made one bin out of none and read past the row (SIGSEGV).
+run_model("dft_empty.onnx", [helper.make_node("DFT", ["x"], ["y"], name="dft", onesided=1)], [], [1, 0, 1], 2,
+          ["DFT 'dft'", "signal axis of [1,0,1] is empty", "dft_length"])
+# ORT's RotaryEmbedding with one start position near 2^63: start + s overflowed (UBSan) before the range check.
+x_rope = [1, 4, 8]
+rope = [ms_node("RotaryEmbedding", ["x", "p", "c", "s"], num_heads=2)]
+run_model("rope_start.onnx", rope, [const_i64("p", [I64_MAX]), f32("c", np.ones((4, 2))), f32("s", np.ones((4, 2)))],
+          x_rope, 2, ["RotaryEmbedding 'rotaryembedding'", f"position {I64_MAX} is outside the caches' 4 rows"])
+# Attention: qkv_hidden_sizes whose sum overflows (UBSan), weights without columns (num_heads = 2^62 went on to
+# loop 2^62 heads), and scores quadratic in the sequence, checked against --max-memory before they are taken.
+w_att = f32("w", np.ones((8, 24)))
+run_model("attn_qkv.onnx", [ms_node("Attention", ["x", "w"], num_heads=1, qkv_hidden_sizes=[2**62] * 3)], [w_att],
+          x_rope, 2, ["Attention 'attention'", "qkv_hidden_sizes", "integer overflow"])
+run_model("attn_w0.onnx", [ms_node("Attention", ["x", "w"], num_heads=2**62)], [f32("w", np.ones((8, 0)))], x_rope,
+          2, ["Attention 'attention'", "weights [8,0] have no columns"])
+run_model("attn_long.onnx", [ms_node("Attention", ["x", "w"], num_heads=1)], [f32("w", np.ones((1, 3)))],
+          [1, 4096, 1], 2, ["Attention 'attention'", "4096 queries x 4096 keys", "--max-memory"],
+          extra=["--max-memory", "64M"])
+# Unique's working arrays are 40 bytes per element of a byte tensor: checked like tensors.
+uniq = [helper.make_node("Expand", ["u8", "shape"], ["big"], name="expand"),
+        helper.make_node("Unique", ["big"], ["u"], name="unique"),
+        helper.make_node("Cast", ["u"], ["uf"], name="cast", to=TensorProto.FLOAT),
+        helper.make_node("ReduceSum", ["uf"], ["r"], name="sum", keepdims=0),
+        helper.make_node("Add", ["x", "r"], ["y"], name="add")]
+run_model("unique_big.onnx", uniq, [numpy_helper.from_array(np.ones(1, np.uint8), "u8"), const_i64("shape", [2**22])],
+          [1], 2, ["Unique 'unique'", "working arrays", "--max-memory"], extra=["--max-memory", "64M"])
+# RoiAlign visits bins·sampling_ratio² samples per roi and channel: 2^62 ran for centuries.
+roi = [helper.make_node("RoiAlign", ["x", "rois", "bi"], ["y"], name="roialign", sampling_ratio=2**31)]
+roi_inits = [f32("rois", [[0, 0, 3, 3]]), const_i64("bi", [0])]
+run_model("roialign_2p31.onnx", roi, roi_inits, [1, 2, 4, 4], 2, ["RoiAlign 'roialign'", "sampling grid", "overflow"])
+roi[0] = helper.make_node("RoiAlign", ["x", "rois", "bi"], ["y"], name="roialign", sampling_ratio=100000)
+run_model("roialign_1e5.onnx", roi, roi_inits, [1, 2, 4, 4], 2, ["RoiAlign 'roialign'", "sampling_ratio", "--max-memory"])
+# Found by UBSan: a ±3e38 roi made the adaptive sample counts ~9e15 and their product overflowed; an infinite
+# GridSample coordinate on a 1-pixel axis with align_corners became inf·0 = NaN and overflowed int64 as a tap.
+roi[0] = helper.make_node("RoiAlign", ["x", "rois", "bi"], ["y"], name="roialign")
+run_model("roialign_huge.onnx", roi, [f32("rois", [[-3e38, -3e38, 3e38, 3e38]]), const_i64("bi", [0])], [1, 2, 4, 4],
+          0, [])
+inf_grid = numpy_helper.from_array(np.array([np.inf, -np.inf] * 16, np.float32).reshape(1, 4, 4, 2), "grid")
+run_model("grid_inf_1px.onnx", [helper.make_node("GridSample", ["x", "grid"], ["y"], name="gs", mode="bicubic",
+                                                 align_corners=1)], [inf_grid], [1, 2, 1, 1], 0, [])
+# NonMaxSuppression with iou_threshold 1 suppresses nothing: no O(kept) scan per box (20,000 boxes took 34 s).
+rng = np.random.default_rng(0)
+nms = [helper.make_node("NonMaxSuppression", ["b", "sc", "mo", "iou"], ["sel"], name="nms"),
+       helper.make_node("Cast", ["sel"], ["self"], name="cast", to=TensorProto.FLOAT),
+       helper.make_node("ReduceSum", ["self"], ["r"], name="sum", keepdims=0),
+       helper.make_node("Add", ["x", "r"], ["y"], name="add")]
+run_model("nms_iou1.onnx", nms, [f32("b", rng.random((1, 20000, 4))), f32("sc", rng.random((1, 1, 20000))),
+                                 const_i64("mo", [I64_MAX]), f32("iou", [1.0])], [1], 0, [])
+# QuantizeLinear-23's output_dtype 2^32 + 2 passed as uint8 (2) after narrowing to the ONNX enum.
+qd = [helper.make_node("QuantizeLinear", ["x", "qs"], ["q"], name="q", output_dtype=2**32 + 2),
+      helper.make_node("DequantizeLinear", ["q", "qs"], ["y"], name="dq")]
+q_path = save("q_dtype.onnx", model(qd, [f32("qs", 0.1)], [fvi("x", [1, 2, 4, 4])], [fvi("y", None)], opset=23))
+check(["run", q_path, "-i", input_file([1, 2, 4, 4])], ["QuantizeLinear 'q'", "output_dtype' = 4294967298"])
+# quantize --random: a kernel's bad input found by the accuracy guard's runs is exit 2 (was 3, "internal error").
+dft0 = model([helper.make_node("DFT", ["x", "len"], ["y"], name="dft")], [const_i64("len", 0)], [fvi("x", [1, 8, 1])],
+             [fvi("y", None)])
+check(["quantize", save("dft_len0.onnx", dft0), "-o", out("q.onnx"), "--random", "1"], ["DFT 'dft'", "dft_length"])
+# NaN in the float model's own outputs (GridSample at a NaN coordinate) is no quantization error: exit 0 (was 4).
+grid = numpy_helper.from_array(np.array([np.nan, 0.5] * 16, np.float32).reshape(1, 4, 4, 2), "grid")
+gs = model([helper.make_node("GridSample", ["x", "grid"], ["y"], name="gs")], [grid], [fvi("x", [1, 2, 4, 4])],
+           [fvi("y", None)], opset=16)
+check(["quantize", save("grid_nan.onnx", gs), "-o", out("q.onnx"), "--random", "2"], [], expect_rc=0)
+# --random on a scalar input: no batch axis (was an internal error from vector::at).
+ln0 = model([helper.make_node("Relu", ["x"], ["y"], name="relu")], [], [fvi("x", [])], [fvi("y", None)])
+check(["calibrate", save("scalar_in.onnx", ln0), "--random", "1", "-o", out("c.json")],
+      ["--random", "input 'x'", "no batch axis"])
 
 if failures:
     print("\nFAILED:\n  " + "\n  ".join(failures))

@@ -21,6 +21,7 @@
 
 #include "core/checked.h"
 #include "runtime/kernels/attention_core.h"
+#include "core/limits.h"
 #include "runtime/kernels/blas.h"
 #include "runtime/kernels/compute_common.h"
 #include "runtime/kernels/kernels.h"
@@ -60,12 +61,14 @@ class AttentionKernel final : public Kernel {
       throw BadInputError(node_.label() + ": input " + shape_str(X.shape()) + " and weights " + shape_str(W.shape()) +
                           " must be [B, S, Hin] and [Hin, 3·hidden]");
     const int64_t B = X.dim(0), S = X.dim(1), Hin = X.dim(2), Htot = W.dim(1);
-    if (qkv_sizes_.empty() && Htot % (3 * heads_) != 0)
+    if (Htot == 0)
+      throw BadInputError(node_.label() + ": weights " + shape_str(W.shape()) + " have no columns; they must be " +
+                          "[Hin, 3·hidden] with hidden a positive multiple of num_heads");
+    if (qkv_sizes_.empty() && (Htot % 3 != 0 || Htot / 3 % heads_ != 0))
       throw BadInputError(node_.label() + ": weights " + shape_str(W.shape()) + " must have 3 · hidden columns, " +
                           "hidden a multiple of num_heads " + std::to_string(heads_));
-    const int64_t Hq = qkv_sizes_.empty() ? Htot / 3 : qkv_sizes_[0],
-                  Hv = qkv_sizes_.empty() ? Htot / 3 : qkv_sizes_[2];
-    if (2 * Hq + Hv != Htot)
+    const int64_t Hq = qkv_sizes_.empty() ? Htot / 3 : qkv_sizes_[0], Hv = qkv_sizes_.empty() ? Htot / 3 : qkv_sizes_[2];
+    if (checked_add(checked_mul(2, Hq, "qkv_hidden_sizes"), Hv, "qkv_hidden_sizes") != Htot)
       throw BadInputError(node_.label() + ": weights " + shape_str(W.shape()) + " do not have qkv_hidden_sizes' " +
                           std::to_string(2 * Hq + Hv) + " columns");
     const int64_t N = heads_, h = Hq / N, hv = Hv / N;
@@ -95,8 +98,9 @@ class AttentionKernel final : public Kernel {
           Htot, ctx.threads);
 
     // K and V of every head with past first, [B, N, T, h] then [B, N, T, hv]: present [2, B, N, T, h] when h = hv.
-    const int64_t k_size = checked_mul(checked_mul(B * N, T, node_.label()), h, node_.label());
-    Tensor kv(DType::Float32, {checked_add(k_size, B * N * T * hv, node_.label())});
+    const int64_t BN = checked_mul(B, N, node_.label());
+    const int64_t k_size = checked_mul(checked_mul(BN, T, node_.label()), h, node_.label());
+    Tensor kv(DType::Float32, {checked_add(k_size, checked_mul(BN * T, hv, node_.label()), node_.label())});
     float* kd = kv.data<float>();
     float* vd = kd + k_size;
     for (int64_t b = 0; b < B; ++b)
@@ -115,6 +119,8 @@ class AttentionKernel final : public Kernel {
         }
       }
 
+    check_attention_scratch(node_, BN, S, T, ctx.threads);
+    const int64_t per_head = S * T;  // checked by check_attention_scratch
     const std::vector<float> mask =
         contrib_attention_mask(node_, ctx.has_input(3) ? &ctx.input(3) : nullptr, causal_, filter_, B, S, P, T);
     const Tensor* abias = ctx.has_input(5) ? &ctx.input(5) : nullptr;
@@ -122,8 +128,8 @@ class AttentionKernel final : public Kernel {
 
     Tensor Y(DType::Float32, {B, S, Hv});
     float* y = Y.data<float>();
-    const int64_t per_head = checked_mul(S, T, node_.label());
-    parallel_for(B * N, threads_for_macs(B * N * S * T * (h + hv), ctx.threads), [&](int64_t bn) {
+    const double macs = static_cast<double>(BN) * static_cast<double>(per_head) * static_cast<double>(h + hv);
+    parallel_for(BN, threads_for_macs(static_cast<int64_t>(std::min(macs, 9e18)), ctx.threads), [&](int64_t bn) {
       const int64_t b = bn / N, n = bn % N;
       AttentionScores rule;
       rule.scale = scale;
@@ -155,7 +161,11 @@ namespace compute {
 std::vector<float> contrib_attention_mask(const NodeInfo& node, const Tensor* mi, bool causal, float filter, int64_t B,
                                           int64_t S, int64_t P, int64_t T) {
   if (!mi && !causal) return {};
-  std::vector<float> m(static_cast<size_t>(B * S * T), 0.f);
+  const int64_t cells = checked_mul(B, checked_mul(S, T, "attention mask"), "attention mask");
+  check_tensor_allocation(checked_mul(cells, int64_t{sizeof(float)}, "attention mask"),
+                          "attention mask [" + std::to_string(B) + ", " + std::to_string(S) + ", " +
+                              std::to_string(T) + "]");
+  std::vector<float> m(static_cast<size_t>(cells), 0.f);
   if (mi) {
     if (mi->dtype() != DType::Int32)
       throw UnsupportedError(node.label() + ": mask_index must be int32, got " + std::string(dtype_name(mi->dtype())));

@@ -6,12 +6,23 @@
 #include <limits>
 #include <vector>
 
+#include "core/checked.h"
 #include "core/error.h"
+#include "core/limits.h"
 #include "runtime/kernels/blas.h"
 #include "runtime/kernels/common.h"
 #include "runtime/kernels/vector_math.h"
 
 namespace qtool::runtime::kernels::compute {
+
+void check_attention_scratch(const NodeInfo& node, int64_t heads, int64_t S, int64_t T, int threads) {
+  const int64_t per_head = checked_add(checked_mul(S, T, node.label()), T, node.label());  // attend_head's x and p
+  const int64_t busy = std::clamp<int64_t>(heads, 1, std::max(threads, 1));  // threads holding scores at once
+  check_tensor_allocation(
+      checked_mul(checked_mul(per_head, busy, "attention scores"), int64_t{sizeof(float)}, "attention scores"),
+      node.label() + ": attention scores of " + std::to_string(busy) + " thread(s) (" +
+          std::to_string(S) + " queries x " + std::to_string(T) + " keys each)");
+}
 
 void attend_head(const AttentionHead& head, int64_t S, int64_t T, int64_t dk, int64_t dv, const AttentionScores& rule) {
   if (S == 0 || dv == 0) return;

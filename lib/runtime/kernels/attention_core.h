@@ -85,6 +85,12 @@ int64_t past_length(const NodeInfo& node, const Tensor* past_key, const Tensor* 
 ScoreTerm<float> attention_bias_term(const NodeInfo& node, const Tensor& bias, int64_t B, int64_t N, int64_t S,
                                      int64_t T, int64_t b, int64_t n);
 
+// Checks the scratch attend_head holds beyond the tensors against --max-memory: one head's scores [S, T] and a
+// row [T] per thread, for at most min(heads, threads) threads at once (quadratic in the sequence length, so
+// a long one is refused by the limit as a tensor would be). `heads` counts batch x heads. Written in
+// attention_core.cc.
+void check_attention_scratch(const NodeInfo& node, int64_t heads, int64_t S, int64_t T, int threads);
+
 // The additive mask [B, S, T] of ORT's contrib Attention and MultiHeadAttention CPU kernels (empty: nothing masked)
 // from mask_index (int32, optional): [B] masks keys j >= end[b] and [2B] also j < start[b], [B, T] and [B, S, T]
 // mask where the value is 0, each with `filter` (mask_filter_value); `causal` sets j > P + s to the lowest float.

@@ -133,6 +133,7 @@ class GroupQueryAttentionKernel final : public Kernel {
     const HeadLayout yl = head_layout(false, Hq, S, h);
     const float scale = scale_ != 0.f ? scale_ : 1.f / std::sqrt(static_cast<float>(h));
     const int64_t group = Hq / Hkv;
+    check_attention_scratch(node_, B * Hq, S, Tp, ctx.threads);
     parallel_for(B * Hq, threads_for_macs(B * Hq * S * Tp * 2 * h, ctx.threads), [&](int64_t bn) {
       const int64_t b = bn / Hq, n = bn % Hq, kvh = b * Hkv + n / group;
       AttentionScores rule;

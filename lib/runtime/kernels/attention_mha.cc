@@ -95,6 +95,7 @@ class MultiHeadAttentionKernel final : public Kernel {
     Tensor Y(DType::Float32, {B, S, N * hv});
     const HeadLayout yl = head_layout(false, N, S, hv);
     const float scale = scale_ != 0.f ? scale_ : 1.f / std::sqrt(static_cast<float>(h));
+    check_attention_scratch(node_, B * N, S, T, ctx.threads);
     parallel_for(B * N, threads_for_macs(B * N * S * T * (h + hv), ctx.threads), [&](int64_t bn) {
       const int64_t b = bn / N, n = bn % N;
       AttentionScores rule;

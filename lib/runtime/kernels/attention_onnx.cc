@@ -132,6 +132,7 @@ class OnnxAttentionKernel final : public Kernel {
     Tensor QK(DType::Float32, want_qk ? Shape{B, Hq, S, T} : Shape{0});
     const float scale = scale_ > 0.f ? scale_ : 1.f / std::sqrt(static_cast<float>(h));
     const int64_t group = Hq / Hkv;
+    check_attention_scratch(node_, B * Hq, S, T, ctx.threads);
     parallel_for(B * Hq, threads_for_macs(B * Hq * S * T * (h + hv), ctx.threads), [&](int64_t bn) {
       const int64_t b = bn / Hq, n = bn % Hq, kvh = b * Hkv + n / group;
       AttentionScores rule;

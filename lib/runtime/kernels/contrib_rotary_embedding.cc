@@ -68,7 +68,9 @@ class RotaryEmbeddingKernel final : public Kernel {
     float* y = Y.data<float>();
     for (int64_t b = 0; b < B; ++b)
       for (int64_t s = 0; s < S; ++s) {
-        const int64_t p = offset ? pos[0] + s : pos[b * S + s];
+        // With one start position the positions run pos[0], pos[0] + 1, ...; a start at or past the caches is
+        // reported as it is (pos[0] + s could overflow for a start near 2^63).
+        const int64_t p = !offset ? pos[b * S + s] : pos[0] < max_pos ? pos[0] + s : pos[0];
         if (p < 0 || p >= max_pos)
           throw BadInputError(node_.label() + ": position " + std::to_string(p) + " is outside the caches' " +
                               std::to_string(max_pos) + " rows");

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/checked.h"
+#include "core/limits.h"
 #include "runtime/kernels/blas.h"
 #include "runtime/kernels/compute_common.h"
 #include "runtime/kernels/kernels.h"
@@ -104,8 +105,14 @@ class NonMaxSuppressionKernel final : public Kernel {
         for (int64_t i : order) {
           if (static_cast<int64_t>(kept_boxes.size()) >= max_out) break;
           const Corners box = corners(bx + i * 4, center_point_);
+          // IoU never exceeds 1: with iou_threshold 1 nothing is suppressed and the O(kept) scan is skipped.
           bool drop = false;
-          for (const Corners& k : kept_boxes) drop = drop || suppresses(k, box, iou);
+          if (iou < 1)
+            for (const Corners& k : kept_boxes)
+              if (suppresses(k, box, iou)) {
+                drop = true;
+                break;
+              }
           if (drop) continue;
           kept_boxes.push_back(box);
           selected.insert(selected.end(), {b, c, i});
@@ -218,6 +225,16 @@ class RoiAlignKernel final : public Kernel {
           throw BadInputError(node.label() + ": roi " + std::to_string(r) + " has a coordinate that is not finite");
     }
     const int64_t bins = checked_mul(out_h_, out_w_, "RoiAlign output bins");
+    if (sampling_ratio_ > 0) {
+      // Each (roi, channel) visits bins·sampling_ratio² samples over the map, which ONNX Runtime precomputes as a
+      // table (pre_calc). qtool keeps none, but refuses a grid whose table would not fit --max-memory: sampling_ratio
+      // 2^31 would otherwise run for centuries instead of failing like ORT's allocation.
+      const int64_t grid =
+          checked_mul(bins, checked_mul(sampling_ratio_, sampling_ratio_, "sampling grid"), "sampling grid");
+      check_tensor_allocation(checked_mul(grid, int64_t{sizeof(Sample)}, "sampling grid"),
+                              "sampling grid of " + std::to_string(grid) + " samples per roi (output_height · " +
+                                  "output_width · sampling_ratio²; lower sampling_ratio or use 0, adaptive)");
+    }
     Tensor Y(DType::Float32, {R, C, out_h_, out_w_});
     if (Y.numel() == 0 || H == 0 || W == 0) {
       std::fill_n(Y.data<float>(), Y.numel(), 0.f);
@@ -252,7 +269,8 @@ class RoiAlignKernel final : public Kernel {
           const auto [iy0, iy1] = samples_on_map(sy, ngh ? bin_h / gh : 0, ngh, static_cast<double>(H));
           const auto [ix0, ix1] = samples_on_map(sx, ngw ? bin_w / gw : 0, ngw, static_cast<double>(W));
           // Samples outside the map give 0: in max mode they take part in the maximum as 0.
-          const bool some_off_map = (iy1 - iy0) * (ix1 - ix0) < ngh * ngw;
+          // (iy1 - iy0)·(ix1 - ix0) < ngh·ngw without the product, which overflows for counts near 9e15.
+          const bool some_off_map = ngh > 0 && ngw > 0 && (iy1 - iy0 < ngh || ix1 - ix0 < ngw);
           float acc = 0, best = some_off_map ? 0.f : std::numeric_limits<float>::lowest();
           bool any = some_off_map;
           for (int64_t iy = iy0; iy < iy1; ++iy) {

@@ -150,6 +150,8 @@ class GridSampleKernel final : public Kernel {
   float sample(const float* img, int64_t H, int64_t W, float gx, float gy) const {
     if (std::isnan(gx) || std::isnan(gy)) return std::numeric_limits<float>::quiet_NaN();
     float fx = denormalize(gx, W), fy = denormalize(gy, H);
+    // An infinite coordinate on a 1-pixel axis with align_corners denormalises to inf·0 = NaN: NaN as well.
+    if (std::isnan(fx) || std::isnan(fy)) return std::numeric_limits<float>::quiet_NaN();
     if (interp_ == Interp::Nearest) {
       fx = std::nearbyint(fx);
       fy = std::nearbyint(fy);

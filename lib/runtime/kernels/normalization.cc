@@ -37,6 +37,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/checked.h"
+#include "core/limits.h"
 #include "runtime/kernels/blas.h"
 #include "runtime/kernels/compute_common.h"
 #include "runtime/kernels/kernels.h"
@@ -452,37 +454,43 @@ class MeanVarianceNormKernel final : public Kernel {
       if (reduced[k]) throw BadInputError(ctx.node.label() + ": axis " + std::to_string(a) + " is repeated in axes");
       reduced[k] = true;
     }
-    // group[i]: the index of element i over the kept axes (row-major), its statistics' slot.
+    // Each element's statistics slot: its index over the kept axes (row-major), followed along as the elements are
+    // visited in order (no per-element index array: that was 8 bytes per element, twice X, beyond --max-memory).
     int64_t groups = 1;
     for (int64_t d = 0; d < rank; ++d)
       if (!reduced[d]) groups *= X.dim(d);
     const int64_t n = X.numel();
-    std::vector<int64_t> group(n), idx(rank, 0);
     const Shape& shape = X.shape();
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t g = 0;
-      for (int64_t d = 0; d < rank; ++d)
-        if (!reduced[d]) g = g * shape[d] + idx[d];
-      group[i] = g;
-      for (int64_t d = rank; d-- > 0;) {
-        if (++idx[d] < shape[d]) break;
-        idx[d] = 0;
+    auto for_each = [&](auto&& f) {  // f(element, slot) for every element in order
+      std::vector<int64_t> idx(rank, 0);
+      for (int64_t i = 0; i < n; ++i) {
+        int64_t g = 0;
+        for (int64_t d = 0; d < rank; ++d)
+          if (!reduced[d]) g = g * shape[d] + idx[d];
+        f(i, g);
+        for (int64_t d = rank; d-- > 0;) {
+          if (++idx[d] < shape[d]) break;
+          idx[d] = 0;
+        }
       }
-    }
+    };
+    // mean, sq, count and inv: 32 bytes per slot, up to one slot per element (axes = []).
+    check_tensor_allocation(checked_mul(groups, int64_t{32}, "statistics"),
+                            "statistics of " + std::to_string(groups) + " groups");
     const float* x = X.data<float>();
     std::vector<double> mean(groups, 0.0), sq(groups, 0.0);
     std::vector<int64_t> count(groups, 0);
-    for (int64_t i = 0; i < n; ++i) {
-      mean[group[i]] += x[i];
-      ++count[group[i]];
-    }
+    for_each([&](int64_t i, int64_t g) {
+      mean[g] += x[i];
+      ++count[g];
+    });
     for (int64_t g = 0; g < groups; ++g) mean[g] /= std::max<int64_t>(count[g], 1);
-    for (int64_t i = 0; i < n; ++i) sq[group[i]] += (x[i] - mean[group[i]]) * (x[i] - mean[group[i]]);
+    for_each([&](int64_t i, int64_t g) { sq[g] += (x[i] - mean[g]) * (x[i] - mean[g]); });
     std::vector<double> inv(groups);
     for (int64_t g = 0; g < groups; ++g) inv[g] = 1.0 / (std::sqrt(sq[g] / std::max<int64_t>(count[g], 1)) + 1e-9);
     Tensor Y(DType::Float32, shape);
     float* y = Y.data<float>();
-    for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>((x[i] - mean[group[i]]) * inv[group[i]]);
+    for_each([&](int64_t i, int64_t g) { y[i] = static_cast<float>((x[i] - mean[g]) * inv[g]); });
     ctx.outputs[0] = std::move(Y);
   }
 

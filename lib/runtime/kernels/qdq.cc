@@ -16,17 +16,24 @@
 namespace qtool::runtime::kernels {
 namespace {
 
+// The dtype a QuantizeLinear / DequantizeLinear attribute names (output_dtype, precision), range-checked before the
+// narrowing to the ONNX enum: 2^32 + 2 must not pass as uint8 (2).
+const DTypeInfo& dtype_attr(const NodeInfo& n, const char* name, int64_t code) {
+  const std::string what = n.label() + ": attribute '" + name + "'";
+  if (code <= 0 || code > INT32_MAX)
+    throw BadInputError(what + " = " + std::to_string(code) + " is not an ONNX data type; the model is corrupt");
+  const DTypeInfo* info = dtype_info_or_null(static_cast<int32_t>(code));
+  if (!info) throw_unknown_dtype(static_cast<int32_t>(code), what);
+  return *info;
+}
+
 numerics::QdqAttrs qdq_attrs(const NodeInfo& n) {
   numerics::QdqAttrs a;
   a.axis = n.attrs.get_int("axis", 1);
   a.block_size = n.attrs.get_int("block_size", 0);
   a.saturate = n.attrs.get_int("saturate", 1) != 0;
   const int64_t out = n.attrs.get_int("output_dtype", 0);
-  if (out != 0) {
-    const DTypeInfo* info = dtype_info_or_null(static_cast<int32_t>(out));
-    if (!info) throw_unknown_dtype(static_cast<int32_t>(out), n.label() + ": attribute 'output_dtype'");
-    a.output_dtype = info->dtype;
-  }
+  if (out != 0) a.output_dtype = dtype_attr(n, "output_dtype", out).dtype;
   return a;
 }
 
@@ -35,10 +42,9 @@ numerics::QdqAttrs qdq_attrs(const NodeInfo& n) {
 void check_precision_attr(const NodeInfo& n) {
   const int64_t p = n.attrs.get_int("precision", 0);
   if (p == 0) return;
-  const DTypeInfo* info = dtype_info_or_null(static_cast<int32_t>(p));
-  if (!info) throw_unknown_dtype(static_cast<int32_t>(p), n.label() + ": attribute 'precision'");
-  if (!is_float(info->dtype))
-    throw BadInputError(n.label() + ": attribute 'precision' = " + std::string(info->name) +
+  const DTypeInfo& info = dtype_attr(n, "precision", p);
+  if (!is_float(info.dtype))
+    throw BadInputError(n.label() + ": attribute 'precision' = " + std::string(info.name) +
                         " is not a float dtype; the model is corrupt");
 }
 

@@ -133,9 +133,10 @@ class DftKernel final : public Kernel {
       throw BadInputError(node.label() + ": onesided = 1 needs a real input ([..., 1]), got " + shape_str(X.shape()));
     int64_t axis = axis_attr_;
     if (node.opset >= 20) axis = ctx.has_input(2) && ctx.input(2).numel() ? scalar_int(ctx, 2, "axis") : -2;
+    const int64_t given_axis = axis;
     if (axis < 0) axis += r;
     if (axis < 0 || axis > r - 2)
-      throw BadInputError(node.label() + ": axis " + std::to_string(axis_attr_) + " is not a signal axis of " +
+      throw BadInputError(node.label() + ": axis " + std::to_string(given_axis) + " is not a signal axis of " +
                           shape_str(X.shape()) + " (the last axis holds real/imaginary parts)");
     const int64_t N = X.dim(axis);
     int64_t L = N;
@@ -143,6 +144,9 @@ class DftKernel final : public Kernel {
       L = scalar_int(ctx, 1, "dft_length");
       if (L < 1) throw BadInputError(node.label() + ": dft_length must be >= 1, got " + std::to_string(L));
     }
+    if (L < 1)  // a DFT of no samples has no bins (and onesided's L/2 + 1 = 1 bin would read past them)
+      throw BadInputError(node.label() + ": the signal axis of " + shape_str(X.shape()) +
+                          " is empty; give a non-empty signal or input dft_length >= 1");
     const int64_t bins = onesided_ ? L / 2 + 1 : L;
     Shape out_shape = X.shape();
     out_shape[axis] = bins;

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "core/checked.h"
+#include "core/limits.h"
 #include "runtime/kernels/common.h"
 #include "runtime/kernels/kernels.h"
 
@@ -26,6 +28,10 @@ class UniqueKernel final : public Kernel {
       outer = shape_numel(Shape(X.shape().begin(), X.shape().begin() + axis));
       inner = shape_numel(Shape(X.shape().begin() + axis + 1, X.shape().end()));
     }
+    // Working arrays: order, inverse, run_of, rank and counts hold up to D int64 each, 40 bytes per slice: for a
+    // byte tensor 40 times its size, so checked against --max-memory like tensors.
+    check_tensor_allocation(checked_mul(D, int64_t{5 * sizeof(int64_t)}, "working arrays"),
+                            "working arrays for " + std::to_string(D) + " slices");
     std::vector<int64_t> order(D), unique_first;  // slice positions; the first position of each distinct slice
     std::vector<int64_t> inverse(D), counts;
     Tensor Y;
