@@ -11,7 +11,7 @@ packages=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   libcli11-dev libspdlog-dev nlohmann-json3-dev catch2
   libopenblas-dev zlib1g-dev libre2-dev
-  libdnnl-dev  # oneDNN: the Conv shape classes where it is faster (docs/interpreter.md); optional for the build
+  libdnnl-dev ocl-icd-opencl-dev  # oneDNN (its CMake package needs the OpenCL headers): the Conv shape classes where it is faster (docs/interpreter.md); optional for the build
   python3-onnx python3-numpy python3-torch
   python3-pil fonts-dejavu-core
   libonnx-testdata
