@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernel_harness.h"
+#include "runtime/kernels/blocked_layout.h"
 #include "runtime/kernels/compute_common.h"
 #include "runtime/kernels/reference.h"
 
@@ -27,7 +28,8 @@ struct DnnlCase {
   std::vector<int64_t> strides, dilations, pads;
 };
 
-Tensor run_dnnl(DnnlConv& conv, const DnnlCase& c, const Tensor& X, const Tensor* B, int threads) {
+Tensor run_dnnl(DnnlConv& conv, const DnnlCase& c, const Tensor& X, const Tensor* B, int threads,
+               ConvLayouts layouts = {}) {
   ConvGeom g;
   g.in = {c.x[2], c.x[3]};
   g.kernel = {c.w[2], c.w[3]};
@@ -38,9 +40,13 @@ Tensor run_dnnl(DnnlConv& conv, const DnnlCase& c, const Tensor& X, const Tensor
   for (size_t d = 0; d < 2; ++d)
     g.out.push_back((g.in[d] + g.pads[d] + g.pads[d + 2] - ((g.kernel[d] - 1) * g.dilations[d] + 1)) / g.strides[d] +
                     1);
-  Tensor Y(DType::Float32, {c.x[0], c.w[0], g.out[0], g.out[1]});
-  REQUIRE(conv.run(g, c.x[0], c.x[1], X.data<float>(), B ? B->data<float>() : nullptr, Y.data<float>(), threads));
-  return Y;
+  // X in the layout asked for; Y returned in plain NCHW
+  const Tensor x = layouts.src_blocked ? to_blocked(X, 1) : X;
+  Tensor Y(DType::Float32, layouts.dst_blocked ? Shape{c.x[0], c.w[0] / 8, g.out[0], g.out[1], 8}
+                                               : Shape{c.x[0], c.w[0], g.out[0], g.out[1]});
+  REQUIRE(conv.run(g, c.x[0], c.x[1], x.data<float>(), B ? B->data<float>() : nullptr, Y.data<float>(), threads,
+                   layouts));
+  return layouts.dst_blocked ? from_blocked(Y, 1) : Y;
 }
 }  // namespace
 
@@ -80,6 +86,43 @@ TEST_CASE("oneDNN Conv matches the reference twin, bitwise the same with 1 and 2
           CHECK(max_abs_diff(one, want) < 1e-4);
           CHECK(std::memcmp(one.data<float>(), two.data<float>(), sizeof(float) * one.numel()) == 0);
         }
+      }
+    }
+}
+
+// Convs large enough to be cut into parts (conv_dnnl.cc: one part at one thread, several at more), in plain and
+// channel-blocked layouts: the reference's values, and the 1-thread result bitwise at 2, 3 and 8 threads.
+TEST_CASE("oneDNN Conv cut into parts gives the 1-thread result bitwise at 2, 3 and 8 threads") {
+  const DnnlCase cases[] = {
+      {"pointwise", {1, 64, 28, 28}, {128, 64, 1, 1}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}},
+      {"pointwise, 2 images, 20 output channels", {2, 96, 30, 30}, {40, 96, 1, 1}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}},
+      {"general 3x3", {1, 32, 28, 28}, {64, 32, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}},
+      {"grouped 3x3, 4 groups", {1, 64, 28, 28}, {64, 16, 3, 3}, 4, {1, 1}, {1, 1}, {1, 1, 1, 1}},
+      {"depthwise 3x3", {1, 96, 56, 56}, {96, 1, 3, 3}, 96, {1, 1}, {1, 1}, {1, 1, 1, 1}},
+      {"depthwise 3x3 s2", {1, 144, 56, 56}, {144, 1, 3, 3}, 144, {2, 2}, {1, 1}, {0, 0, 1, 1}},
+  };
+  const runtime::FusedActivation relu6{Kind::Clip, 0.f, 6.f};
+  for (const auto& c : cases)
+    for (bool blocked : {false, true}) {
+      DYNAMIC_SECTION(c.what << (blocked ? ", nChw8c" : ", NCHW")) {
+        if (blocked && (c.x[1] % 8 != 0 || c.w[0] % 8 != 0)) continue;
+        const Tensor X = random_tensor(c.x, 11, -3.f, 3.f), W = random_tensor(c.w, 12), B = random_tensor({c.w[0]}, 13);
+        auto conv = make_dnnl_conv(W, c.group, true, relu6);
+#ifdef QTOOL_TEST_HAVE_DNNL
+        REQUIRE(conv);
+        const ConvLayouts layouts{blocked, blocked};
+        Tensor want = conv_ref(X, W, &B, {c.strides, c.dilations, c.pads, c.group});
+        apply_activation(relu6, want.data<float>(), want.numel());
+        const Tensor one = run_dnnl(*conv, c, X, &B, 1, layouts);
+        CHECK(max_abs_diff(one, want) < 1e-4);
+        for (int threads : {2, 3, 8}) {
+          INFO("threads " << threads);
+          const Tensor more = run_dnnl(*conv, c, X, &B, threads, layouts);
+          CHECK(std::memcmp(one.data<float>(), more.data<float>(), sizeof(float) * one.numel()) == 0);
+        }
+#else
+        CHECK(!conv);
+#endif
       }
     }
 }

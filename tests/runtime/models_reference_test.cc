@@ -1,8 +1,12 @@
 // Every model in ../shared/models on its real inputs matches ONNX Runtime 1.30's outputs stored in
-// ../shared/data/reference_outputs/<model>__<case>/: per output, max |qtool - ort| <= 1e-4 * max |ort| + 1e-5,
-// and mobilenetv2's top-1 class is identical. Runs with 2 threads, as the references were made.
+// ../shared/data/reference_outputs/<model>__<case>/: per output, max |qtool - ort| <= 1e-4 * max |ort| + 1e-5 (for a
+// model already quantized, the effect of one rounding flip; see Case::flip_tol), and mobilenetv2's top-1 class is
+// identical where ORT's top two are apart. Runs with 2 threads, as the references were made.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
+#include <functional>
+#include <vector>
 
 #include "onnx/model_io.h"
 #include "runtime/session.h"
@@ -18,6 +22,10 @@ struct Case {
   const char* model;                                        // under shared/models
   const char* reference;                                    // folder under shared/data/reference_outputs
   std::vector<std::pair<const char*, const char*>> inputs;  // input name -> file under shared/data/tensors
+  // A model already quantized to QDQ: qtool evaluates DQ -> op -> Q in float, ORT in exact integers, so a sum
+  // that lands within float rounding of a rounding boundary can round the other way (one step of that tensor).
+  // The largest output change one such flip can cause (0: none allowed).
+  double flip_tol = 0;
 };
 
 int64_t argmax_row(const float* p, int64_t n) { return std::max_element(p, p + n) - p; }
@@ -48,14 +56,19 @@ void check_case(const Case& c) {
       max_ref = std::max(max_ref, std::abs(static_cast<double>(ref.data<float>()[i])));
       max_err = std::max(max_err, std::abs(static_cast<double>(got.data<float>()[i]) - ref.data<float>()[i]));
     }
-    const double tol = 1e-4 * max_ref + 1e-5;
+    const double tol = std::max(1e-4 * max_ref + 1e-5, c.flip_tol);
     INFO("max abs error " << max_err << ", tolerance " << tol);
     CHECK(max_err <= tol);
     if (std::string(c.model).find("mobilenetv2") != std::string::npos) {
       const int64_t classes = ref.shape().back();
-      for (int64_t r = 0; r < ref.numel() / classes; ++r)
-        CHECK(argmax_row(got.data<float>() + r * classes, classes) ==
-              argmax_row(ref.data<float>() + r * classes, classes));
+      for (int64_t r = 0; r < ref.numel() / classes; ++r) {
+        // top-1 must agree unless ORT's top two are within what the tolerance lets either side move
+        std::vector<float> row(ref.data<float>() + r * classes, ref.data<float>() + (r + 1) * classes);
+        std::partial_sort(row.begin(), row.begin() + 2, row.end(), std::greater<float>());
+        if (row[0] - row[1] > 2 * tol)
+          CHECK(argmax_row(got.data<float>() + r * classes, classes) ==
+                argmax_row(ref.data<float>() + r * classes, classes));
+      }
     }
   }
 }
@@ -74,9 +87,14 @@ TEST_CASE("mobilenetv2 matches ONNX Runtime on six photos and the batch of six")
 }
 
 TEST_CASE("vendor int8 QDQ mobilenetv2 matches ONNX Runtime") {
+  // One flip of a logit (scale 0.106098) moves a softmax probability p by up to p(1 - p) * 0.106 <= 0.0265, and the
+  // output's own rounding adds a step of 1/256. On the AVX-512 machine of 2026-11-25 (OpenBLAS's SkylakeX kernels
+  // sum in another order than its Haswell ones) one logit rounds the other way: 5/256 on classes 282 and 285, which
+  // ORT scores exactly tied (78/256 each).
   check_case({"extra/mobilenetv2-1.0-224-int8-qdq-st.onnx",
               "extra_mobilenetv2-1.0-224-int8-qdq-st__chelsea",
-              {{"serving_default_input_1:0", "mobilenetv2int8_chelsea.npy"}}});
+              {{"serving_default_input_1:0", "mobilenetv2int8_chelsea.npy"}},
+              0.106098324 / 4 + 1.0 / 256});
 }
 
 TEST_CASE("ppocr text-line classifier matches ONNX Runtime") {

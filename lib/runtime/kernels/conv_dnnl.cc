@@ -7,6 +7,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <deque>
@@ -15,6 +16,8 @@
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
+#include <stdexcept>
+#include <string>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -45,6 +48,19 @@ class OmpThreads {
 using dnnl::memory;
 using Tag = memory::format_tag;
 
+// p rounded up to a 64-byte boundary (callers ask for 16 spare floats).
+float* aligned64(float* p) { return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t{63}); }
+
+int64_t round_up8(int64_t c) { return (c + kChannelBlock - 1) / kChannelBlock * kChannelBlock; }
+
+// The calling thread's buffer for layout copies, apart from scratch_floats (which the parts running on this thread
+// take for their scratchpads while the copies are in use).
+float* copy_scratch(size_t n) {
+  thread_local std::vector<float> buf;
+  if (buf.size() < n) buf.resize(n);
+  return buf.data();
+}
+
 const dnnl::engine& cpu_engine() {
   static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   return engine;
@@ -63,7 +79,6 @@ class DnnlConvImpl final : public DnnlConv {
     const Key key =
         std::make_tuple(N, C, g.in[0], g.in[1], g.strides[0], g.strides[1], g.dilations[0], g.dilations[1], g.pads[0],
                         g.pads[1], g.pads[2], g.pads[3], threads, layouts.src_blocked, layouts.dst_blocked);
-    OmpThreads scope(threads);
     std::shared_ptr<const Plan> plan;  // held for this call: another thread may evict it meanwhile
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -75,47 +90,142 @@ class DnnlConvImpl final : public DnnlConv {
           plans_.erase(order_.front());
           order_.pop_front();
         }
-        it = plans_.emplace(key, build(g, N, C, layouts)).first;
+        it = plans_.emplace(key, build(g, N, C, threads, layouts)).first;
         order_.push_back(key);
       }
       plan = it->second;
     }
     if (!plan) return false;
+    if (!plan->parts.empty()) {
+      run_parts(*plan, g, N, C, x, b, y, threads);
+    } else {
+      run_whole(*plan, g, N, C, x, b, y, plan->whole_threads);
+    }
+    epilogue(*plan, g, N, y, threads, layouts);
+    return true;
+  }
+
+ private:
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                         int64_t, int64_t, int, bool, bool>;
+  // A slice of the output channels (whole groups of a grouped Conv) with its own one-thread primitive.
+  struct Part {
+    int64_t m0 = 0, c0 = 0;  // its first output and input channel
+    dnnl::convolution_forward::primitive_desc pd;
+    dnnl::convolution_forward conv;
+    memory weights;  // W's rows of this part in pd.weights_desc()
+  };
+  struct Plan {
+    dnnl::convolution_forward::primitive_desc pd;
+    dnnl::convolution_forward conv;
+    memory::desc user_src, user_dst, bias;
+    memory::desc src8, dst8;  // parts: the whole input and output as nChw8c
+    std::optional<dnnl::reorder> src_reorder, dst_reorder;
+    memory weights;  // W in pd.weights_desc(), reordered once
+    bool act_in_primitive = false;
+    int whole_threads = 1;    // OpenMP threads of the whole Conv
+    // When not empty, the Conv runs as these parts on nChw8c images, and pd, conv and weights are unused;
+    // src_reorder / dst_reorder then copy plain NCHW activations into and out of nChw8c.
+    std::vector<Part> parts;
+  };
+
+  // The parts, one chunk per (image, part) on the kernels' own work sharing (work_sharing.h): each reads its input
+  // channels and writes its output channels of an nChw8c image in place. Plain NCHW activations are copied into
+  // nChw8c first and out of it after, so that a Conv gives the same values in either layout.
+  void run_parts(const Plan& plan, const ConvGeom& g, int64_t N, int64_t C, const float* x, const float* b, float* y,
+                 int threads) {
+    const int64_t M = W_.dim(0), P = static_cast<int64_t>(plan.parts.size());
+    const int64_t in_plane = g.in[0] * g.in[1], out_plane = g.out[0] * g.out[1];
+    const int64_t C8 = round_up8(C), M8 = round_up8(M);  // channels of an nChw8c image, padding included
     dnnl::stream stream(cpu_engine());
-    memory src(plan->user_src, cpu_engine(), const_cast<float*>(x));
-    memory dst(plan->user_dst, cpu_engine(), y);
+    const float* x8 = x;
+    float* y8 = y;
+    if (plan.src_reorder || plan.dst_reorder) {
+      const size_t src_floats = plan.src_reorder ? static_cast<size_t>(N * C8 * in_plane) + 16 : 0;
+      float* copies = copy_scratch(src_floats + (plan.dst_reorder ? static_cast<size_t>(N * M8 * out_plane) + 16 : 0));
+      if (plan.src_reorder) {
+        x8 = aligned64(copies);
+        memory src(plan.user_src, cpu_engine(), const_cast<float*>(x)), src8(plan.src8, cpu_engine(),
+                                                                             const_cast<float*>(x8));
+        OmpThreads copy_scope(threads_for(N * C * in_plane, threads));
+        plan.src_reorder->execute(stream, src, src8);
+        stream.wait();
+      }
+      if (plan.dst_reorder) y8 = aligned64(copies + src_floats);
+    }
+    std::atomic<bool> failed{false};
+    parallel_for(N * P, threads, [&](int64_t np) {
+      const Part& part = plan.parts[static_cast<size_t>(np % P)];
+      const int64_t n = np / P;
+      try {
+        OmpThreads one(1);
+        dnnl::stream part_stream(cpu_engine());
+        const size_t pad_floats = (part.pd.scratchpad_desc().get_size() + sizeof(float) - 1) / sizeof(float) + 16;
+        float* scratch = scratch_floats(pad_floats);
+        std::unordered_map<int, memory> args{
+            {DNNL_ARG_SRC,
+             memory(part.pd.src_desc(), cpu_engine(), const_cast<float*>(x8 + (n * C8 + part.c0) * in_plane))},
+            {DNNL_ARG_WEIGHTS, part.weights},
+            {DNNL_ARG_DST, memory(part.pd.dst_desc(), cpu_engine(), y8 + (n * M8 + part.m0) * out_plane)},
+            {DNNL_ARG_SCRATCHPAD, memory(part.pd.scratchpad_desc(), cpu_engine(), aligned64(scratch))}};
+        if (b) args.emplace(DNNL_ARG_BIAS, memory(part.pd.bias_desc(), cpu_engine(), const_cast<float*>(b + part.m0)));
+        part.conv.execute(part_stream, args);
+        part_stream.wait();
+      } catch (const dnnl::error&) {
+        failed = true;  // a chunk must not throw (work_sharing.h)
+      }
+    });
+    if (failed) throw std::runtime_error("oneDNN failed to run a Conv part it had accepted");
+    if (plan.dst_reorder) {
+      memory dst8(plan.dst8, cpu_engine(), y8), dst(plan.user_dst, cpu_engine(), y);
+      OmpThreads copy_scope(threads_for(N * M * out_plane, threads));
+      plan.dst_reorder->execute(stream, dst8, dst);
+      stream.wait();
+    }
+  }
+
+  // The whole Conv as one primitive on oneDNN's OpenMP threads, with reorders where its layouts differ from the
+  // activations'.
+  void run_whole(const Plan& plan, const ConvGeom& g, int64_t N, int64_t C, const float* x, const float* b,
+                 float* y, int threads) {
+    OmpThreads scope(threads);
+    dnnl::stream stream(cpu_engine());
+    memory src(plan.user_src, cpu_engine(), const_cast<float*>(x));
+    memory dst(plan.user_dst, cpu_engine(), y);
     // Blocked copies of X and Y when the primitive wants them, in this thread's scratch (a fresh buffer per
     // call costs page faults on every run of the large early layers).
-    const size_t src_floats = plan->src_reorder ? plan->pd.src_desc().get_size() / sizeof(float) + 16 : 0;
-    const size_t dst_floats = plan->dst_reorder ? plan->pd.dst_desc().get_size() / sizeof(float) + 16 : 0;
-    const size_t pad_floats = (plan->pd.scratchpad_desc().get_size() + sizeof(float) - 1) / sizeof(float) + 16;
+    const size_t src_floats = plan.src_reorder ? plan.pd.src_desc().get_size() / sizeof(float) + 16 : 0;
+    const size_t dst_floats = plan.dst_reorder ? plan.pd.dst_desc().get_size() / sizeof(float) + 16 : 0;
+    const size_t pad_floats = (plan.pd.scratchpad_desc().get_size() + sizeof(float) - 1) / sizeof(float) + 16;
     float* scratch = scratch_floats(src_floats + dst_floats + pad_floats);
-    auto aligned = [](float* p) {  // 64-byte boundary, within the 16 spare floats
-      return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t{63});
-    };
     memory conv_src = src, conv_dst = dst;
     // The reorders are plain copies: a second thread only for copies worth a wake-up (threading.h).
     const int64_t src_n = N * C * g.in[0] * g.in[1], dst_n = N * W_.dim(0) * g.out[0] * g.out[1];
-    if (plan->src_reorder) {
-      conv_src = memory(plan->pd.src_desc(), cpu_engine(), aligned(scratch));
+    if (plan.src_reorder) {
+      conv_src = memory(plan.pd.src_desc(), cpu_engine(), aligned64(scratch));
       OmpThreads copy_scope(threads_for(src_n, threads));
-      plan->src_reorder->execute(stream, src, conv_src);
+      plan.src_reorder->execute(stream, src, conv_src);
     }
-    if (plan->dst_reorder) conv_dst = memory(plan->pd.dst_desc(), cpu_engine(), aligned(scratch + src_floats));
+    if (plan.dst_reorder) conv_dst = memory(plan.pd.dst_desc(), cpu_engine(), aligned64(scratch + src_floats));
     std::unordered_map<int, memory> args{
-        {DNNL_ARG_SRC, conv_src}, {DNNL_ARG_WEIGHTS, plan->weights}, {DNNL_ARG_DST, conv_dst}};
-    if (b) args.emplace(DNNL_ARG_BIAS, memory(plan->bias, cpu_engine(), const_cast<float*>(b)));
+        {DNNL_ARG_SRC, conv_src}, {DNNL_ARG_WEIGHTS, plan.weights}, {DNNL_ARG_DST, conv_dst}};
+    if (b) args.emplace(DNNL_ARG_BIAS, memory(plan.bias, cpu_engine(), const_cast<float*>(b)));
     args.emplace(DNNL_ARG_SCRATCHPAD,
-                 memory(plan->pd.scratchpad_desc(), cpu_engine(), aligned(scratch + src_floats + dst_floats)));
-    plan->conv.execute(stream, args);
-    if (plan->dst_reorder) {
+                 memory(plan.pd.scratchpad_desc(), cpu_engine(), aligned64(scratch + src_floats + dst_floats)));
+    plan.conv.execute(stream, args);
+    if (plan.dst_reorder) {
       OmpThreads copy_scope(threads_for(dst_n, threads));
-      plan->dst_reorder->execute(stream, conv_dst, dst);
+      plan.dst_reorder->execute(stream, conv_dst, dst);
     }
     stream.wait();
+  }
+
+  // The activation when it is not a post-op of the primitive, and the per-channel clamp and affine.
+  void epilogue(const Plan& plan, const ConvGeom& g, int64_t N, float* y, int threads, ConvLayouts layouts) {
+    const int64_t dst_n = N * W_.dim(0) * g.out[0] * g.out[1];
     if (act_.channels) {  // the activation too when it is not a post-op, then the per-channel clamp and affine
       FusedActivation rest = act_;
-      if (plan->act_in_primitive) rest.kind = FusedActivation::Kind::None;
+      if (plan.act_in_primitive) rest.kind = FusedActivation::Kind::None;
       const int64_t M = W_.dim(0), plane = g.out[0] * g.out[1];
       if (layouts.dst_blocked) {  // per block of 8 interleaved channels
         const int64_t blocks = M / kChannelBlock;
@@ -126,28 +236,97 @@ class DnnlConvImpl final : public DnnlConv {
         parallel_for(N * M, threads_for(N * M * plane, threads),
                      [&](int64_t nm) { apply_conv_epilogue(rest, y + nm * plane, plane, nm % M); });
       }
-    } else if (!plan->act_in_primitive) {
+    } else if (!plan.act_in_primitive) {
       constexpr int64_t kChunk = 1 << 14;
       const int64_t n = dst_n, chunks = (n + kChunk - 1) / kChunk;
       parallel_for(chunks, threads_for(n, threads),
                    [&](int64_t c) { apply_activation(act_, y + c * kChunk, std::min(kChunk, n - c * kChunk)); });
     }
-    return true;
   }
 
- private:
-  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                         int64_t, int64_t, int, bool, bool>;
-  struct Plan {
-    dnnl::convolution_forward::primitive_desc pd;
-    dnnl::convolution_forward conv;
-    memory::desc user_src, user_dst, bias;
-    std::optional<dnnl::reorder> src_reorder, dst_reorder;
-    memory weights;  // W in pd.weights_desc(), reordered once
-    bool act_in_primitive = false;
-  };
+  // The Conv as parts along its output channels, each a one-thread primitive on nChw8c images (the activations'
+  // blocked layout, read and written in place; plain activations are copied), run side by side on the kernels'
+  // work sharing; nullptr when some part has no direct primitive on nChw8c.
+  //
+  // Why: oneDNN's OpenMP build opens a team region per primitive and per reorder, and every region waits at its
+  // barrier for the woken worker. Where a wake-up is slow (a VM, 44-94 us a region on the 2-vCPU machine of
+  // 2026-11-25, scripts/bench_omp_wake.sh) mobilenetv2 ran slower at 2 threads than at 1 (19-24 ms against 11);
+  // and on an AVX-512 CPU oneDNN's own layout choice is nChw16c, so each Conv between nChw8c tensors also copied
+  // its input and output. Parts give the caller work from the first microsecond and a late helper costs nothing
+  // (work_sharing.h). Every part is built for and run on one thread; parts cost a little at one thread (each
+  // reads the whole input), so one thread gets one part.
+  template <typename ConvDesc>
+  std::shared_ptr<Plan> build_parts(const ConvGeom& g, int64_t N, int64_t C, int threads, const memory::desc& user_src,
+                                    const memory::desc& user_dst, const dnnl::primitive_attr& attr,
+                                    bool act_in_primitive, const ConvDesc& conv_desc) {
+    const int64_t M = W_.dim(0), KH = W_.dim(2), KW = W_.dim(3), G = group_, Mg = M / G, Cg = C / G;
+    // Cuts fall on multiples of 8 output channels (of 8 input channels too, on whole groups, for a grouped Conv),
+    // so that a part's channels of an nChw8c image are one contiguous run (in NCHW they always are). A unit is
+    // the smallest such cut: 8 output channels, or `per_unit` groups.
+    int64_t per_unit = 1;
+    if (G > 1) {
+      while ((per_unit * Mg) % kChannelBlock != 0 || (per_unit * Cg) % kChannelBlock != 0) ++per_unit;
+      per_unit = std::min(per_unit, G);
+    }
+    const int64_t units = G > 1 ? (G + per_unit - 1) / per_unit : (M + kChannelBlock - 1) / kChannelBlock;
+    // Work of one image in GEMM-class multiply-adds; short dot products (depthwise) run at elementwise speed, about
+    // four times slower (threading.h's two minimums). A part holds at least kPartWork of it.
+    const int64_t kv = KH * KW, macs = M * g.out[0] * g.out[1] * Cg * kv;
+    const int64_t work = Cg * kv < 64 ? macs * (kParallelMinMacs / kParallelMinWork) : macs;
+    // One part on one thread; with more, a multiple of the thread count (parts of one size keep the threads
+    // equally busy), each of at least kPartWork. Parts of one Conv differ only in which output channels they
+    // hold, and oneDNN's direct kernels compute each output channel's sum in the same order whatever the others,
+    // so the output is bitwise the same at every thread count (tests/kernels/conv_dnnl_test.cc checks it on
+    // shapes cut in 2 to 8 parts).
+    int64_t P = 1;
+    if (threads > 1) {
+      P = std::clamp<int64_t>(work / kPartWork, 1, std::min(kMaxParts, units));
+      if (P > 1) P = std::min(units, (P + threads - 1) / threads * threads);
+    }
+    OmpThreads one(1);
+    auto plan = std::make_shared<Plan>();
+    plan->act_in_primitive = act_in_primitive;
+    dnnl::stream stream(cpu_engine());
+    const auto f32 = memory::data_type::f32;
+    try {
+      plan->user_src = user_src;
+      plan->user_dst = user_dst;
+      plan->src8 = memory::desc({N, C, g.in[0], g.in[1]}, f32, Tag::nChw8c);
+      plan->dst8 = memory::desc({N, M, g.out[0], g.out[1]}, f32, Tag::nChw8c);
+      if (user_src != plan->src8)
+        plan->src_reorder.emplace(dnnl::reorder::primitive_desc(cpu_engine(), user_src, cpu_engine(), plan->src8));
+      if (user_dst != plan->dst8)
+        plan->dst_reorder.emplace(dnnl::reorder::primitive_desc(cpu_engine(), plan->dst8, cpu_engine(), user_dst));
+      for (int64_t p = 0; p < P; ++p) {
+        const int64_t u0 = p * units / P, u1 = (p + 1) * units / P;
+        // output channels [m0, m0 + mp) of groups [g0, g0 + gp), input channels [c0, c0 + cp)
+        const int64_t g0 = G > 1 ? u0 * per_unit : 0, gp = G > 1 ? std::min(G, u1 * per_unit) - g0 : 1;
+        const int64_t m0 = G > 1 ? g0 * Mg : u0 * kChannelBlock;
+        const int64_t mp = G > 1 ? gp * Mg : std::min(M, u1 * kChannelBlock) - m0;
+        const int64_t c0 = g0 * Cg, cp = gp * Cg;
+        const memory::dims src{1, cp, g.in[0], g.in[1]}, dst{1, mp, g.out[0], g.out[1]};
+        const memory::dims w = G == 1 ? memory::dims{mp, C, KH, KW} : memory::dims{gp, Mg, Cg, KH, KW};
+        const memory::desc user_w(w, f32, G == 1 ? Tag::oihw : Tag::goihw);
+        const dnnl::convolution_forward::primitive_desc pd(
+            conv_desc(memory::desc(src, f32, Tag::nChw8c), memory::desc(w, f32, Tag::any),
+                      memory::desc({mp}, f32, Tag::x), memory::desc(dst, f32, Tag::nChw8c)),
+            attr, cpu_engine());
+        // im2col + GEMM or the reference loops: slower than a direct kernel on oneDNN's own layouts
+        const std::string impl = pd.impl_info_str();
+        if (impl.find("gemm") != std::string::npos || impl.find("ref") != std::string::npos) return nullptr;
+        Part part{m0, c0, pd, dnnl::convolution_forward(pd), memory(pd.weights_desc(), cpu_engine())};
+        memory wsrc(user_w, cpu_engine(), const_cast<float*>(W_.data<float>()) + m0 * Cg * kv);
+        dnnl::reorder(wsrc, part.weights).execute(stream, wsrc, part.weights);
+        plan->parts.push_back(std::move(part));
+      }
+      stream.wait();
+    } catch (const dnnl::error&) {
+      return nullptr;
+    }
+    return plan;
+  }
 
-  std::shared_ptr<const Plan> build(const ConvGeom& g, int64_t N, int64_t C, ConvLayouts layouts) {
+  std::shared_ptr<const Plan> build(const ConvGeom& g, int64_t N, int64_t C, int threads, ConvLayouts layouts) {
     const int64_t M = W_.dim(0), KH = W_.dim(2), KW = W_.dim(3);
     const memory::dims src_dims{N, C, g.in[0], g.in[1]}, dst_dims{N, M, g.out[0], g.out[1]};
     const memory::dims w_dims =
@@ -180,21 +359,54 @@ class DnnlConvImpl final : public DnnlConv {
     // concurrently on several threads (the accuracy guard runs one per thread), and Debian's build shares the
     // global scratchpad between them (a crash in the guard's parallel evaluation before this).
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    auto conv_desc = [&](const memory::desc& src, const memory::desc& w, const memory::desc& b,
+                         const memory::desc& dst) {
+      return dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                             src, w, has_bias_ ? b : memory::desc(), dst, {g.strides[0], g.strides[1]},
+                                             {g.dilations[0] - 1, g.dilations[1] - 1}, {g.pads[0], g.pads[1]},
+                                             {g.pads[2], g.pads[3]});
+    };
+    // Which kernels run a Conv depends on its shape alone, never on the activations' layouts or the thread count,
+    // so a Conv gives the same values whichever tensors are kept blocked and however many threads run it. Parts
+    // on nChw8c (run_parts), unless oneDNN's own choice of layouts is another one and the Conv is dense enough to
+    // pay for copying into it: on a CPU with AVX-512 that choice is nChw16c or NHWC, whose AVX-512 kernels are
+    // faster than the AVX2 ones that read nChw8c. Copies cost about one pass over the input and one over the output;
+    // from kDenseMacs multiply-adds per element copied the faster kernel wins (ppocrv4-rec, -det and mobilenetv2
+    // each ran fastest with the cut between 32 and 64 at 1 thread, 2026-11-25, docs/benchmarks.md).
+    const int64_t macs = N * M * g.out[0] * g.out[1] * (C / group_) * KH * KW;
+    const int64_t copied = N * (C * g.in[0] * g.in[1] + M * g.out[0] * g.out[1]);
+    // The whole Conv opens OpenMP regions (copies and convolution) whose barriers wait for woken workers; below
+    // kWholeParallelMacs it runs on one thread.
+    const int whole_threads = macs >= kWholeParallelMacs ? threads : 1;
+    std::optional<dnnl::convolution_forward::primitive_desc> whole;
+    {
+      OmpThreads scope(whole_threads);
+      try {
+        whole.emplace(conv_desc(any_src, any_w, bias, any_dst), attr, cpu_engine());
+      } catch (const dnnl::error&) {
+        // no primitive in oneDNN's own layouts: parts or nothing
+      }
+    }
+    const memory::desc src8(src_dims, memory::data_type::f32, Tag::nChw8c);
+    const memory::desc dst8(dst_dims, memory::data_type::f32, Tag::nChw8c);
+    const bool own_is_8c = whole && whole->src_desc() == src8 && whole->dst_desc() == dst8;
+    if (!whole || own_is_8c || macs < kDenseMacs * copied) {
+      if (auto plan = build_parts(g, N, C, threads, user_src, user_dst, attr, act_in_primitive, conv_desc))
+        return plan;
+    }
+    if (!whole) return nullptr;  // no oneDNN primitive for this shape: the own kernel runs it
+    OmpThreads scope(whole_threads);
     try {
-      const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                                              any_src, any_w, has_bias_ ? bias : memory::desc(), any_dst,
-                                              {g.strides[0], g.strides[1]}, {g.dilations[0] - 1, g.dilations[1] - 1},
-                                              {g.pads[0], g.pads[1]}, {g.pads[2], g.pads[3]});
-      dnnl::convolution_forward::primitive_desc pd(d, attr, cpu_engine());
-      auto plan = std::make_shared<Plan>(Plan{pd,
-                                              dnnl::convolution_forward(pd),
-                                              user_src,
-                                              user_dst,
-                                              bias,
-                                              {},
-                                              {},
-                                              memory(pd.weights_desc(), cpu_engine()),
-                                              act_in_primitive});
+      const dnnl::convolution_forward::primitive_desc& pd = *whole;
+      auto plan = std::make_shared<Plan>();
+      plan->pd = pd;
+      plan->conv = dnnl::convolution_forward(pd);
+      plan->user_src = user_src;
+      plan->user_dst = user_dst;
+      plan->bias = bias;
+      plan->weights = memory(pd.weights_desc(), cpu_engine());
+      plan->act_in_primitive = act_in_primitive;
+      plan->whole_threads = whole_threads;
       if (pd.src_desc() != user_src)
         plan->src_reorder.emplace(dnnl::reorder::primitive_desc(cpu_engine(), user_src, cpu_engine(), pd.src_desc()));
       if (pd.dst_desc() != user_dst)
@@ -214,6 +426,15 @@ class DnnlConvImpl final : public DnnlConv {
   bool has_bias_;
   FusedActivation act_;
   static constexpr size_t kMaxPlans = 8;
+  // A part's least work (multiply-adds of one image): about 50 us on one thread, so the part's own dispatch
+  // (a few us) stays small beside it. At most kMaxParts parts.
+  static constexpr int64_t kPartWork = int64_t{1} << 21;
+  static constexpr int64_t kMaxParts = 8;
+  // Multiply-adds per element copied from which oneDNN's own layouts pay for the copies (see build).
+  static constexpr int64_t kDenseMacs = 48;
+  // Multiply-adds from which the whole Conv runs on more than one OpenMP thread: 2^24 is about 0.5 ms on one
+  // thread, against three team wake-ups (44-94 us each where they are slow, docs/benchmarks.md 2026-11-25).
+  static constexpr int64_t kWholeParallelMacs = int64_t{1} << 24;
   std::mutex mutex_;
   std::map<Key, std::shared_ptr<const Plan>> plans_;  // nullptr: oneDNN declined this shape
   std::deque<Key> order_;                             // keys of plans_, oldest first

@@ -11,8 +11,12 @@
 // after with apply_activation, because oneDNN evaluates them with other operations (multiply by 1/6, its
 // own exp) and a fused graph must give the unfused graph's values.
 //
-// Threads: oneDNN's OpenMP build reads the OpenMP thread count when a primitive is built and run, so both
-// happen with it set to the session's count for the duration of the call (and restored after).
+// Kernels and threads (conv_dnnl.cc, build): which oneDNN kernels run a Conv depends on its shape alone. Most run
+// as parts along the output channels on nChw8c images, each part a one-thread primitive, the parts shared out by
+// the kernels' own work sharing (as many parts as threads or a multiple, one at one thread); dense Convs whose
+// faster kernels want other layouts (AVX-512: nChw16c, NHWC) run whole, with copies, on oneDNN's OpenMP threads
+// (whose thread count is set for the duration of the call, as oneDNN reads it when a primitive is built and run).
+// Results are bitwise the same whichever layouts the activations have and however many threads run.
 #pragma once
 
 #include <cstdint>

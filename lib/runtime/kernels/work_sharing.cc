@@ -84,7 +84,10 @@ class Helpers {
     if (slept) {
       const auto waited = Clock::now() - own_end;
       const auto per_chunk = own ? (own_end - start) / own : Clock::duration::zero();
-      if (waited > 4 * per_chunk + std::chrono::microseconds(100)) backoff_until_ = Clock::now() + kBackoff;
+      if (waited > 4 * per_chunk + std::chrono::microseconds(100)) {
+        backoff_until_ = Clock::now() + kBackoff;
+        spin_from_.store((backoff_until_ + kQuietBeforeSpin).time_since_epoch().count(), std::memory_order_relaxed);
+      }
     }
     return true;
   }
@@ -92,6 +95,8 @@ class Helpers {
  private:
   static constexpr uint32_t kClosed = 0xffffffffu;
   static constexpr std::chrono::milliseconds kBackoff{50};
+  static constexpr std::chrono::microseconds kSpin{100};
+  static constexpr std::chrono::seconds kQuietBeforeSpin{1};
 
   Helpers() = default;
 
@@ -117,11 +122,37 @@ class Helpers {
     }
   }
 
+  // Returns when the epoch is no longer `seen`. A helper looks for the next loop for kSpin before it sleeps, yielding
+  // its core between looks: loops of one graph run follow each other within microseconds, and a sleeping helper
+  // takes a futex wake-up to start, 10-15 us on one machine and 44-94 us on a VM (docs/benchmarks.md,
+  // 2026-11-25), by which time the caller has done most of a small loop alone. The yield gives the core to
+  // any other runnable thread (the caller's own, on a machine with fewer free cores than threads). Once run() has
+  // seen contention (its back-off), helpers sleep at once until kQuietBeforeSpin after the back-off ends.
+  // Measured unloaded at 2 threads on the VM: digits-vit 5.81 -> 5.39 ms, llama2c 3.32 -> 2.75.
+  void wait_for_loop(uint32_t seen) {
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point now = Clock::now();
+    if (now.time_since_epoch().count() < spin_from_.load(std::memory_order_relaxed)) {
+      epoch_.wait(seen, std::memory_order_acquire);
+      return;
+    }
+    const Clock::time_point until = now + kSpin;
+    while (epoch_.load(std::memory_order_acquire) == seen) {
+      for (int i = 0; i < 32; ++i) cpu_relax();
+      if (epoch_.load(std::memory_order_acquire) != seen) return;
+      std::this_thread::yield();
+      if (Clock::now() > until) {
+        epoch_.wait(seen, std::memory_order_acquire);
+        return;
+      }
+    }
+  }
+
   void helper(int index) {
     tl_in_loop = true;
     uint32_t seen = 0;
     for (;;) {
-      epoch_.wait(seen, std::memory_order_acquire);
+      wait_for_loop(seen);
       if (stop_.load()) return;
       seen = epoch_.load(std::memory_order_acquire);
       // The fields may already belong to a later loop; claim() then fails (see the class comment).
@@ -148,6 +179,9 @@ class Helpers {
   std::atomic<uint32_t> chunks_{0};
   std::atomic<int> helpers_{0};
   std::atomic<bool> stop_{false};
+  // Helpers spin (wait_for_loop) only from this steady_clock count on: contention seen by run() pushes it
+  // kQuietBeforeSpin past the back-off.
+  std::atomic<int64_t> spin_from_{0};
 };
 
 }  // namespace

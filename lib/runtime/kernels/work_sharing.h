@@ -1,6 +1,6 @@
 // The kernels' own work sharing for parallel_for and parallel_range (blas.h, common.h): chunks of a loop are
-// claimed one at a time from a shared counter by the calling thread and by helper threads that sleep between
-// loops. The calling thread never waits for a helper that has not started: it wakes the helpers and starts on the
+// claimed one at a time from a shared counter by the calling thread and by helper threads that wait between
+// loops (a 100 us spin that yields the core, then sleep; no spin after contention, work_sharing.cc). The calling thread never waits for a helper that has not started: it wakes the helpers and starts on the
 // first chunk at once, takes every chunk nobody else has claimed, and at the end waits only for chunks a helper is
 // running. So a helper that comes late (its core busy with another process, or asleep for longer than the loop
 // lasts) costs the loop only the wake-up call (~2 us), and one that comes in time halves it.
