@@ -89,16 +89,18 @@ check('--shape seq=8 sets the sequence everywhere', r.returncode == 0 and seen.g
       {'rc': r.returncode, 'position_ids': seen.get('position_ids_f'), 'stderr': r.stderr.strip()[-300:]})
 
 # 3. A sequence past the position table, and a --shape naming nothing: one line each.
-for args, fragment, code in ((['--shape', 'seq=40'], 'rows', 1), (['--shape', 'sequence=8'], "dim named 'sequence'", 2)):
+for args, fragment, code in ((['--shape', 'seq=40'], 'rows', 1),
+                              (['--shape', 'sequence=8'], "dim named 'sequence'", 2)):
     r, _ = calibrate(model, '--random', '2', *args)
     check(f'{" ".join(args)} is refused with one line', r.returncode == code and fragment in r.stderr and
           len(r.stderr.strip().splitlines()) == 1, {'rc': r.returncode, 'stderr': r.stderr.strip()})
 
-# 4. quantize --random runs end to end.
-r = subprocess.run([qtool, 'quantize', model, '--random', '4', '-t', '1', '-o', os.path.join(scratch, 'q.onnx')],
-                   capture_output=True, text=True, timeout=120)
-check('quantize --random on token inputs exits 0', r.returncode == 0 and os.path.exists(os.path.join(scratch, 'q.onnx')),
-      {'rc': r.returncode, 'stderr': r.stderr.strip()[-300:]})
+# 4. quantize --random runs end to end and quantizes the MatMul.
+r = subprocess.run([qtool, 'quantize', model, '--random', '4', '-t', '1', '-o', os.path.join(scratch, 'q.onnx'),
+                    '--json'], capture_output=True, text=True, timeout=120)
+weights = json.loads(r.stdout.strip().splitlines()[-1]).get('weights_quantized') if r.returncode == 0 else None
+check('quantize --random on token inputs exits 0 and quantizes the MatMul', r.returncode == 0 and weights == 1,
+      {'rc': r.returncode, 'weights_quantized': weights, 'stderr': r.stderr.strip()[-300:]})
 
 # 5. An integer input no reader bounds: exit 2, one line naming it and --data.
 bad = os.path.join(scratch, 'flags.onnx')

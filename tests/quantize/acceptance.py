@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Out-of-sample acceptance checks for `qtool quantize` on the eleven shared real models (issue 12).
 
-usage: acceptance.py MODEL_KEY [--workdir DIR] [--config QCONFIG.json] [--random N [--shape S]]
+usage: acceptance.py MODEL_KEY [--workdir DIR] [--config QCONFIG.json] [--random N [--seed S] [--shape S]]
 MODEL_KEY: one of CHECKS below (mobilenetv2, det, rec, cls, vad, superres, digits, fastestdet, ultraface, cifar10,
 llama2c).
 
@@ -561,9 +561,10 @@ def main():
                     help='quantize --random N instead of --data CALIBRATION (what a user without data gets; scored '
                          'on the same evaluation set)')
     ap.add_argument('--shape', action='append', default=[], help='--shape for --random (repeatable)')
+    ap.add_argument('--seed', type=int, default=0, help='--seed for --random')
     a = ap.parse_args()
     if a.random:
-        RANDOM.extend(['--random', str(a.random)] + [x for s in a.shape for x in ('--shape', s)])
+        RANDOM.extend(['--random', str(a.random), '--seed', str(a.seed)] + [x for s in a.shape for x in ('--shape', s)])
     # A config whose target is not ONNX Runtime's CPU provider (FP8 activations for TensorRT) is scored in ORT with
     # graph optimizations disabled: ORT runs its Q/DQ as written but cannot fuse them (qconfig.h, Target).
     target = 'ort-cpu'

@@ -370,18 +370,21 @@ def form(work, torch_model, label, merged, calib_tokens, eval_tokens):
     # 4. --random: token ids below the embedding's rows, the mask ones, positions 0..T-1, an empty past (the first
     #    step of generation; the merged form alternates its branch); a zero-size --shape stays refused.
     r_model = os.path.join(work, label + '.random.int8.onnx')
-    r = subprocess.run([qtest.qtool(), '-v', 'quantize', float_model, '--random', '8', '-o', r_model, '-t', '1'],
-                       capture_output=True, text=True)
+    r = subprocess.run([qtest.qtool(), '-v', 'quantize', float_model, '--random', '8', '-o', r_model, '-t', '1',
+                        '--json'], capture_output=True, text=True)
     r0 = subprocess.run([qtest.qtool(), 'calibrate', float_model, '--random', '4', '-o', os.path.join(work, 'r.json'),
                          '--shape', 'past_key_values.0.key=1,4,0,8'], capture_output=True, text=True)
     plan = [ln.split('debug: ', 1)[-1] for ln in r.stderr.splitlines() if '--random: ' in ln]
     msg0 = r0.stderr.strip()
+    r_weights = json.loads(r.stdout.strip().splitlines()[-1])['weights_quantized'] if r.returncode == 0 else None
     check(label + ': quantize --random runs (token ids below the vocabulary, empty past); a zero-size --shape is '
           'refused with one line',
-          r.returncode == 0 and any(f'token ids uniform in [0, {VOCAB})' in ln for ln in plan) and
+          r.returncode == 0 and r_weights == linear * branches and
+          any(f'token ids uniform in [0, {VOCAB})' in ln for ln in plan) and
           any("dim 'past_len' = 0" in ln for ln in plan) and
           r0.returncode in (1, 2) and 'positive' in msg0 and len(msg0.splitlines()) == 1,
-          {'random': r.returncode, 'plan': plan if r.returncode == 0 else r.stderr.strip()[-400:],
+          {'random': r.returncode, 'weights_quantized': r_weights,
+           'plan': plan if r.returncode == 0 else r.stderr.strip()[-400:],
            'zero_shape': [r0.returncode, msg0]})
 
     # 5. Generate loop in ORT on held-out sequences: float vs quantized, each feeding back its own present.
