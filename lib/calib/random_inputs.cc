@@ -165,10 +165,11 @@ class Walker {
  public:
   explicit Walker(const GraphIndex& g) : g_(g) {}
 
-  Reach walk(const std::string& name) {
+  // What the readers of these values do with them (one walk: each tensor is visited once).
+  Reach walk(const std::vector<std::string>& names) {
     Reach r;
     std::set<std::string> seen;
-    visit(name, false, r, seen, 0);
+    for (const std::string& name : names) visit(name, false, r, seen, 0);
     return r;
   }
 
@@ -249,13 +250,10 @@ class Walker {
 // buffer).
 std::vector<std::pair<int64_t, std::string>> positional_tables(const GraphIndex& g) {
   std::vector<std::pair<int64_t, std::string>> out;
-  Walker walker(g);
+  std::vector<std::string> ranges;
   for (const onnx::NodeProto* n : g.nodes()) {
     if (!onnx_domain(*n)) continue;
-    if (n->op_type() == "Range" && n->output_size() == 1) {
-      const Reach r = walker.walk(n->output(0));
-      if (r.bound) out.emplace_back(*r.bound, r.bound_why + " with a Range");
-    }
+    if (n->op_type() == "Range" && n->output_size() == 1) ranges.push_back(n->output(0));
     if (n->op_type() == "Slice" && g.opset() >= 10 && n->input_size() >= 3 && g.is_const(n->input(0)) &&
         !g.is_const(n->input(2))) {
       const auto d = g.dims(n->input(0));
@@ -274,6 +272,8 @@ std::vector<std::pair<int64_t, std::string>> positional_tables(const GraphIndex&
       }
     }
   }
+  const Reach r = Walker(g).walk(ranges);
+  if (r.bound) out.emplace_back(*r.bound, r.bound_why + " with a Range");
   return out;
 }
 
@@ -302,7 +302,7 @@ Classified classify(const InputSpec& in, Walker* walker) {
     throw UnsupportedError(what + "random values are made for float, integer and bool inputs only" + data_hint);
   if (!walker)
     throw UnsupportedError(what + "an integer input needs the model's graph to find its valid range" + data_hint);
-  const Reach r = walker->walk(name);
+  const Reach r = walker->walk({name});
   const int64_t dtype_max = dtype_info(in.dtype).qmax;
   if (has(name, "token_type") || has(name, "segment") || r.segment_slot)
     return {Role::Zeros, 0, "token type / segment ids: zeros"};
@@ -336,12 +336,16 @@ std::optional<int64_t> symbol_sum(const std::string& symbol, const std::map<std:
     std::string term = symbol.substr(pos, plus - pos);
     term.erase(0, term.find_first_not_of(' '));
     term.erase(term.find_last_not_of(' ') + 1);
+    int64_t v = 0;
     if (auto it = values.find(term); it != values.end())
-      sum += it->second;
-    else if (!term.empty() && term.find_first_not_of("0123456789") == std::string::npos)
-      sum += std::stoll(term);
+      v = it->second;
+    else if (!term.empty() && term.size() <= 9 && term.find_first_not_of("0123456789") == std::string::npos)
+      v = std::stoll(term);
     else
       return std::nullopt;
+    constexpr int64_t kMax = int64_t{1} << 40;  // far past any length; keeps the sum from overflowing
+    if (v > kMax || sum + v > kMax) return std::nullopt;
+    sum += v;
     pos = plus + 1;
   }
   return sum;
