@@ -84,6 +84,7 @@ int run_calibrate(const CalibrateArgs& a) {
   write_outputs(r.table, a);
 
   for (const std::string& note : r.notes) spdlog::warn("{}", note);
+  for (const std::string& line : r.details) spdlog::debug("{}", line);
   for (const calib::NonFiniteReport& nf : r.non_finite)
     spdlog::warn("tensor '{}': {} NaN and {} inf values excluded from calibration", nf.tensor, nf.nan_count,
                  nf.inf_count);
@@ -123,7 +124,8 @@ Action add_calibrate_command(CLI::App& app) {
   add_calibration_options(*sub, a->calibration,
                           {.data = "NAME=FILE.npy|.npz|.pb per input (first axis = samples), or a folder of "
                                    "test_data_set_* folders or one .npz per sample",
-                           .random = "Calibrate on N random standard-normal samples instead of --data",
+                           .random = "Calibrate on N random samples instead of --data: standard normal floats, "
+                                     "token ids below the embedding's rows, masks of ones, positions (-v says what)",
                            .methods = calib::range_methods_str(calib::kDefaultRangeMethods)});
   sub->add_flag("--json", a->json, "Print a JSON summary line on stdout");
   sub->add_option("--merge", a->merge,

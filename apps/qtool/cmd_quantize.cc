@@ -198,7 +198,8 @@ Action add_quantize_command(CLI::App& app) {
       *sub, a->calibration,
       {.data = "Calibrate first on these inputs (NAME=FILE.npy|.npz ..., or a folder), as 'qtool calibrate' would; "
                "with --calib: samples for the accuracy guard only",
-       .random = "Calibrate first on N random standard-normal inputs",
+       .random = "Calibrate first on N random samples: standard normal floats, token ids below the embedding's "
+                 "rows, masks of ones, positions (-v says what)",
        .methods = "the methods the config's rules ask, which are always recorded"});
   calib->excludes(sample_opts.random);
   sub->add_option("--accuracy-guard", a->guard,
@@ -308,7 +309,7 @@ Action add_quantize_command(CLI::App& app) {
     auto few_samples = [&]() -> const std::vector<quantize::Sample>& {
       if (!first_samples) {
         const runtime::Session session(inputs_only(*m.proto), {.threads = 1});
-        auto source = calib::open_samples(o, calib::input_specs(session));
+        auto source = calib::open_samples(o, calib::input_specs(session), *m.proto);
         if (source->samples() > kGuardSamples)
           spdlog::warn("smoothing / accuracy guard / gptq: using the first {} of {} samples", kGuardSamples,
                        source->samples());
@@ -340,6 +341,7 @@ Action add_quantize_command(CLI::App& app) {
                                              model_digest(*m.proto), o)
                     : calib::calibrate_model(a->model, o);
       for (const std::string& note : r.notes) spdlog::warn("{}", note);
+      for (const std::string& line : r.details) spdlog::debug("{}", line);
       spdlog::info("calibrated on {} ({} runs, {:.1f} s)", r.data, r.runs, r.seconds);
       calibration = calibration_json(r);
       ranges = std::move(r.table);

@@ -132,7 +132,8 @@ int run_inspect_compare(const CompareArgs& a) {
   std::vector<std::map<std::string, Tensor>> samples;
   {
     const runtime::Session session(f, {.threads = 1});
-    auto source = calib::open_samples(o, calib::input_specs(session));
+    auto source = calib::open_samples(o, calib::input_specs(session), *f.proto);
+    for (const std::string& line : source->details()) spdlog::debug("{}", line);
     if (source->samples() > kMaxSamples)
       spdlog::warn("inspect: comparing on the first {} of {} samples", kMaxSamples, source->samples());
     samples = calib::first_samples(*source, kMaxSamples);

@@ -52,7 +52,9 @@ SampleOptions add_sample_options(CLI::App& sub, SampleArgs& a, const std::string
   o.data = sub.add_option("--data", a.data, data_help);
   o.random = sub.add_option("--random", a.random, random_help)->check(CLI::PositiveNumber);
   sub.add_option("--seed", a.seed, "Seed for --random (default 0)");
-  sub.add_option("--shape", a.shapes, "NAME=d0,d1,... input shape for --random where the model leaves dims open");
+  sub.add_option("--shape", a.shapes,
+                 "NAME=d0,d1,... input shape for --random where the model leaves dims open, or SYMBOL=N for one "
+                 "symbolic dim (seq=128) on every input");
   o.data->excludes(o.random);
   return o;
 }

@@ -37,7 +37,10 @@ std::vector<InputSpec> input_specs(const runtime::Session& session) {
     in.declared = runtime::describe_decl(d);
     if (d.shape) {
       in.dims.emplace();
-      for (const runtime::DeclaredDim& dim : *d.shape) in.dims->push_back(dim.value);
+      for (const runtime::DeclaredDim& dim : *d.shape) {
+        in.dims->push_back(dim.value);
+        in.symbols.push_back(dim.value ? std::string() : dim.param);
+      }
       if (!d.shape->empty() && (*d.shape)[0].value && *(*d.shape)[0].value != 1)
         for (size_t i = 1; i < d.shape->size(); ++i)
           if (batch_symbols.count((*d.shape)[i].param)) {
@@ -74,8 +77,9 @@ QuantTarget target_from_qconfig(const fs::path& config) {
   return t;
 }
 
-std::unique_ptr<SampleSource> open_samples(const CalibrateOptions& options, const std::vector<InputSpec>& inputs) {
-  if (options.random_samples) return open_random(inputs, *options.random_samples, options.seed, options.shapes);
+std::unique_ptr<SampleSource> open_samples(const CalibrateOptions& options, const std::vector<InputSpec>& inputs,
+                                           const onnx::ModelProto& model) {
+  if (options.random_samples) return open_random(inputs, *options.random_samples, options.seed, options.shapes, &model);
   if (options.data_dir) return open_data_dir(inputs, *options.data_dir);
   std::map<std::string, fs::path> files = options.data_files;
   if (auto it = files.find(""); it != files.end()) {  // --data FILE without a name: only for one input
@@ -161,8 +165,9 @@ CalibrateResult calibrate_scoped(const onnx::ModelProto& model, const std::strin
   const runtime::Session session(model, {.threads = plan.forward, .device = options.device});
   const std::vector<InputSpec> inputs = input_specs(session);
 
-  std::unique_ptr<SampleSource> source = open_samples(options, inputs);
+  std::unique_ptr<SampleSource> source = open_samples(options, inputs, model);
   result.data = source->describe();
+  result.details = source->details();
 
   // A batch axis the model fixes to 1 runs one sample at a time.
   int64_t batch = options.batch_size;

@@ -31,7 +31,7 @@ struct CalibrateOptions {
   std::optional<std::filesystem::path> data_dir;
   std::optional<int64_t> random_samples;
   uint64_t seed = 0;
-  std::map<std::string, Shape> shapes;  // --shape for --random
+  std::map<std::string, Shape> shapes;  // --shape for --random: by input name, or by dim symbol (one value)
 
   int64_t batch_size = 1;
   int threads = 1;            // in all, for the interpreter and the observers; 0 = all cores
@@ -50,10 +50,11 @@ struct CalibrateOptions {
 struct CalibrateResult {
   CalibrationTable table;
   std::vector<NonFiniteReport> non_finite;
-  std::vector<std::string> notes;  // adjustments the user should hear about (e.g. batch size forced to 1)
-  std::string data;                // "6 samples from mobilenetv2_calib6.npy"
-  int64_t runs = 0;                // interpreter runs (batches)
-  double seconds = 0;              // wall time of the runs and observers
+  std::vector<std::string> notes;    // adjustments the user should hear about (e.g. batch size forced to 1)
+  std::string data;                  // "6 samples from mobilenetv2_calib6.npy"
+  std::vector<std::string> details;  // how the samples were made (random: values and dims), for -v
+  int64_t runs = 0;                  // interpreter runs (batches)
+  double seconds = 0;                // wall time of the runs and observers
 };
 
 // How a calibration run spends its threads. With observer workers, observation runs beside the interpreter
@@ -79,8 +80,10 @@ CalibrateResult calibrate_model(const onnx::ModelProto& model, const std::string
                                 const CalibrateOptions& options);
 
 // The sample source `options` names (files, folder or random) for a model with these inputs; calibrate_model
-// reads its samples from here, and `qtool quantize` reads them again for its accuracy guard.
-std::unique_ptr<SampleSource> open_samples(const CalibrateOptions& options, const std::vector<InputSpec>& inputs);
+// reads its samples from here, and `qtool quantize` reads them again for its accuracy guard. `model`'s graph tells
+// random samples which values its integer inputs may take (calib/random_inputs.h); its weights need not be loaded.
+std::unique_ptr<SampleSource> open_samples(const CalibrateOptions& options, const std::vector<InputSpec>& inputs,
+                                           const onnx::ModelProto& model);
 
 // The model's inputs as the sample sources see them, each with its batch axis (see calib/calibration_data.h).
 std::vector<InputSpec> input_specs(const runtime::Session& session);

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <random>
 
+#include "calib/random_inputs.h"
 #include "core/error.h"
 #include "tensorio/tensorio.h"
 
@@ -258,79 +259,102 @@ class DataDir final : public SampleSource {
 
 // ---------------------------------------------------------------------------------------------------
 
+// Element j of an integer or bool tensor set to v (token ids can pass 2^24, where float stores would round).
+void store_int(Tensor& t, int64_t j, int64_t v) {
+  switch (t.dtype()) {
+    case DType::Int64:
+      t.data<int64_t>()[j] = v;
+      break;
+    case DType::Int32:
+      t.data<int32_t>()[j] = static_cast<int32_t>(v);
+      break;
+    case DType::UInt32:
+      t.data<uint32_t>()[j] = static_cast<uint32_t>(v);
+      break;
+    case DType::UInt64:
+      t.data<uint64_t>()[j] = static_cast<uint64_t>(v);
+      break;
+    default:
+      dtype_info(t.dtype()).store(t.raw(), j, static_cast<float>(v), true);
+  }
+}
+
 class RandomSource final : public SampleSource {
  public:
-  RandomSource(const std::vector<InputSpec>& inputs, int64_t samples, uint64_t seed,
-               const std::map<std::string, Shape>& shapes)
-      : inputs_(inputs), samples_(samples), seed_(seed) {
+  RandomSource(const std::vector<InputSpec>& inputs, int64_t samples, uint64_t seed, RandomPlan plan)
+      : inputs_(inputs), samples_(samples), seed_(seed), plan_(std::move(plan)) {
     if (samples < 1) throw UsageError("--random needs at least 1 sample");
-    for (const auto& [name, s] : shapes)
-      if (!find_input(inputs, name))
-        throw BadInputError("--shape " + name + ": the model has no input '" + name +
-                            "' (its inputs: " + input_list(inputs) + ")");
-    for (const InputSpec& in : inputs) {
-      if (!is_float(in.dtype))
-        throw UnsupportedError("--random makes float inputs only; input '" + in.name + "' is " + in.declared +
-                               ": give it with --data");
-      Shape s;
-      if (auto it = shapes.find(in.name); it != shapes.end()) {
-        s = it->second;
-        if (in.dims && s.size() != in.dims->size())
-          throw UsageError("--shape " + in.name + "=" + shape_str(s) + " has rank " + std::to_string(s.size()) +
-                           ", the model wants " + in.declared);
-      } else {
-        if (!in.dims) throw UsageError("input '" + in.name + "' has no declared shape: give it with --shape");
-        for (size_t i = 0; i < in.dims->size(); ++i) {
-          const auto& d = (*in.dims)[i];
-          if (!d && static_cast<int64_t>(i) != in.batch_axis)
-            throw UsageError("input '" + in.name + "' is " + in.declared + ": give its shape with --shape " + in.name +
-                             "=d0,d1,...");
-          s.push_back(d.value_or(1));
-        }
-      }
-      if (static_cast<int64_t>(s.size()) <= in.batch_axis)  // a scalar: no axis to stack samples along
-        throw BadInputError(
-            "--random: input '" + in.name + "' is " + in.declared +
-            ", which has no batch axis to stack random samples along; declare it with a batch axis ([1])");
-      s[static_cast<size_t>(in.batch_axis)] = 1;  // one sample
-      sample_shape_.emplace(in.name, s);
-    }
   }
   int64_t samples() const override { return samples_; }
   std::string describe() const override {
     return samples_text(samples_) + " (random, seed " + std::to_string(seed_) + ")";
   }
+  std::vector<std::string> details() const override { return plan_.details; }
   std::map<std::string, Tensor> batch(int64_t first, int64_t count) override {
     std::map<std::string, Tensor> out;
     for (size_t k = 0; k < inputs_.size(); ++k) {
       const InputSpec& in = inputs_[k];
       std::vector<Tensor> parts;
-      for (int64_t i = first; i < first + count; ++i) {
-        Tensor t(DType::Float32, sample_shape_.at(in.name));
-        // Sample i of input k has its own generator: values do not depend on the batching.
-        std::seed_seq seq{static_cast<uint32_t>(seed_), static_cast<uint32_t>(seed_ >> 32), static_cast<uint32_t>(k),
-                          static_cast<uint32_t>(i), static_cast<uint32_t>(static_cast<uint64_t>(i) >> 32)};
-        std::mt19937 rng(seq);
-        std::normal_distribution<float> nd(0.0f, 1.0f);
-        for (float& v : t.span<float>()) v = nd(rng);
-        if (in.dtype != DType::Float32) {  // float16 / bfloat16 / float64 inputs: the same values, rounded
-          Tensor narrow(in.dtype, t.shape());
-          const auto store = dtype_info(in.dtype).store;
-          for (int64_t j = 0; j < t.numel(); ++j) store(narrow.raw(), j, t.data<float>()[j], true);
-          t = std::move(narrow);
-        }
-        parts.push_back(std::move(t));
-      }
+      for (int64_t i = first; i < first + count; ++i) parts.push_back(sample(k, i));
       out.emplace(in.name, concat_axis(parts, in.batch_axis));
     }
     return out;
   }
 
  private:
+  // Sample i of input k. Each has its own generator: values do not depend on the batching.
+  Tensor sample(size_t k, int64_t i) const {
+    const InputSpec& in = inputs_[k];
+    const RandomInputPlan& p = plan_.inputs.at(in.name);
+    std::seed_seq seq{static_cast<uint32_t>(seed_), static_cast<uint32_t>(seed_ >> 32), static_cast<uint32_t>(k),
+                      static_cast<uint32_t>(i), static_cast<uint32_t>(static_cast<uint64_t>(i) >> 32)};
+    if (p.fill == RandomFill::Normal || (p.fill == RandomFill::Ones && is_float(in.dtype))) {
+      Tensor t(DType::Float32, p.shape);
+      if (p.fill == RandomFill::Ones) {
+        std::fill(t.span<float>().begin(), t.span<float>().end(), 1.0f);
+      } else {
+        std::mt19937 rng(seq);
+        std::normal_distribution<float> nd(0.0f, 1.0f);
+        for (float& v : t.span<float>()) v = nd(rng);
+      }
+      if (in.dtype == DType::Float32) return t;
+      Tensor narrow(in.dtype, t.shape());  // float16 / bfloat16 / float64 inputs: the same values, rounded
+      const auto store = dtype_info(in.dtype).store;
+      for (int64_t j = 0; j < t.numel(); ++j) store(narrow.raw(), j, t.data<float>()[j], true);
+      return narrow;
+    }
+    Tensor t(in.dtype, p.shape);
+    std::mt19937_64 rng(seq);  // its output is fixed by the standard, unlike the distributions'
+    int64_t inner = 1;         // Positions: elements per step along the axis
+    for (size_t a = static_cast<size_t>(p.axis) + 1; a < p.shape.size(); ++a) inner *= p.shape[a];
+    for (int64_t j = 0; j < t.numel(); ++j) {
+      int64_t v = 0;
+      switch (p.fill) {
+        case RandomFill::TokenIds:
+          v = static_cast<int64_t>(rng() % static_cast<uint64_t>(p.bound));
+          break;
+        case RandomFill::Ones:
+          v = 1;
+          break;
+        case RandomFill::Positions:
+          v = p.offset + (p.shape.empty() ? 0 : (j / inner) % p.shape[static_cast<size_t>(p.axis)]);
+          break;
+        case RandomFill::Branch:
+          v = i % 2;
+          break;
+        case RandomFill::Zeros:
+        case RandomFill::Normal:
+          break;
+      }
+      store_int(t, j, v);
+    }
+    return t;
+  }
+
   std::vector<InputSpec> inputs_;
   int64_t samples_;
   uint64_t seed_;
-  std::map<std::string, Shape> sample_shape_;
+  RandomPlan plan_;
 };
 
 }  // namespace
@@ -345,8 +369,9 @@ std::unique_ptr<SampleSource> open_data_dir(const std::vector<InputSpec>& inputs
 }
 
 std::unique_ptr<SampleSource> open_random(const std::vector<InputSpec>& inputs, int64_t samples, uint64_t seed,
-                                          const std::map<std::string, Shape>& shapes) {
-  return std::make_unique<RandomSource>(inputs, samples, seed, shapes);
+                                          const std::map<std::string, Shape>& shapes, const onnx::ModelProto* model) {
+  if (samples < 1) throw UsageError("--random needs at least 1 sample");
+  return std::make_unique<RandomSource>(inputs, samples, seed, plan_random_inputs(inputs, shapes, model));
 }
 
 }  // namespace qtool::calib

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "onnx/model_walk.h"
 #include "onnx/tensor_proto.h"
 #include "quantize/provenance.h"
 #include "quantize/share_body_initializers.h"
@@ -49,11 +50,12 @@ PrepareOptions prepare_options(const QConfig& config) {
 }
 
 bool needs_activation_ranges(const onnx::ModelProto& model, const QConfig& config) {
-  for (const auto& n : model.graph().node()) {
+  bool needed = false;  // If/Loop/Scan bodies too: a merged decoder's every MatMul sits in an If branch
+  onnxio::for_each_node(model, [&](const onnx::NodeProto& n, int) {
     const NodeQuant q = config.resolve(n.name(), n.op_type());
-    if (q.quantized && q.activation) return true;
-  }
-  return false;
+    needed = needed || (q.quantized && q.activation);
+  });
+  return needed;
 }
 
 bool needs_layer_inputs(const onnx::ModelProto& model, const QConfig& config) {

@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
     copt.exec.threads = plan.forward + plan.observers;
     const runtime::Session observed_session(model, {.threads = plan.forward});
     const std::vector<calib::InputSpec> inputs = calib::input_specs(plain_session);
-    auto source = calib::open_random(inputs, samples, 0, shapes);
+    auto source = calib::open_random(inputs, samples, 0, shapes, model.proto.get());
     calib::Calibrator calibrator(copt);
 
     plain_session.run(source->batch(0, 1));  // warm-up

@@ -168,3 +168,160 @@ TEST_CASE("the target dtype comes from the QConfig's global.activation, loosely"
   if (fs::exists(test::source_dir() / "configs/int8.json"))
     CHECK(target_from_qconfig(test::source_dir() / "configs/int8.json").dtype == DType::UInt8);
 }
+
+#include <onnx/onnx_pb.h>
+
+#include "calib/random_inputs.h"
+
+namespace {
+
+// A tiny language-model front end: ids -> Cast -> Gather(emb [50,8]), position_ids -> Gather(pos [32,8]),
+// token_type_ids -> Gather(types [2,8]), attention_mask cast to float and subtracted, a key cache concatenated.
+struct TinyLm {
+  onnx::ModelProto model;
+  std::vector<InputSpec> inputs;
+
+  TinyLm() {
+    model.set_ir_version(8);
+    model.add_opset_import()->set_version(17);
+    auto* g = model.mutable_graph();
+    auto input = [&](const std::string& name, DType dt, int32_t onnx_type, std::vector<std::string> dims) {
+      auto* vi = g->add_input();
+      vi->set_name(name);
+      vi->mutable_type()->mutable_tensor_type()->set_elem_type(onnx_type);
+      InputSpec in = spec(name, {}, 0, name);
+      in.dtype = dt;
+      in.dims.emplace();
+      for (const std::string& d : dims) {
+        auto* dim = vi->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim();
+        const bool fixed = std::isdigit(static_cast<unsigned char>(d[0]));
+        if (fixed)
+          dim->set_dim_value(std::stoll(d));
+        else
+          dim->set_dim_param(d);
+        in.dims->push_back(fixed ? std::optional<int64_t>(std::stoll(d)) : std::nullopt);
+        in.symbols.push_back(fixed ? "" : d);
+      }
+      inputs.push_back(in);
+    };
+    auto table = [&](const std::string& name, std::vector<int64_t> dims) {
+      auto* t = g->add_initializer();
+      t->set_name(name);
+      t->set_data_type(onnx::TensorProto::FLOAT);
+      int64_t n = 1;
+      for (int64_t d : dims) t->add_dims(d), n *= d;
+      t->set_raw_data(std::string(static_cast<size_t>(n) * 4, '\0'));
+    };
+    auto node = [&](const std::string& op, std::vector<std::string> in, const std::string& out, int64_t to = 0) {
+      auto* n = g->add_node();
+      n->set_op_type(op);
+      n->set_name(out);
+      for (const auto& i : in) n->add_input(i);
+      n->add_output(out);
+      if (to) {
+        auto* a = n->add_attribute();
+        a->set_name("to");
+        a->set_type(onnx::AttributeProto::INT);
+        a->set_i(to);
+      }
+    };
+    input("input_ids", DType::Int64, onnx::TensorProto::INT64, {"batch", "seq"});
+    input("attention_mask", DType::Int64, onnx::TensorProto::INT64, {"batch", "total"});
+    input("position_ids", DType::Int64, onnx::TensorProto::INT64, {"batch", "seq"});
+    input("token_type_ids", DType::Int64, onnx::TensorProto::INT64, {"batch", "seq"});
+    input("past_key", DType::Float32, onnx::TensorProto::FLOAT, {"batch", "2", "past_len", "4"});
+    table("emb", {50, 8});
+    table("pos", {32, 8});
+    table("types", {2, 8});
+    table("one", {});
+    node("Cast", {"input_ids"}, "ids32", onnx::TensorProto::INT32);
+    node("Gather", {"emb", "ids32"}, "e");
+    node("Gather", {"pos", "position_ids"}, "p");
+    node("Gather", {"types", "token_type_ids"}, "t");
+    node("Cast", {"attention_mask"}, "m", onnx::TensorProto::FLOAT);
+    node("Sub", {"one", "m"}, "additive_mask");
+    node("Concat", {"past_key", "past_key"}, "k");
+  }
+};
+
+}  // namespace
+
+TEST_CASE("random samples: token ids below the embedding's rows, masks, positions, type ids, an empty past") {
+  const TinyLm lm;
+  const RandomPlan plan = plan_random_inputs(lm.inputs, {}, &lm.model);
+  const auto& ids = plan.inputs.at("input_ids");
+  CHECK(ids.fill == RandomFill::TokenIds);
+  CHECK(ids.bound == 50);            // through the Cast, the embedding's rows
+  CHECK(ids.shape == Shape{1, 32});  // the default 64, lowered to the 32 rows of the position table
+  CHECK(plan.inputs.at("attention_mask").fill == RandomFill::Ones);
+  CHECK(plan.inputs.at("attention_mask").shape == Shape{1, 32});  // past 0 + sequence 32
+  CHECK(plan.inputs.at("position_ids").fill == RandomFill::Positions);
+  CHECK(plan.inputs.at("token_type_ids").fill == RandomFill::Zeros);
+  CHECK(plan.inputs.at("past_key").fill == RandomFill::Normal);
+  CHECK(plan.inputs.at("past_key").shape == Shape{1, 2, 0, 4});
+
+  auto src = open_random(lm.inputs, 3, 5, {}, &lm.model);
+  const auto all = src->batch(0, 3);
+  const Tensor& t = all.at("input_ids");
+  REQUIRE(t.shape() == Shape{3, 32});
+  int64_t lo = 50, hi = -1;
+  for (int64_t v : t.span<int64_t>()) lo = std::min(lo, v), hi = std::max(hi, v);
+  CHECK(lo >= 0);
+  CHECK(hi < 50);
+  CHECK(hi > lo);
+  CHECK(slice_axis(t, 0, 1, 2).same_as(src->batch(1, 2).at("input_ids")));  // independent of batching
+  const Tensor& pos = all.at("position_ids");
+  for (int64_t r = 0; r < 3; ++r)
+    for (int64_t c = 0; c < 32; ++c) CHECK(pos.data<int64_t>()[r * 32 + c] == c);
+  for (int64_t v : all.at("attention_mask").span<int64_t>()) CHECK(v == 1);
+  for (int64_t v : all.at("token_type_ids").span<int64_t>()) CHECK(v == 0);
+
+  // --shape by dim symbol: the sequence everywhere; a past of 3 shifts the positions and lengthens the mask.
+  const RandomPlan shorter = plan_random_inputs(lm.inputs, {{"seq", {8}}, {"past_len", {3}}}, &lm.model);
+  CHECK(shorter.inputs.at("input_ids").shape == Shape{1, 8});
+  CHECK(shorter.inputs.at("attention_mask").shape == Shape{1, 11});
+  CHECK(shorter.inputs.at("position_ids").offset == 3);
+  CHECK(shorter.inputs.at("past_key").shape == Shape{1, 2, 3, 4});
+  // A sequence past the position table is refused; so is a --shape naming nothing.
+  CHECK_THROWS_AS(plan_random_inputs(lm.inputs, {{"seq", {40}}}, &lm.model), UsageError);
+  expect_bad_input(
+      [&] {
+        plan_random_inputs(lm.inputs, {{"sequence", {8}}}, &lm.model);
+      },
+      "no input and no dim named 'sequence'");
+}
+
+TEST_CASE("random samples: an integer input with no table of known size is an error naming it and --data") {
+  TinyLm lm;
+  auto* g = lm.model.mutable_graph();
+  auto* vi = g->add_input();  // flags: only added to a float, never an index
+  vi->set_name("flags");
+  vi->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::INT64);
+  InputSpec flags = spec("flags", {std::nullopt, 3}, 0, "int64 [batch,3]");
+  flags.dtype = DType::Int64;
+  auto* n = g->add_node();
+  n->set_op_type("Add");
+  n->add_input("flags");
+  n->add_input("flags");
+  n->add_output("f2");
+  std::vector<InputSpec> inputs = lm.inputs;
+  inputs.push_back(flags);
+  try {
+    plan_random_inputs(inputs, {}, &lm.model);
+    FAIL("no error");
+  } catch (const UnsupportedError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("input 'flags'") && Catch::Contains("--data flags=FILE.npy"));
+  }
+  // Gather from a table whose rows the model leaves open: no bound, no guess.
+  auto* gather = g->add_node();
+  gather->set_op_type("Gather");
+  gather->add_input("past_key");  // float [batch,2,past_len,4]: axis 0 is symbolic
+  gather->add_input("flags");
+  gather->add_output("g");
+  try {
+    plan_random_inputs(inputs, {}, &lm.model);
+    FAIL("no error");
+  } catch (const UnsupportedError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("'past_key'") && Catch::Contains("--data flags=FILE.npy"));
+  }
+}

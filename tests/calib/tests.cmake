@@ -35,6 +35,13 @@ add_test(NAME "calib: calibrate errors on bad data"
          COMMAND bash ${CMAKE_SOURCE_DIR}/tests/calib/cli_errors.sh $<TARGET_FILE:qtool> ${QTOOL_SHARED_DIR}
                  ${CMAKE_BINARY_DIR}/test_scratch/calib_errors)
 
+# --random on token inputs: ids below the embedding's rows, masks, positions, type ids, the sequence from the position
+# table, --shape SYMBOL=N; an integer input nothing bounds is exit 2 naming it and --data.
+add_test(NAME "calib: --random fills token inputs as the graph reads them"
+         COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/calib/random_inputs.py $<TARGET_FILE:qtool>
+                 ${CMAKE_BINARY_DIR}/test_scratch/calib_random_inputs)
+set_tests_properties("calib: --random fills token inputs as the graph reads them" PROPERTIES TIMEOUT 300)
+
 # calibrate --merge (halves merge to the table of all) and TensorRT calibration caches (export, decode, import).
 add_test(NAME "calib: merge tables and TensorRT cache"
          COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/calib/merge_interchange.py $<TARGET_FILE:qtool>

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Out-of-sample acceptance checks for `qtool quantize` on the eleven shared real models (issue 12).
 
-usage: acceptance.py MODEL_KEY [--workdir DIR] [--config QCONFIG.json]
+usage: acceptance.py MODEL_KEY [--workdir DIR] [--config QCONFIG.json] [--random N [--seed S] [--shape S]]
 MODEL_KEY: one of CHECKS below (mobilenetv2, det, rec, cls, vad, superres, digits, fastestdet, ultraface, cifar10,
 llama2c).
 
@@ -50,6 +50,7 @@ from qtest import MODELS, SHARED, t  # noqa: E402
 
 failures = []
 metrics = []
+RANDOM = []  # --random N [--shape S ...]: quantize arguments that replace the calibration data
 figures = {}
 seconds = {}
 
@@ -90,7 +91,10 @@ def quantize(model, samples, work, config):
     key = os.path.splitext(os.path.basename(model))[0]
     out = os.path.join(work, key + '.int8.onnx')
     cmd = [qtest.qtool(), 'quantize', model, '-o', out, '--json', '--threads', '2']
-    cmd += qtest.data_args(samples, os.path.join(work, key + '.calib'))
+    if RANDOM:  # --random: the calibration set is not used, only scoring is the same
+        cmd += RANDOM
+    else:
+        cmd += qtest.data_args(samples, os.path.join(work, key + '.calib'))
     if config:
         cmd += ['--config', config]
     t0 = time.time()
@@ -553,7 +557,14 @@ def main():
     ap.add_argument('model', choices=list(CHECKS))
     ap.add_argument('--workdir', help='keep the intermediate files here (default: a temporary folder, removed)')
     ap.add_argument('--config', help='QConfig JSON for qtool quantize (default: the built-in default)')
+    ap.add_argument('--random', type=int, metavar='N',
+                    help='quantize --random N instead of --data CALIBRATION (what a user without data gets; scored '
+                         'on the same evaluation set)')
+    ap.add_argument('--shape', action='append', default=[], help='--shape for --random (repeatable)')
+    ap.add_argument('--seed', type=int, default=0, help='--seed for --random')
     a = ap.parse_args()
+    if a.random:
+        RANDOM.extend(['--random', str(a.random), '--seed', str(a.seed)] + [x for s in a.shape for x in ('--shape', s)])
     # A config whose target is not ONNX Runtime's CPU provider (FP8 activations for TensorRT) is scored in ORT with
     # graph optimizations disabled: ORT runs its Q/DQ as written but cannot fuse them (qconfig.h, Target).
     target = 'ort-cpu'

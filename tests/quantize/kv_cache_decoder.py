@@ -23,9 +23,9 @@ Checks, per form:
 3. `qtool quantize` (default config, guard on with the same samples) writes a model ORT loads, with every linear
    weight int8 and run by ORT as an integer MatMul (in both branches for the merged form, from one int8 copy of each
    weight in the main graph).
-4. `--random`: token ids are int64, so `quantize --random 4` is refused with one line naming input_ids and --data
-   (exit 2); a zero-size --shape for the past is refused with one line (exit 1): random samples never have an empty
-   past.
+4. `--random`: `quantize --random 8` runs: token ids uniform below the vocabulary, the mask ones, positions 0..T-1,
+   an empty past (the first step of generation), the merged form's branch alternating; a zero-size --shape for the
+   past is refused with one line (exit 1). Its generate-loop figures are printed with check 5, without a bar.
 5. Generate loop in ORT on held-out sequences (prefill of 6 tokens, then 8 decode steps, each present fed back as
    past), float and quantized side by side. Bars (not fitted to this model):
    - next-token top-1 agreement with float >= 95 %: the bar issue 12 sets for the LM class (llama2c acceptance).
@@ -367,16 +367,25 @@ def form(work, torch_model, label, merged, calib_tokens, eval_tokens):
     q_pre = os.path.join(work, label + '.prefill.int8.onnx')
     qtest.quantize(float_model, q_pre, pre_path, extra=['-t', '1', '--accuracy-guard', 'off'])
 
-    # 4. --random: int64 token inputs are refused by name (exit 2), and an empty past cannot be asked for by --shape.
-    r = subprocess.run([qtest.qtool(), 'quantize', float_model, '--random', '4', '-o', os.path.join(work, 'r.onnx')],
-                       capture_output=True, text=True)
+    # 4. --random: token ids below the embedding's rows, the mask ones, positions 0..T-1, an empty past (the first
+    #    step of generation; the merged form alternates its branch); a zero-size --shape stays refused.
+    r_model = os.path.join(work, label + '.random.int8.onnx')
+    r = subprocess.run([qtest.qtool(), '-v', 'quantize', float_model, '--random', '8', '-o', r_model, '-t', '1',
+                        '--json'], capture_output=True, text=True)
     r0 = subprocess.run([qtest.qtool(), 'calibrate', float_model, '--random', '4', '-o', os.path.join(work, 'r.json'),
                          '--shape', 'past_key_values.0.key=1,4,0,8'], capture_output=True, text=True)
-    msg, msg0 = r.stderr.strip(), r0.stderr.strip()
-    check(label + ': --random refuses token ids and a zero-size --shape with one-line errors',
-          r.returncode == 2 and 'input_ids' in msg and '--data' in msg and len(msg.splitlines()) == 1 and
+    plan = [ln.split('debug: ', 1)[-1] for ln in r.stderr.splitlines() if '--random: ' in ln]
+    msg0 = r0.stderr.strip()
+    r_weights = json.loads(r.stdout.strip().splitlines()[-1])['weights_quantized'] if r.returncode == 0 else None
+    check(label + ': quantize --random runs (token ids below the vocabulary, empty past); a zero-size --shape is '
+          'refused with one line',
+          r.returncode == 0 and r_weights == linear * branches and
+          any(f'token ids uniform in [0, {VOCAB})' in ln for ln in plan) and
+          any("dim 'past_len' = 0" in ln for ln in plan) and
           r0.returncode in (1, 2) and 'positive' in msg0 and len(msg0.splitlines()) == 1,
-          {'random': [r.returncode, msg], 'zero_shape': [r0.returncode, msg0]})
+          {'random': r.returncode, 'weights_quantized': r_weights,
+           'plan': plan if r.returncode == 0 else r.stderr.strip()[-400:],
+           'zero_shape': [r0.returncode, msg0]})
 
     # 5. Generate loop in ORT on held-out sequences: float vs quantized, each feeding back its own present.
     tokens = os.path.join(work, 'eval_tokens.npy')
@@ -384,6 +393,7 @@ def form(work, torch_model, label, merged, calib_tokens, eval_tokens):
     lf, pf = generate(work, label + '_float', float_model, tokens)
     lq, pq = generate(work, label + '_int8', q_model, tokens)
     _, pp = generate(work, label + '_int8_prefill_table', q_pre, tokens)
+    lr, pr = generate(work, label + '_int8_random', r_model, tokens) if os.path.exists(r_model) else (lf, pf)
     agree = float((lf.argmax(-1) == lq.argmax(-1)).mean())
     kv = {n: round(sqnr_db(pf[n], pq[n]), 2) for n in present_names()}
     kv_pre = {n: round(sqnr_db(pf[n], pp[n]), 2) for n in present_names()}
@@ -392,7 +402,10 @@ def form(work, torch_model, label, merged, calib_tokens, eval_tokens):
           agree >= 0.95 and min(kv.values()) >= 20 and min(kv_pre.values()) >= 20,
           {'next_token_agreement': round(agree, 4), 'positions': int(lf.shape[0] * lf.shape[1]),
            'float_top1_margin_median': round(float(np.median(top2[..., 1] - top2[..., 0])), 3),
-           'present_sqnr_db': kv, 'present_sqnr_db_prefill_only_table': kv_pre})
+           'present_sqnr_db': kv, 'present_sqnr_db_prefill_only_table': kv_pre,
+           'quantize_random_for_information': {
+               'next_token_agreement': round(float((lf.argmax(-1) == lr.argmax(-1)).mean()), 4),
+               'present_sqnr_db_min': round(min(sqnr_db(pf[n], pr[n]) for n in present_names()), 2)}})
 
 
 def main():
