@@ -676,7 +676,8 @@ class QdqBuilder {
       } else if (!g_.is_graph_output(out) && cons.size() == 1 && fusable_activation(cons[0])) {
         fused_[cons[0]] = true;
         e.note = "output quantized after " + g_.node(cons[0]).op_type();
-      } else if (float_output_fuses(node) && (read_only_by_contrib_ops(out) || no_integer_reader(out))) {
+      } else if (float_output_fuses(node) &&
+                 (read_only_by_contrib_ops(out) || (no_integer_reader(out) && !read_by_bias_add(node)))) {
         e.note = "output kept float: only ops that run in float read it (ORT runs DQ -> " + node.op_type() +
                  " with a float output as one integer kernel)";
       } else if (!g_.is_graph_output(out)) {
@@ -836,6 +837,20 @@ class QdqBuilder {
       const std::string& d = n.domain();
       return (!d.empty() && d != "ai.onnx") || n.op_type() == "Attention";
     });
+  }
+
+  // A MatMul whose one reader adds a constant (a bias): with a float output, ONNX Runtime 1.30's MatMulAddFusion
+  // (graph level basic, before its QDQ fusions) turns MatMul + Add into a float Gemm, with Reshapes around it for
+  // N-D inputs of static shape, and the weight's DequantizeLinear then runs on every inference (digits-vit with a
+  // static batch: ORT int8 time x1.7; mobilenetv2's classifier: x1.4). A Q/DQ pair on the MatMul output keeps it
+  // an integer kernel (QLinearMatMul), the Add then reads its DequantizeLinear.
+  bool read_by_bias_add(const onnx::NodeProto& n) const {
+    if (n.op_type() != "MatMul") return false;
+    const auto& cons = g_.consumers(n.output(0));
+    if (cons.size() != 1) return false;
+    const auto& add = g_.node(cons[0]);
+    return add.op_type() == "Add" && add.input_size() == 2 &&
+           (g_.is_float_initializer(add.input(0)) || g_.is_float_initializer(add.input(1)));
   }
 
   bool fusable_activation(int c) const {

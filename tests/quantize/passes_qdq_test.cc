@@ -1001,18 +1001,38 @@ TEST_CASE("qdq: a residual stream that only float ops read stays float; what int
   const auto ranges = minmax_ranges({{"x", -3, 3}, {"n", -4, 4}, {"m", -5, 5}, {"a", -6, 6}, {"r", -8, 8},
                                      {"n2", -4, 4}, {"y", -6, 6}, {"y3", -9, 9}});
   const Tensor x = random_tensor({1, 4, 8}, 69, -3, 3);
-  SECTION("the bias and residual Adds and the MatMul output before them: no Q/DQ; the norm outputs: Q/DQ") {
+  SECTION("the bias and residual Adds: float, no Q/DQ on a or r; the norm outputs: Q/DQ") {
     const Builder b = residual_block(false);
     onnx::ModelProto m = b.m;
     const QdqReport rep = insert_qdq(m, QConfig::builtin_default(), ranges);
-    for (const char* t : {"x", "m", "a", "r"}) CHECK(writer(m, std::string(t) + "_q") == nullptr);
+    for (const char* t : {"x", "a", "r"}) CHECK(writer(m, std::string(t) + "_q") == nullptr);
     CHECK(writer(m, "n_q") != nullptr);
     CHECK(writer(m, "n2_q") != nullptr);
+    // m keeps its pair: a float MatMul output read by a bias Add becomes a float Gemm in ONNX Runtime
+    // (MatMulAddFusion), whose weight is dequantized on every run.
+    CHECK(writer(m, "m_q") != nullptr);
     CHECK(rep.quantized_ops.at("MatMul") == 2);
     CHECK(rep.float_ops.at("Add") == 2);
     CHECK(writer(m, "a")->op_type() == "Add");
     CHECK(writer(m, "a")->input(0) == "b1");  // the bias stays a float constant
     CHECK(max_diff(run1(b.m, x), run1(m, x)) < 0.1);
+  }
+  SECTION("a MatMul output only a norm reads (no bias Add): a float output, no Q/DQ") {
+    Builder b(17);
+    b.input("x", {1, 4, 8});
+    b.init("w1", random_tensor({8, 8}, 65));
+    b.init("g", random_tensor({8}, 61, 0.5f, 1.5f));
+    b.init("w2", random_tensor({8, 4}, 67));
+    b.node("MatMul", {"x", "w1"}, {"m"});
+    b.node("LayerNormalization", {"m", "g"}, {"n"});
+    b.node("MatMul", {"n", "w2"}, {"y"});
+    b.output("y");
+    onnx::ModelProto m = b.m;
+    const QdqReport rep = insert_qdq(m, QConfig::builtin_default(), ranges);
+    CHECK(writer(m, "m_q") == nullptr);
+    CHECK(writer(m, "x_q") != nullptr);
+    CHECK(writer(m, "n_q") != nullptr);
+    CHECK(rep.quantized_ops.at("MatMul") == 2);
   }
   SECTION("r read by an integer MatMul too: the Adds keep their integer form") {
     const Builder b = residual_block(true);
