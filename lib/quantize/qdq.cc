@@ -72,6 +72,7 @@ class QdqBuilder {
     fused_.assign(static_cast<size_t>(n), false);
     report_.nodes.resize(static_cast<size_t>(n));
     plan_shared_ranges();
+    plan_float_outputs();
     for (int i = 0; i < n; ++i) plan_node(i);
     emit();
     quantize_bodies();
@@ -175,6 +176,58 @@ class QdqBuilder {
       if (auto it = range_of_group.find(find(t)); it != range_of_group.end()) shared_range_[t] = it->second;
   }
 
+  // Weightless ops (Add, Mul, Concat, Softmax, pools...) whose output no integer kernel reads stay float. A Q/DQ pair
+  // on a tensor serves the integer kernels that read it (ONNX Runtime fuses DQ -> op -> Q); where every reader runs
+  // in float (LayerNormalization, Erf, ReduceMean, contrib ops: no integer kernel in ORT 1.30 CPU), the pair only
+  // rounds the tensor, and the op itself costs the same either way (QLinearAdd + DQ, or the inputs' DQ + Add).
+  // Transformers: the residual stream (Add -> LayerNorm and the next residual Add) and the bias Adds feeding it, one
+  // rounding each per block on the widest, outlier-prone tensor a per-tensor grid serves. Decided last reader first
+  // (nodes in reverse topological order), so a chain of such Adds stays float as a whole. MatMul / Gemm are left to
+  // their output rule (a float output fuses; plan_node), Conv keeps its output Q (QLinearConv has no float output).
+  void plan_float_outputs() {
+    float_out_.assign(static_cast<size_t>(g_.node_count()), false);
+    for (int i = g_.node_count() - 1; i >= 0; --i) {
+      const onnx::NodeProto& node = g_.node(i);
+      const NodeQuant& q = nq_[i];
+      if (!q.quantized || !q.activation || float_output_fuses(node)) continue;
+      const OpRole role = op_role(node, &g_);
+      const bool has_weight = role.weight_input >= 0 && role.weight_input < node.input_size() &&
+                              g_.is_float_initializer(node.input(role.weight_input));
+      if (role.kind != OpKind::Compute || has_weight) continue;
+      // plan_node keeps these float anyway: no output Q at all (the rule before this one)
+      if (!q.output || node.output_size() != 1 || g_.is_graph_output(node.output(0))) {
+        float_out_[i] = true;
+        continue;
+      }
+      if (!q.output->shared_with_inputs && no_integer_reader(node.output(0))) float_out_[i] = true;
+    }
+  }
+
+  // True when no integer kernel reads t: each reader runs in float (a rule keeps its op float, or
+  // plan_float_outputs does), takes t where it quantizes nothing (a shape, a bound, a Where condition, coordinates),
+  // or passes it on (Reshape, Transpose..., Relu / Clip) to readers that all run in float. A graph output is read in
+  // float; a read inside a subgraph is not known here (false).
+  bool no_integer_reader(const std::string& t, int depth = 0) const {
+    if (g_.used_by_subgraph(t) || depth > 8) return false;
+    for (int c : g_.consumers(t)) {
+      const onnx::NodeProto& n = g_.node(c);
+      if (!nq_[c].quantized || !nq_[c].activation || float_out_[c]) continue;
+      const OpRole role = op_role(n, &g_);
+      if (role.kind != OpKind::Compute) {  // keeps input 0's parameters, or is fused into its producer
+        if (n.input(0) != t) continue;     // t is a shape, axes or bound there: nothing quantizes it
+        for (const auto& out : n.output())
+          if (!out.empty() && !g_.is_graph_output(out) && !no_integer_reader(out, depth + 1)) return false;
+        continue;
+      }
+      for (int k = 0; k < n.input_size(); ++k) {
+        if (n.input(k) != t || is_coordinate_input(n, k)) continue;
+        const auto& d = role.data_inputs;
+        if (d.empty() || std::find(d.begin(), d.end(), k) != d.end() || k == role.weight_input) return false;
+      }
+    }
+    return true;
+  }
+
   // Settings for an activation tensor after the tensor-level override; nullopt = keep it float.
   std::optional<TensorSettings> tensor_settings(const std::string& t, TensorSettings s) const {
     if (const SettingsSlot* o = cfg_.tensor_override(t)) {
@@ -258,7 +311,7 @@ class QdqBuilder {
       const auto& n = g_.node(c);
       const NodeQuant& q = nq_[c];
       if (n.op_type() != "Add" || n.input_size() != 2 || n.input(0) == n.input(1) || !q.quantized || !q.activation ||
-          !q.output)
+          !q.output || float_out_[c])
         return std::nullopt;
       const std::string& y = n.output(0);
       const auto& ycons = g_.consumers(y);
@@ -510,6 +563,9 @@ class QdqBuilder {
     const bool coordinates_out = node.output_size() == 1 && read_as_coordinates(node.output(0));
     if (!has_weight && coordinates_out) return keep_float(i, kCoordinatesNote);
 
+    if (float_out_[i])  // plan_float_outputs
+      return keep_float(i, "no integer kernel reads its output (its readers run in float): a Q/DQ pair would only "
+                           "round it, and the op costs the same in float");
     if (plan_rescale(i, q)) return;
 
     // Compute ops: every data input must be quantizable.
@@ -620,8 +676,9 @@ class QdqBuilder {
       } else if (!g_.is_graph_output(out) && cons.size() == 1 && fusable_activation(cons[0])) {
         fused_[cons[0]] = true;
         e.note = "output quantized after " + g_.node(cons[0]).op_type();
-      } else if (float_output_fuses(node) && read_only_by_contrib_ops(out)) {
-        e.note = "output kept float: only float-only ops (contrib ops, Attention) read it (ORT runs DQ -> " + node.op_type() +
+      } else if (float_output_fuses(node) &&
+                 (read_only_by_contrib_ops(out) || (no_integer_reader(out) && !read_by_bias_add(node)))) {
+        e.note = "output kept float: only ops that run in float read it (ORT runs DQ -> " + node.op_type() +
                  " with a float output as one integer kernel)";
       } else if (!g_.is_graph_output(out)) {
         if (auto p = act_params(out, *q.output)) {
@@ -780,6 +837,20 @@ class QdqBuilder {
       const std::string& d = n.domain();
       return (!d.empty() && d != "ai.onnx") || n.op_type() == "Attention";
     });
+  }
+
+  // A MatMul whose one reader adds a constant (a bias): with a float output, ONNX Runtime 1.30's MatMulAddFusion
+  // (graph level basic, before its QDQ fusions) turns MatMul + Add into a float Gemm, with Reshapes around it for
+  // N-D inputs of static shape, and the weight's DequantizeLinear then runs on every inference (digits-vit with a
+  // static batch: ORT int8 time x1.7; mobilenetv2's classifier: x1.4). A Q/DQ pair on the MatMul output keeps it
+  // an integer kernel (QLinearMatMul), the Add then reads its DequantizeLinear.
+  bool read_by_bias_add(const onnx::NodeProto& n) const {
+    if (n.op_type() != "MatMul") return false;
+    const auto& cons = g_.consumers(n.output(0));
+    if (cons.size() != 1) return false;
+    const auto& add = g_.node(cons[0]);
+    return add.op_type() == "Add" && add.input_size() == 2 &&
+           (g_.is_float_initializer(add.input(0)) || g_.is_float_initializer(add.input(1)));
   }
 
   bool fusable_activation(int c) const {
@@ -967,6 +1038,7 @@ class QdqBuilder {
   LayerHessianSource* hessians_;  // GPTQ/AWQ layers' input Hessians (weights/layer_inputs.h), asked in node order; may be null
   std::vector<NodeQuant> nq_;
   std::vector<bool> fused_;
+  std::vector<bool> float_out_;  // see plan_float_outputs
   std::map<std::string, ActQ> act_;
   std::vector<std::string> act_order_;
   std::map<int, std::string> clamp_inputs_;

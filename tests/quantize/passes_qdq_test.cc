@@ -969,6 +969,82 @@ TEST_CASE("qdq: Mul by a positive constant reads its input's integers with scale
   }
 }
 
+// A pre-norm transformer block: x -> LayerNormalization -> n -> MatMul(w1) -> m -> Add(b1) -> a -> Add(x) -> r ->
+// LayerNormalization -> n2 -> MatMul(w2) -> y. The norms have no integer kernel (ONNX Runtime 1.30 CPU), so only the
+// MatMuls read integers. `r_to_matmul`: r is also read by a MatMul (w3 -> y3).
+Builder residual_block(bool r_to_matmul) {
+  Builder b(17);
+  b.input("x", {1, 4, 8});
+  b.init("g", random_tensor({8}, 61, 0.5f, 1.5f));
+  b.init("beta", random_tensor({8}, 62));
+  b.init("g2", random_tensor({8}, 63, 0.5f, 1.5f));
+  b.init("beta2", random_tensor({8}, 64));
+  b.init("w1", random_tensor({8, 8}, 65));
+  b.init("b1", random_tensor({8}, 66));
+  b.init("w2", random_tensor({8, 4}, 67));
+  b.node("LayerNormalization", {"x", "g", "beta"}, {"n"});
+  b.node("MatMul", {"n", "w1"}, {"m"});
+  b.node("Add", {"b1", "m"}, {"a"});
+  b.node("Add", {"x", "a"}, {"r"});
+  b.node("LayerNormalization", {"r", "g2", "beta2"}, {"n2"});
+  b.node("MatMul", {"n2", "w2"}, {"y"});
+  b.output("y");
+  if (r_to_matmul) {
+    b.init("w3", random_tensor({8, 4}, 68));
+    b.node("MatMul", {"r", "w3"}, {"y3"});
+    b.output("y3");
+  }
+  return b;
+}
+
+TEST_CASE("qdq: a residual stream that only float ops read stays float; what integer kernels read is quantized") {
+  const auto ranges = minmax_ranges({{"x", -3, 3}, {"n", -4, 4}, {"m", -5, 5}, {"a", -6, 6}, {"r", -8, 8},
+                                     {"n2", -4, 4}, {"y", -6, 6}, {"y3", -9, 9}});
+  const Tensor x = random_tensor({1, 4, 8}, 69, -3, 3);
+  SECTION("the bias and residual Adds: float, no Q/DQ on a or r; the norm outputs: Q/DQ") {
+    const Builder b = residual_block(false);
+    onnx::ModelProto m = b.m;
+    const QdqReport rep = insert_qdq(m, QConfig::builtin_default(), ranges);
+    for (const char* t : {"x", "a", "r"}) CHECK(writer(m, std::string(t) + "_q") == nullptr);
+    CHECK(writer(m, "n_q") != nullptr);
+    CHECK(writer(m, "n2_q") != nullptr);
+    // m keeps its pair: a float MatMul output read by a bias Add becomes a float Gemm in ONNX Runtime
+    // (MatMulAddFusion), whose weight is dequantized on every run.
+    CHECK(writer(m, "m_q") != nullptr);
+    CHECK(rep.quantized_ops.at("MatMul") == 2);
+    CHECK(rep.float_ops.at("Add") == 2);
+    CHECK(writer(m, "a")->op_type() == "Add");
+    CHECK(writer(m, "a")->input(0) == "b1");  // the bias stays a float constant
+    CHECK(max_diff(run1(b.m, x), run1(m, x)) < 0.1);
+  }
+  SECTION("a MatMul output only a norm reads (no bias Add): a float output, no Q/DQ") {
+    Builder b(17);
+    b.input("x", {1, 4, 8});
+    b.init("w1", random_tensor({8, 8}, 65));
+    b.init("g", random_tensor({8}, 61, 0.5f, 1.5f));
+    b.init("w2", random_tensor({8, 4}, 67));
+    b.node("MatMul", {"x", "w1"}, {"m"});
+    b.node("LayerNormalization", {"m", "g"}, {"n"});
+    b.node("MatMul", {"n", "w2"}, {"y"});
+    b.output("y");
+    onnx::ModelProto m = b.m;
+    const QdqReport rep = insert_qdq(m, QConfig::builtin_default(), ranges);
+    CHECK(writer(m, "m_q") == nullptr);
+    CHECK(writer(m, "x_q") != nullptr);
+    CHECK(writer(m, "n_q") != nullptr);
+    CHECK(rep.quantized_ops.at("MatMul") == 2);
+  }
+  SECTION("r read by an integer MatMul too: the Adds keep their integer form") {
+    const Builder b = residual_block(true);
+    onnx::ModelProto m = b.m;
+    const QdqReport rep = insert_qdq(m, QConfig::builtin_default(), ranges);
+    CHECK(writer(m, "r_q") != nullptr);
+    CHECK(writer(m, "a_q") != nullptr);
+    CHECK(writer(m, "m_q") != nullptr);
+    CHECK(rep.quantized_ops.at("Add") == 2);
+  }
+}
+
 // x [1,8] -> MatMul(w) -> s; y = s + m (m: 0 or the float32 minimum, computed at run time in a real decoder, an
 // input here) -> Softmax -> p -> MatMul(w2) -> out. `also_min`: m is read by a ReduceMin too.
 Builder masked_softmax(bool also_min) {
@@ -1030,7 +1106,7 @@ TEST_CASE("qdq: a run-time mask added before a Softmax gets the range the Softma
 }
 
 TEST_CASE("qdq: an If branch calibration never ran stays float and is reported, not taken for another model's") {
-  // cond, x [1,4] -> If(cond): then y = MatMul(x, w) + b_t ... else y = MatMul(x, w) (w a main-graph weight).
+  // cond, x [1,4] -> If(cond): each branch y = MatMul(Relu(MatMul(x, w)), w) (w a main-graph weight).
   Builder b(13);
   b.input("x", {1, 4});
   auto* c = b.m.mutable_graph()->add_input();
@@ -1051,6 +1127,12 @@ TEST_CASE("qdq: an If branch calibration never ran stays float and is reported, 
     n->set_op_type("Relu");
     n->set_name(p + "_relu");
     n->add_input(p + "_h");
+    n->add_output(p + "_r");
+    n = g.add_node();
+    n->set_op_type("MatMul");
+    n->set_name(p + "_mm2");
+    n->add_input(p + "_r");
+    n->add_input("w");
     n->add_output(p + "_y");
     g.add_output()->set_name(p + "_y");
     return g;
@@ -1063,15 +1145,17 @@ TEST_CASE("qdq: an If branch calibration never ran stays float and is reported, 
     *a->mutable_g() = branch(p);
   }
   // Calibrated on samples that all took the then-branch: nothing of `else` is in the table.
-  const auto ranges = minmax_ranges({{"x", -1, 1}, {"then_h", -2, 2}, {"then_y", 0, 2}, {"y", 0, 2}});
+  const auto ranges =
+      minmax_ranges({{"x", -1, 1}, {"then_h", -2, 2}, {"then_r", 0, 2}, {"then_y", -2, 2}, {"y", -2, 2}});
   onnx::ModelProto m = b.m;
   const QdqReport r = insert_qdq(m, QConfig::builtin_default(), ranges);
   CHECK(r.unobserved_bodies == std::vector<std::string>{"else"});
   CHECK(r.missing_ranges.empty());
-  // Both MatMuls read x, whose range the main graph observed: both are quantized; else's output has no range.
-  CHECK(r.weights_quantized == 2);
-  CHECK(std::find(r.activation_tensors.begin(), r.activation_tensors.end(), "then_h") != r.activation_tensors.end());
-  CHECK(std::find(r.activation_tensors.begin(), r.activation_tensors.end(), "else_h") == r.activation_tensors.end());
+  // The first MatMuls read x, whose range the main graph observed: both are quantized; else's Relu output has no
+  // range, so its second MatMul stays float.
+  CHECK(r.weights_quantized == 3);
+  CHECK(std::find(r.activation_tensors.begin(), r.activation_tensors.end(), "then_r") != r.activation_tensors.end());
+  CHECK(std::find(r.activation_tensors.begin(), r.activation_tensors.end(), "else_r") == r.activation_tensors.end());
 }
 
 TEST_CASE("guard: an input whose range one outlier blew up goes back to float, its weights stay int8") {
