@@ -137,7 +137,7 @@ TEST_CASE("random samples: seeded per sample, independent of batching") {
   CHECK(!other->batch(0, 1).at("x").same_as(slice_axis(a, 0, 0, 1)));
 }
 
-TEST_CASE("random samples: a float16 input gets the float32 draws rounded; an integer input is refused") {
+TEST_CASE("random samples: a float16 input gets the float32 draws rounded: an integer input is refused") {
   InputSpec wide = spec("x", {std::nullopt, 4}, 0, "float [N,4]");
   InputSpec half = spec("x", {std::nullopt, 4}, 0, "float16 [N,4]");
   half.dtype = DType::Float16;

@@ -139,7 +139,7 @@ TEST_CASE("attend_head: a sink logit takes probability mass and no value") {
   check_against_reference(3, 4, 4, 2, r);
 }
 
-TEST_CASE("attend_head: no keys gives zeros; qk_out stages 0-2 hold the scores before softmax") {
+TEST_CASE("attend_head: no keys gives zeros: qk_out stages 0-2 hold the scores before softmax") {
   std::vector<float> y(6, 5.f);
   const auto q = seeded(6, 0.1f);
   attend_head({q.data(), 3, nullptr, 3, nullptr, 3, y.data(), 3}, 2, 0, 3, 3, AttentionScores{});

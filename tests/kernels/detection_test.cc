@@ -33,7 +33,7 @@ TEST_CASE("RoiAlign opset 16 max mode matches ONNX Runtime (max of the weighted 
   for (size_t i = 0; i < want.size(); ++i) CHECK(y.data<float>()[i] == Approx(want[i]).margin(1e-5));
 }
 
-TEST_CASE("RoiAlign: a huge ROI costs the samples over the map; bad attributes and inputs are errors") {
+TEST_CASE("RoiAlign: a huge ROI costs the samples over the map: bad attributes and inputs are errors") {
   const Tensor bi = Tensor::from_vector<int64_t>({1}, {0});
   runtime::NodeAttrs a = roi_attrs("avg");
   a.values["sampling_ratio"] = attr_int(0);  // adaptive grid: ~1e30 samples per bin if counted naively

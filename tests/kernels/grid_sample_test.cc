@@ -36,7 +36,7 @@ TEST_CASE("GridSample opset 20 cubic pads each tap, as ONNX Runtime") {
   }
 }
 
-TEST_CASE("GridSample: hostile coordinates stay defined; mode names follow the opset") {
+TEST_CASE("GridSample: hostile coordinates stay defined: mode names follow the opset") {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   const Tensor grid = Tensor::from_vector<float>({1, 1, 4, 2}, {1e30f, -1e30f, inf, 0.f, nan, 0.f, -3e9f, 7e12f});
   for (const char* mode : {"nearest", "linear", "cubic"})

@@ -43,7 +43,7 @@ TEST_CASE("GroupNormalization: opset 18 scales per group, opset 21 per channel, 
   CHECK_THROWS_AS(run_kernel("GroupNormalization", 18, {}, {x, vec({1, 1}), vec({0, 0})}), BadInputError);
 }
 
-TEST_CASE("LpNormalization p = 1 and 2; a zero row gives zeros, as ONNX Runtime") {
+TEST_CASE("LpNormalization p = 1 and 2: a zero row gives zeros, as ONNX Runtime") {
   const Tensor x = Tensor::from_vector<float>({2, 3}, {3, -4, 0, 0, 0, 0});
   runtime::NodeAttrs a;
   a.values["axis"] = attr_int(1);
@@ -65,7 +65,7 @@ TEST_CASE("MeanVarianceNormalization: a constant group gives 0 (the op's + 1e-9)
   CHECK_THROWS_AS(run_kernel("MeanVarianceNormalization", 13, a, {x}), BadInputError);
 }
 
-TEST_CASE("Det: batches of matrices by pivoted LU; singular gives 0, row swaps flip the sign") {
+TEST_CASE("Det: batches of matrices by pivoted LU: singular gives 0, row swaps flip the sign") {
   // [[0, 2], [3, 4]] needs a row swap: det = -6; [[1, 2], [2, 4]] is singular; a 3x3 with det 18 (ORT agrees within
   // 7e-7 on random 5x5 batches).
   const Tensor x = Tensor::from_vector<float>({2, 2, 2}, {0, 2, 3, 4, 1, 2, 2, 4});

@@ -54,7 +54,7 @@ TEST_CASE("RandomNormal / RandomUniform(Like): moments, bounds, dtype") {
   CHECK_THROWS_AS(run_kernel("RandomNormal", 1, shaped({1 << 30, 1 << 30}), {}), BadInputError);  // memory limit
 }
 
-TEST_CASE("Random ops: the seed fixes the sequence; each run draws fresh values") {
+TEST_CASE("Random ops: the seed fixes the sequence: each run draws fresh values") {
   runtime::NodeAttrs a = shaped({16});
   a.values["seed"] = attr_float(7.f);
   const Tensor x1 = run_kernel("RandomNormal", 1, a, {})[0];

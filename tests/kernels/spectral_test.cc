@@ -25,7 +25,7 @@ std::vector<std::complex<double>> plain_dft(const std::vector<std::complex<doubl
 }
 }  // namespace
 
-TEST_CASE("DFT: radix-2 and Bluestein lengths equal the plain DFT; dft_length pads and truncates") {
+TEST_CASE("DFT: radix-2 and Bluestein lengths equal the plain DFT: dft_length pads and truncates") {
   const int64_t N = 37;
   const Tensor x = random_tensor({1, N, 2}, 11);  // one complex signal
   std::vector<std::complex<double>> xs(N);

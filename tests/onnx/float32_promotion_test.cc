@@ -112,7 +112,7 @@ TEST_CASE("float16 promotion: the interpreter runs a float16 model and returns f
   }
 }
 
-TEST_CASE("float16 promotion: a float32 model is left alone; old opsets are refused by name") {
+TEST_CASE("float16 promotion: a float32 model is left alone: old opsets are refused by name") {
   ModelBuilder b(13);
   b.input("x", DType::Float32, {2});
   b.node("Relu", {"x"}, {"y"}, "r");
@@ -150,7 +150,7 @@ TEST_CASE("float16 promotion: an external 16-bit weight stays unread behind a Ca
   CHECK(m.SerializeAsString() == once);
 }
 
-TEST_CASE("float64 promotion: values round to float32, finite ones beyond its range stay finite; io stays double") {
+TEST_CASE("float64 promotion: values round to float32, finite ones beyond its range stay finite: io stays double") {
   // y = Max(x * w, fill): x, y float64; w and the mask-like fill -1e300 float64 initializers.
   ModelBuilder b(13);
   b.input("x", DType::Float64, {3});

@@ -39,7 +39,7 @@ TEST_CASE("guard ranking: additive costs are listed in full-scan order with few 
   CHECK(std::equal(rest.begin(), rest.end(), scan.begin() + 8, scan.end()));
 }
 
-TEST_CASE("guard ranking: a single unit is measured alone; stop ends the listing before an evaluation") {
+TEST_CASE("guard ranking: a single unit is measured alone: stop ends the listing before an evaluation") {
   int64_t calls = 0;
   BestFirstRanking one(1, [&](size_t, size_t) { return ++calls, 1.0; });
   CHECK(one.next() == std::optional<size_t>(0));

@@ -154,7 +154,7 @@ TEST_CASE("passes: BatchNormalization folds into a grouped ConvTranspose") {
   CHECK(max_diff(before, run1(m, x)) < 1e-5);
 }
 
-TEST_CASE("passes: constant Mul / Add steps fold into the convolutions next to them; inexact ones stay") {
+TEST_CASE("passes: constant Mul / Add steps fold into the convolutions next to them: inexact ones stay") {
   // x -> ConvA(pad 1) -> Add(per channel) -> Relu -> Mul(a) -> Add(b) -> ConvB(1x1) -> Relu
   //   -> Mul(k1) -> Mul(k2) -> Add(e) -> ConvC(3x3, pad 1, group 2) -> Mul(spatial map) -> ConvTranspose -> Add(bias)
   //   -> BatchNormalization -> y
@@ -251,7 +251,7 @@ TEST_CASE("passes: with fold_scale_after_conv, a constant Mul after a Conv / Con
   for (int64_t k = 0; k < 27; ++k) CHECK(w1.data<float>()[27 + k] == Approx(-1.5f * w0.data<float>()[27 + k]));
 }
 
-TEST_CASE("passes: Div by a constant becomes Mul by its reciprocal; other Divs stay") {
+TEST_CASE("passes: Div by a constant becomes Mul by its reciprocal: other Divs stay") {
   Builder b(13);
   b.input("x", {1, 4, 3, 3});
   b.init("six", Tensor::scalar<float>(6.0f));
@@ -276,7 +276,7 @@ TEST_CASE("passes: Div by a constant becomes Mul by its reciprocal; other Divs s
       CHECK(after.data<float>()[i] == Approx(before.data<float>()[i]).epsilon(1e-6));
 }
 
-TEST_CASE("passes: a zero spatial Pad folds into the Conv after it; other Pads stay") {
+TEST_CASE("passes: a zero spatial Pad folds into the Conv after it: other Pads stay") {
   auto build = [](std::vector<int64_t> pads, float value, const std::string& mode) {
     Builder b(13);
     b.input("x", {1, 2, 5, 5});
@@ -301,7 +301,8 @@ TEST_CASE("passes: a zero spatial Pad folds into the Conv after it; other Pads s
     CHECK(count_op(m, "Pad") == 0);
     REQUIRE(m.graph().node_size() == 1);
     CHECK(attr_ints(m.graph().node(0), "pads") == std::vector<int64_t>{2, 2, 0, 2});
-    CHECK(max_diff(run1(original, x), run1(m, x)) == 0.0);
+    // The same sums, but oneDNN's kernels for the two geometries may add a tap's terms in another order.
+    CHECK(max_diff(run1(original, x), run1(m, x)) < 1e-6);
   }
   for (const auto& [pads, value, mode] : std::vector<std::tuple<std::vector<int64_t>, float, std::string>>{
            {{0, 0, 1, 1, 0, 0, 1, 1}, 0.5f, "constant"},  // non-zero pad value
@@ -573,7 +574,7 @@ TEST_CASE("qdq: Conv -> Relu -> Reshape gets Q/DQ after the Relu, int32 bias, sh
   CHECK(max_diff(before, run1(m, x)) < 0.02);
 }
 
-TEST_CASE("qdq: nodes already in Q/DQ form stay as they are; the float rest is quantized") {
+TEST_CASE("qdq: nodes already in Q/DQ form stay as they are: the float rest is quantized") {
   // x -> Q -> DQ -> Conv(w) -> c -> Q -> DQ -> Relu -> r -> Conv(w2) -> y: the first Conv reads a DQ output and feeds a
   // Q (a quantization-aware export); quantizing it again would round its input and output twice.
   Builder b(13);
@@ -997,7 +998,7 @@ Builder residual_block(bool r_to_matmul) {
   return b;
 }
 
-TEST_CASE("qdq: a residual stream that only float ops read stays float; what integer kernels read is quantized") {
+TEST_CASE("qdq: a residual stream that only float ops read stays float: what integer kernels read is quantized") {
   const auto ranges = minmax_ranges({{"x", -3, 3}, {"n", -4, 4}, {"m", -5, 5}, {"a", -6, 6}, {"r", -8, 8},
                                      {"n2", -4, 4}, {"y", -6, 6}, {"y3", -9, 9}});
   const Tensor x = random_tensor({1, 4, 8}, 69, -3, 3);
