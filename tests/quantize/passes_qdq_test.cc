@@ -1720,3 +1720,133 @@ TEST_CASE("weights: smoothing folds per-channel scales into norms and up project
   CHECK(activation_rounding_error(tap(m, "n1"), g.initializer_tensor("wq")) < 0.5 * n1_error);
   CHECK(activation_rounding_error(tap(m, "gate"), g.initializer_tensor("w2")) < 0.5 * gate_error);
 }
+
+TEST_CASE("qdq: an output tail without weights stays float; integers cast to float are not put on a grid") {
+  // Detector tail: x -> Conv -> c -> Sigmoid -> p -> Mul(strides) -> s ; Concat(s, c) -> y (graph output): nothing
+  // after Sigmoid / Mul / Concat reads integers, so they get no Q/DQ (the Conv, weighted, keeps its own).
+  // Positions: pos (int64 constant) -> Cast -> pf -> Mul(1/8) -> m ; Add(h, m) -> a -> MatMul -> z, h = x2 W.
+  Builder b(13);
+  b.input("x", {1, 2, 4, 4});
+  b.input("x2", {1, 4});
+  b.init("w", random_tensor({2, 2, 1, 1}, 61));
+  b.init("strides", random_tensor({1, 2, 1, 1}, 62, 8, 32));
+  b.init("pos", Tensor::from_vector<int64_t>({4}, {0, 1, 2, 3}));
+  b.init("eighth", Tensor::scalar<float>(0.125f));
+  b.init("wh", random_tensor({4, 4}, 63));
+  b.init("wz", random_tensor({4, 4}, 64));
+  b.node("Conv", {"x", "w"}, {"c"}, "conv");
+  b.node("Sigmoid", {"c"}, {"p"}, "sig");
+  b.node("Mul", {"p", "strides"}, {"s"}, "scale");
+  attr_i(b.node("Concat", {"s", "c"}, {"y"}, "cat"), "axis", 1);
+  attr_i(b.node("Cast", {"pos"}, {"pf"}, "cast"), "to", 1);
+  b.node("Mul", {"pf", "eighth"}, {"m"}, "pos_scale");
+  b.node("MatMul", {"x2", "wh"}, {"h"}, "mm_h");
+  b.node("Add", {"h", "m"}, {"a"}, "add_pos");
+  b.node("MatMul", {"a", "wz"}, {"z"}, "mm_z");
+  b.output("y");
+  b.output("z");
+  calib::CalibrationTable ranges;
+  for (const auto& [name, lo, hi] : std::vector<std::tuple<std::string, float, float>>{
+           {"x", -1, 1}, {"c", -2, 2}, {"p", 0.1f, 0.9f}, {"s", 1, 29}, {"y", -2, 29}, {"x2", -1, 1}, {"pf", 0, 3},
+           {"m", 0, 0.375f}, {"h", -2, 2}, {"a", -2, 2.4f}, {"z", -3, 3}}) {
+    calib::TensorCalibration tc;
+    tc.minmax = calib::Range{lo, hi};
+    tc.ranges[calib::RangeMethod::Percentile] = *tc.minmax;
+    ranges.tensors[name] = tc;
+  }
+  onnx::ModelProto m = b.m;
+  const QdqReport rep = insert_qdq(m, QConfig::builtin_default(), ranges);
+  auto quantized = [&](const std::string& t) {
+    for (const auto& n : m.graph().node())
+      if (n.op_type() == "QuantizeLinear" && n.input(0) == t) return true;
+    return false;
+  };
+  CHECK(Graph(m).initializer("w_quantized") != nullptr);
+  CHECK(quantized("x"));
+  for (const char* t : {"p", "s", "pf"}) CHECK_FALSE(quantized(t));
+  CHECK(rep.float_ops.at("Sigmoid") == 1);
+  CHECK(rep.float_ops.at("Concat") == 1);
+  CHECK(rep.float_ops.at("Mul") == 2);  // the tail's and the positions' (its input pf has no grid)
+  CHECK(quantized("h"));                // the Add before a weighted MatMul is no tail
+}
+
+TEST_CASE("weights: smoothing reaches a norm through row selections that keep channels, float unchanged") {
+  // LayerNormalization (one loud channel) -> n ; Shape(n) -> shape (an output) ; n -> Gather(axis 1, token 0) -> cls
+  // -> Gemm (a classifier head on the class token) ; n -> ReduceMean(axes 1) -> pooled -> MatMul ; a second norm
+  // -> n2 -> Gather(axis -1: a channel permutation) -> MatMul, which must not be smoothed.
+  Builder b(17);
+  b.input("x", {2, 6, 8});
+  Tensor g1 = random_tensor({8}, 71, 0.5f, 1.5f);
+  g1.data<float>()[5] = 20.0f;
+  b.init("g1", g1);
+  b.init("b1", random_tensor({8}, 72, -0.2f, 0.2f));
+  b.init("g2", g1.clone());
+  b.init("b2", random_tensor({8}, 73, -0.2f, 0.2f));
+  b.init("tok0", Tensor::scalar<int64_t>(0));
+  b.init("perm", Tensor::from_vector<int64_t>({8}, {7, 6, 5, 4, 3, 2, 1, 0}));
+  b.init("wc", random_tensor({4, 8}, 74));
+  b.init("wp", random_tensor({8, 4}, 75));
+  b.init("wn", random_tensor({8, 4}, 76));
+  b.node("LayerNormalization", {"x", "g1", "b1"}, {"n"});
+  b.node("Shape", {"n"}, {"shape"});
+  attr_i(b.node("Gather", {"n", "tok0"}, {"cls"}), "axis", 1);
+  attr_i(b.node("Gemm", {"cls", "wc"}, {"y"}), "transB", 1);
+  auto& mean = b.node("ReduceMean", {"n"}, {"pooled"});
+  attr_ints(mean, "axes", {1});
+  attr_i(mean, "keepdims", 0);
+  b.node("MatMul", {"pooled", "wp"}, {"z"});
+  b.node("LayerNormalization", {"x", "g2", "b2"}, {"n2"});
+  attr_i(b.node("Gather", {"n2", "perm"}, {"permuted"}), "axis", -1);
+  b.node("MatMul", {"permuted", "wn"}, {"u"});
+  for (const char* o : {"y", "z", "u", "shape"}) b.output(o);
+  const Tensor x = random_tensor({2, 6, 8}, 77, -2, 2);
+  onnx::ModelProto m = b.m;
+  Graph g(m);
+  // n has two value readers (Gather, ReduceMean; Shape sees only its shape): neither head may edit g1 alone. The
+  // permuted one is a candidate by the graph, and refused once the samples show its Gather acts on the last axis.
+  CHECK(smoothable_inputs(g) == std::vector<std::string>{"permuted"});
+  const auto stats = smoothing_statistics(m, smoothing_tensors(g), {{{"x", x}}}, 1);
+  CHECK(stats.at("n2").rank == 3);
+  CHECK(stats.at("permuted").rank == 3);
+  const SmoothingReport report = smooth_activations(g, stats, 0.5);
+  CHECK(report.applied == 0);
+  CHECK(report.tensors.empty());
+  CHECK(max_diff(Graph(b.m).initializer_tensor("g2"), g.initializer_tensor("g2")) == 0);
+  // One reader each: the class-token head and the mean-pooled head are smoothed, the norm's loud channel with them.
+  for (bool pooled : {false, true}) {
+    Builder c(17);
+    c.input("x", {2, 6, 8});
+    c.init("g1", g1);
+    c.init("b1", random_tensor({8}, 72, -0.2f, 0.2f));
+    c.init("tok0", Tensor::scalar<int64_t>(0));
+    c.init("wc", random_tensor({4, 8}, 74));
+    c.node("LayerNormalization", {"x", "g1", "b1"}, {"n"});
+    c.node("Shape", {"n"}, {"shape"});
+    if (pooled) {
+      auto& r = c.node("ReduceMean", {"n"}, {"cls"});
+      attr_ints(r, "axes", {1});
+      attr_i(r, "keepdims", 0);
+    } else {
+      attr_i(c.node("Gather", {"n", "tok0"}, {"cls"}), "axis", 1);
+    }
+    attr_i(c.node("Gemm", {"cls", "wc"}, {"y"}), "transB", 1);
+    c.output("y");
+    c.output("shape");
+    onnx::ModelProto mc = c.m;
+    Graph gc(mc);
+    REQUIRE(smoothable_inputs(gc) == std::vector<std::string>{"cls"});
+    const SmoothingReport r = smooth_activations(gc, smoothing_statistics(mc, smoothing_tensors(gc), {{{"x", x}}}, 1), 0.5);
+    CHECK(r.applied == 1);
+    // The loud channel's gain relative to the others' is at least halved.
+    auto loudness = [](const Tensor& gain) {
+      double rest = 0;
+      for (int j = 0; j < 8; ++j) rest += j == 5 ? 0.0 : std::fabs(gain.data<float>()[j]) / 7;
+      return std::fabs(gain.data<float>()[5]) / rest;
+    };
+    CHECK(loudness(gc.initializer_tensor("g1")) < 0.5 * loudness(g1));
+    const Tensor before = run1(c.m, x), after = run1(mc, x);
+    double peak = 0;
+    for (float v : before.span<float>()) peak = std::max(peak, double(std::fabs(v)));
+    CHECK(max_diff(before, after) <= 1e-5 * peak);
+  }
+}
