@@ -1771,82 +1771,78 @@ TEST_CASE("qdq: an output tail without weights stays float; integers cast to flo
 }
 
 TEST_CASE("weights: smoothing reaches a norm through row selections that keep channels, float unchanged") {
-  // LayerNormalization (one loud channel) -> n ; Shape(n) -> shape (an output) ; n -> Gather(axis 1, token 0) -> cls
-  // -> Gemm (a classifier head on the class token) ; n -> ReduceMean(axes 1) -> pooled -> MatMul ; a second norm
-  // -> n2 -> Gather(axis -1: a channel permutation) -> MatMul, which must not be smoothed.
-  Builder b(17);
-  b.input("x", {2, 6, 8});
+  // LayerNormalization (one loud channel) -> n, Shape(n) -> shape (an output), and heads on n: "cls" = Gather(axis 1,
+  // token 0) -> Gemm (a classifier on the class token), "mean" = ReduceMean(axes 1) -> MatMul, "permuted" = a second
+  // norm -> Gather(axis -1: a channel permutation) -> MatMul, which must not be smoothed.
   Tensor g1 = random_tensor({8}, 71, 0.5f, 1.5f);
   g1.data<float>()[5] = 20.0f;
-  b.init("g1", g1);
-  b.init("b1", random_tensor({8}, 72, -0.2f, 0.2f));
-  b.init("g2", g1.clone());
-  b.init("b2", random_tensor({8}, 73, -0.2f, 0.2f));
-  b.init("tok0", Tensor::scalar<int64_t>(0));
-  b.init("perm", Tensor::from_vector<int64_t>({8}, {7, 6, 5, 4, 3, 2, 1, 0}));
-  b.init("wc", random_tensor({4, 8}, 74));
-  b.init("wp", random_tensor({8, 4}, 75));
-  b.init("wn", random_tensor({8, 4}, 76));
-  b.node("LayerNormalization", {"x", "g1", "b1"}, {"n"});
-  b.node("Shape", {"n"}, {"shape"});
-  attr_i(b.node("Gather", {"n", "tok0"}, {"cls"}), "axis", 1);
-  attr_i(b.node("Gemm", {"cls", "wc"}, {"y"}), "transB", 1);
-  auto& mean = b.node("ReduceMean", {"n"}, {"pooled"});
-  attr_ints(mean, "axes", {1});
-  attr_i(mean, "keepdims", 0);
-  b.node("MatMul", {"pooled", "wp"}, {"z"});
-  b.node("LayerNormalization", {"x", "g2", "b2"}, {"n2"});
-  attr_i(b.node("Gather", {"n2", "perm"}, {"permuted"}), "axis", -1);
-  b.node("MatMul", {"permuted", "wn"}, {"u"});
-  for (const char* o : {"y", "z", "u", "shape"}) b.output(o);
-  const Tensor x = random_tensor({2, 6, 8}, 77, -2, 2);
-  onnx::ModelProto m = b.m;
-  Graph g(m);
-  // n has two value readers (Gather, ReduceMean; Shape sees only its shape): neither head may edit g1 alone. The
-  // permuted one is a candidate by the graph, and refused once the samples show its Gather acts on the last axis.
-  CHECK(smoothable_inputs(g) == std::vector<std::string>{"permuted"});
-  const auto stats = smoothing_statistics(m, smoothing_tensors(g), {{{"x", x}}}, 1);
-  CHECK(stats.at("n2").rank == 3);
-  CHECK(stats.at("permuted").rank == 3);
-  const SmoothingReport report = smooth_activations(g, stats, 0.5);
-  CHECK(report.applied == 0);
-  CHECK(report.tensors.empty());
-  CHECK(max_diff(Graph(b.m).initializer_tensor("g2"), g.initializer_tensor("g2")) == 0);
-  // One reader each: the class-token head and the mean-pooled head are smoothed, the norm's loud channel with them.
-  for (bool pooled : {false, true}) {
-    Builder c(17);
-    c.input("x", {2, 6, 8});
-    c.init("g1", g1);
-    c.init("b1", random_tensor({8}, 72, -0.2f, 0.2f));
-    c.init("tok0", Tensor::scalar<int64_t>(0));
-    c.init("wc", random_tensor({4, 8}, 74));
-    c.node("LayerNormalization", {"x", "g1", "b1"}, {"n"});
-    c.node("Shape", {"n"}, {"shape"});
-    if (pooled) {
-      auto& r = c.node("ReduceMean", {"n"}, {"cls"});
-      attr_ints(r, "axes", {1});
-      attr_i(r, "keepdims", 0);
-    } else {
-      attr_i(c.node("Gather", {"n", "tok0"}, {"cls"}), "axis", 1);
+  auto model = [&](const std::vector<std::string>& heads) {
+    Builder b(17);
+    b.input("x", {2, 6, 8});
+    b.init("g1", g1);
+    b.init("b1", random_tensor({8}, 72, -0.2f, 0.2f));
+    b.node("LayerNormalization", {"x", "g1", "b1"}, {"n"});
+    b.node("Shape", {"n"}, {"shape"});
+    b.output("shape");
+    for (const std::string& h : heads) {
+      if (h == "cls") {
+        b.init("tok0", Tensor::scalar<int64_t>(0));
+        b.init("wc", random_tensor({4, 8}, 74));
+        attr_i(b.node("Gather", {"n", "tok0"}, {"cls"}), "axis", 1);
+        attr_i(b.node("Gemm", {"cls", "wc"}, {"y"}), "transB", 1);
+      } else if (h == "mean") {
+        b.init("wp", random_tensor({8, 4}, 75));
+        auto& mean = b.node("ReduceMean", {"n"}, {"pooled"});
+        attr_ints(mean, "axes", {1});
+        attr_i(mean, "keepdims", 0);
+        b.node("MatMul", {"pooled", "wp"}, {"z"});
+      } else {
+        b.init("g2", g1.clone());
+        b.init("b2", random_tensor({8}, 73, -0.2f, 0.2f));
+        b.init("perm", Tensor::from_vector<int64_t>({8}, {7, 6, 5, 4, 3, 2, 1, 0}));
+        b.init("wn", random_tensor({8, 4}, 76));
+        b.node("LayerNormalization", {"x", "g2", "b2"}, {"n2"});
+        attr_i(b.node("Gather", {"n2", "perm"}, {"permuted"}), "axis", -1);
+        b.node("MatMul", {"permuted", "wn"}, {"u"});
+      }
+      b.output(h == "cls" ? "y" : h == "mean" ? "z" : "u");
     }
-    attr_i(c.node("Gemm", {"cls", "wc"}, {"y"}), "transB", 1);
-    c.output("y");
-    c.output("shape");
-    onnx::ModelProto mc = c.m;
-    Graph gc(mc);
-    REQUIRE(smoothable_inputs(gc) == std::vector<std::string>{"cls"});
-    const SmoothingReport r = smooth_activations(gc, smoothing_statistics(mc, smoothing_tensors(gc), {{{"x", x}}}, 1), 0.5);
+    return b.m;
+  };
+  const Tensor x = random_tensor({2, 6, 8}, 77, -2, 2);
+  {
+    // Two value readers of n (Gather, ReduceMean; Shape sees only its shape): neither head may edit g1 alone. The
+    // permuted head is a candidate by the graph, refused once the samples show its Gather acts on the last axis.
+    onnx::ModelProto before = model({"cls", "mean", "permuted"});
+    onnx::ModelProto m = before;
+    Graph g(m);
+    CHECK(smoothable_inputs(g) == std::vector<std::string>{"permuted"});
+    const auto stats = smoothing_statistics(m, smoothing_tensors(g), {{{"x", x}}}, 1);
+    CHECK(stats.at("n2").rank == 3);
+    CHECK(stats.at("permuted").rank == 3);
+    const SmoothingReport report = smooth_activations(g, stats, 0.5);
+    CHECK(report.applied == 0);
+    CHECK(report.tensors.empty());
+    CHECK(max_diff(Graph(before).initializer_tensor("g2"), g.initializer_tensor("g2")) == 0);
+  }
+  // One head each: the class-token and the mean-pooled heads are smoothed, the norm's loud channel with them.
+  auto loudness = [](const Tensor& gain) {  // the loud channel's gain over the others' mean
+    double rest = 0;
+    for (int j = 0; j < 8; ++j) rest += j == 5 ? 0.0 : std::fabs(gain.data<float>()[j]) / 7;
+    return std::fabs(gain.data<float>()[5]) / rest;
+  };
+  for (const char* head : {"cls", "mean"}) {
+    const onnx::ModelProto before = model({head});
+    onnx::ModelProto m = before;
+    Graph g(m);
+    REQUIRE(smoothable_inputs(g) == std::vector<std::string>{head == std::string("cls") ? "cls" : "pooled"});
+    const SmoothingReport r = smooth_activations(g, smoothing_statistics(m, smoothing_tensors(g), {{{"x", x}}}, 1), 0.5);
     CHECK(r.applied == 1);
-    // The loud channel's gain relative to the others' is at least halved.
-    auto loudness = [](const Tensor& gain) {
-      double rest = 0;
-      for (int j = 0; j < 8; ++j) rest += j == 5 ? 0.0 : std::fabs(gain.data<float>()[j]) / 7;
-      return std::fabs(gain.data<float>()[5]) / rest;
-    };
-    CHECK(loudness(gc.initializer_tensor("g1")) < 0.5 * loudness(g1));
-    const Tensor before = run1(c.m, x), after = run1(mc, x);
+    CHECK(loudness(g.initializer_tensor("g1")) < 0.5 * loudness(g1));
+    const std::string out = head == std::string("cls") ? "y" : "z";
+    const Tensor y0 = run1(before, x, out), y1 = run1(m, x, out);
     double peak = 0;
-    for (float v : before.span<float>()) peak = std::max(peak, double(std::fabs(v)));
-    CHECK(max_diff(before, after) <= 1e-5 * peak);
+    for (float v : y0.span<float>()) peak = std::max(peak, double(std::fabs(v)));
+    CHECK(max_diff(y0, y1) <= 1e-5 * peak);
   }
 }
