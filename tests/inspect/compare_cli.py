@@ -135,11 +135,13 @@ check(json.loads(ok("inspect", QUANT, "--against", FLOAT, "--random", "2", "--sh
 T = onnx.TensorProto
 rnn = helper.make_model(helper.make_graph(
     [helper.make_node("Add", ["x", "state"], ["s"]), helper.make_node("Tanh", ["s"], ["stateN"]),
-     helper.make_node("Mul", ["s", "w"], ["logits"])], "rnn",
+     helper.make_node("MatMul", ["s", "w"], ["logits"])], "rnn",
     [helper.make_tensor_value_info("x", T.FLOAT, ["N", 4]), helper.make_tensor_value_info("state", T.FLOAT, ["N", 4])],
     [helper.make_tensor_value_info("logits", T.FLOAT, ["N", 4]),
      helper.make_tensor_value_info("stateN", T.FLOAT, ["N", 4])],
-    [helper.make_tensor("w", T.FLOAT, [4], [0.5, -1.0, 2.0, 0.25])]), opset_imports=[helper.make_opsetid("", 13)])
+    # A weighted layer: without one every node is output arithmetic, which stays float (qdq.cc plan_output_tail).
+    [helper.make_tensor("w", T.FLOAT, [4, 4], [0.5, -1.0, 2.0, 0.25, 1.0, 0.5, -0.5, 0.2, -0.3, 0.7, 1.2, -1.1,
+                                               0.4, 0.9, -0.6, 1.5])]), opset_imports=[helper.make_opsetid("", 13)])
 rnn_path, rnn_q = os.path.join(scratch, "rnn.onnx"), os.path.join(scratch, "rnn_int8.onnx")
 onnx.save(rnn, rnn_path)
 shapes = ["--shape", "x=1,4", "--shape", "state=1,4"]
