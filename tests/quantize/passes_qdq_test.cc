@@ -470,6 +470,28 @@ TEST_CASE("passes: opset 13 -> 21 gives a Split without split sizes its num_outp
   CHECK(max_diff(before, run1(m, x)) == 0.0);
 }
 
+TEST_CASE("passes: opset 16 -> 21 renames GridSample's bilinear / bicubic modes to linear / cubic") {
+  // GridSample-20 renamed them; ONNX Runtime refuses "bilinear" at opset 21 (found by tests/quantize/zoo.py
+  // flow_warp_gridsample_o16 under configs/int4-weight-only.json, which targets opset 21).
+  for (const std::string mode : {"bilinear", "bicubic", "nearest"}) {
+    Builder b(16);
+    b.input("x", {1, 2, 4, 4});
+    b.init("grid", random_tensor({1, 3, 3, 2}, 13, -0.9f, 0.9f));
+    auto& n = b.node("GridSample", {"x", "grid"}, {"y"});
+    auto* a = n.add_attribute();
+    a->set_name("mode");
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(mode);
+    b.output("y");
+    const Tensor x = random_tensor({1, 2, 4, 4}, 14);
+    const Tensor before = run1(b.m, x);
+    onnx::ModelProto m = b.m;
+    prepare_model(m, 21);
+    CHECK(attr_string(m.graph().node(0), "mode", "") == (mode == "bilinear" ? "linear" : mode == "bicubic" ? "cubic" : mode));
+    CHECK(max_diff(before, run1(m, x)) == 0.0);
+  }
+}
+
 TEST_CASE("passes: Relu -> Min(C >= 0) -> Relu loses the redundant Relu") {
   Builder b(13);
   b.input("x", {1, 4, 2, 2});
