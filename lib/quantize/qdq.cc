@@ -72,6 +72,7 @@ class QdqBuilder {
     fused_.assign(static_cast<size_t>(n), false);
     report_.nodes.resize(static_cast<size_t>(n));
     plan_shared_ranges();
+    plan_output_tail();
     plan_float_outputs();
     for (int i = 0; i < n; ++i) plan_node(i);
     emit();
@@ -228,6 +229,36 @@ class QdqBuilder {
     return true;
   }
 
+  // The output tail of the main graph: nodes after the last weighted layer on every path, whose outputs go only to
+  // graph outputs or to other tail nodes (box decoding, score Sigmoids, the Concat that assembles a detector's
+  // output, a final Softmax). A tail node without a weight gets no Q/DQ: graph outputs stay float, so nothing after
+  // it reads integers, and every Q/DQ there would only round a value on its way to being dequantized for the output
+  // (YOLOv8's pixel boxes went through 4 such roundings, the last on a 2.1-pixel grid: its one range covers every
+  // stride's boxes). Those ops run over output-sized tensors, and float costs one elementwise pass, as the integer
+  // op would. Weighted layers (Conv, MatMul, Gemm with a constant weight) and Relu/Clip fused into them end a tail.
+  // Not in If/Loop/Scan bodies: their outputs feed the loop, not the user.
+  void plan_output_tail() {
+    const int n = g_.node_count();
+    tail_.assign(static_cast<size_t>(n), false);
+    if (g_.outer()) return;
+    for (int i = n - 1; i >= 0; --i) {  // graph order is topological: readers come later
+      const onnx::NodeProto& node = g_.node(i);
+      const OpRole role = op_role(node, &g_);
+      const bool weighted = role.kind == OpKind::Compute && role.weight_input >= 0 &&
+                            role.weight_input < node.input_size() &&
+                            g_.is_float_initializer(node.input(role.weight_input));
+      if (weighted || role.kind == OpKind::Activation) continue;
+      bool tail = node.output_size() > 0;
+      for (const auto& o : node.output()) {
+        if (o.empty()) continue;
+        if (g_.used_by_subgraph(o)) tail = false;
+        for (int c : g_.consumers(o))
+          if (c <= i || !tail_[static_cast<size_t>(c)]) tail = false;
+      }
+      tail_[static_cast<size_t>(i)] = tail;
+    }
+  }
+
   // Settings for an activation tensor after the tensor-level override; nullopt = keep it float.
   std::optional<TensorSettings> tensor_settings(const std::string& t, TensorSettings s) const {
     if (const SettingsSlot* o = cfg_.tensor_override(t)) {
@@ -243,9 +274,69 @@ class QdqBuilder {
     const calib::TensorCalibration* c = ranges_.find(t);
     return c && (c->inf_count > 0 || c->nan_count > 0);
   }
+  // A value that holds integers by construction: an integer initializer or graph input, the output of an op that
+  // yields indices or sizes (Shape, ArgMax, NonZero, TopK's indices, ...) or of a Cast to an integer type, or
+  // integer arithmetic and data movement on such values (Range, Add, Sub, Abs, Where, Reshape, Gather, ...).
+  bool integer_value(const std::string& v, int depth = 0) const {
+    if (v.empty() || depth > 8) return false;
+    auto integer_type = [](int64_t t) {
+      using T = onnx::TensorProto;
+      return t == T::INT8 || t == T::UINT8 || t == T::INT16 || t == T::UINT16 || t == T::INT32 || t == T::UINT32 ||
+             t == T::INT64 || t == T::UINT64;
+    };
+    if (const onnx::TensorProto* init = g_.initializer(v)) return integer_type(init->data_type());
+    if (g_.is_graph_input(v)) {
+      for (const auto& in : g_.proto().input())
+        if (in.name() == v) return integer_type(in.type().tensor_type().elem_type());
+      return false;
+    }
+    const int p = g_.producer(v);
+    if (p < 0) return false;
+    const onnx::NodeProto& n = g_.node(p);
+    if (!n.domain().empty() && n.domain() != "ai.onnx") return false;
+    const std::string& op = n.op_type();
+    if (op == "Cast") return integer_type(attr_int(n, "to", 0));
+    if (op == "Shape" || op == "Size" || op == "ArgMax" || op == "ArgMin" || op == "NonZero" ||
+        op == "NonMaxSuppression" || (op == "TopK" && n.output_size() > 1 && n.output(1) == v))
+      return true;
+    static const std::set<std::string> kAllInputs = {"Range", "Add", "Sub", "Mul", "Min", "Max", "Mod", "Concat"};
+    static const std::set<std::string> kFirstInput = {"Neg",   "Abs",   "Reshape", "Squeeze", "Unsqueeze", "Expand",
+                                                      "Tile",  "Slice", "Gather",  "Flatten", "Transpose", "Identity",
+                                                      "CumSum"};
+    // Data inputs only: Where's condition and the index / shape inputs of data movement make no values.
+    int first = 0, last = 1;
+    if (op == "Where")
+      first = 1, last = 3;
+    else if (kAllInputs.count(op))
+      last = n.input_size();
+    else if (!kFirstInput.count(op))
+      return false;
+    if (n.input_size() < last) return false;
+    for (int k = first; k < last; ++k)
+      if (!n.input(k).empty() && !integer_value(n.input(k), depth + 1)) return false;
+    return true;
+  }
+
+  // A Cast to float of an integer value: positions, distances, token ids, counts, as exports compute position
+  // embeddings at run time (T5's relative position buckets: log of the distance, then Cast back to an index;
+  // rotary angles: position times frequency, then Sin / Cos). One 8-bit grid over [0, T) holds few of these
+  // integers exactly (step T / 255): rounding moves a value by up to half a step, which moves it across an index
+  // boundary (a different bucket: T5 at distance 16, where log2(16/8)·8/4 = 2 exactly) or scales into radians of
+  // angle, and a sequence longer than calibration's clips. Such tensors stay float (as does the arithmetic that reads
+  // only them, for want of a quantized input); they are position-sized, not activation-sized, so this costs nothing.
+  bool cast_of_integer(const std::string& t) const {
+    const int p = g_.producer(t);
+    if (p < 0) return false;
+    const onnx::NodeProto& n = g_.node(p);
+    return (n.domain().empty() || n.domain() == "ai.onnx") && n.op_type() == "Cast" && n.input_size() == 1 &&
+           integer_value(n.input(0));
+  }
+
   std::string no_range_reason(const std::string& t) const {
     if (ambiguous_.count(t))
       return "input " + t + " is defined in more than one graph (If/Loop/Scan bodies): it stays float";
+    if (cast_of_integer(t))
+      return "input " + t + " holds integers cast to float (positions, indices): it stays float";
     return held_non_finite(t) ? "input " + t + " held ±inf or NaN during calibration: it stays float"
                               : "no calibration range for input " + t;
   }
@@ -254,7 +345,7 @@ class QdqBuilder {
   // never recurses down a chain of Adds; their range is then at least as wide, and the window only wider).
   std::optional<QParams> act_params(const std::string& t, const TensorSettings& base, bool add_window = true) const {
     auto s = tensor_settings(t, base);
-    if (!s || held_non_finite(t) || ambiguous_.count(t)) return std::nullopt;
+    if (!s || held_non_finite(t) || ambiguous_.count(t) || cast_of_integer(t)) return std::nullopt;
     if (s->scale) {
       return fixed_params(*s->scale, *s->zero_point, s->dtype);
     }
@@ -562,6 +653,9 @@ class QdqBuilder {
       return keep_float(i, "no weight and its output is not quantized: float is as fast and exact");
     const bool coordinates_out = node.output_size() == 1 && read_as_coordinates(node.output(0));
     if (!has_weight && coordinates_out) return keep_float(i, kCoordinatesNote);
+    if (!has_weight && tail_[static_cast<size_t>(i)])
+      return keep_float(i, "output tail: only graph outputs (through float ops) read its result, so a Q/DQ would "
+                           "only round it");
 
     if (float_out_[i])  // plan_float_outputs
       return keep_float(i, "no integer kernel reads its output (its readers run in float): a Q/DQ pair would only "
@@ -1039,6 +1133,7 @@ class QdqBuilder {
   std::vector<NodeQuant> nq_;
   std::vector<bool> fused_;
   std::vector<bool> float_out_;  // see plan_float_outputs
+  std::vector<bool> tail_;       // plan_output_tail
   std::map<std::string, ActQ> act_;
   std::vector<std::string> act_order_;
   std::map<int, std::string> clamp_inputs_;

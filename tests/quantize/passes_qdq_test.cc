@@ -471,6 +471,28 @@ TEST_CASE("passes: opset 13 -> 21 gives a Split without split sizes its num_outp
   CHECK(max_diff(before, run1(m, x)) == 0.0);
 }
 
+TEST_CASE("passes: opset 16 -> 21 renames GridSample's bilinear / bicubic modes to linear / cubic") {
+  // GridSample-20 renamed them; ONNX Runtime refuses "bilinear" at opset 21 (found by tests/quantize/zoo.py
+  // flow_warp_gridsample_o16 under configs/int4-weight-only.json, which targets opset 21).
+  for (const std::string mode : {"bilinear", "bicubic", "nearest"}) {
+    Builder b(16);
+    b.input("x", {1, 2, 4, 4});
+    b.init("grid", random_tensor({1, 3, 3, 2}, 13, -0.9f, 0.9f));
+    auto& n = b.node("GridSample", {"x", "grid"}, {"y"});
+    auto* a = n.add_attribute();
+    a->set_name("mode");
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(mode);
+    b.output("y");
+    const Tensor x = random_tensor({1, 2, 4, 4}, 14);
+    const Tensor before = run1(b.m, x);
+    onnx::ModelProto m = b.m;
+    prepare_model(m, 21);
+    CHECK(attr_string(m.graph().node(0), "mode", "") == (mode == "bilinear" ? "linear" : mode == "bicubic" ? "cubic" : mode));
+    CHECK(max_diff(before, run1(m, x)) == 0.0);
+  }
+}
+
 TEST_CASE("passes: Relu -> Min(C >= 0) -> Relu loses the redundant Relu") {
   Builder b(13);
   b.input("x", {1, 4, 2, 2});
@@ -1804,4 +1826,130 @@ TEST_CASE("weights: smoothing folds per-channel scales into norms and up project
   const double gate_error = activation_rounding_error(gate_before, w2_before);
   CHECK(activation_rounding_error(tap(m, "n1"), g.initializer_tensor("wq")) < 0.5 * n1_error);
   CHECK(activation_rounding_error(tap(m, "gate"), g.initializer_tensor("w2")) < 0.5 * gate_error);
+}
+
+TEST_CASE("qdq: an output tail without weights stays float; integers cast to float are not put on a grid") {
+  // Detector tail: x -> Conv -> c -> Sigmoid -> p -> Mul(strides) -> s ; Concat(s, c) -> y (graph output): nothing
+  // after Sigmoid / Mul / Concat reads integers, so they get no Q/DQ (the Conv, weighted, keeps its own).
+  // Positions: pos (int64 constant) -> Cast -> pf -> Mul(1/8) -> m ; Add(h, m) -> a -> MatMul -> z, h = x2 W.
+  Builder b(13);
+  b.input("x", {1, 2, 4, 4});
+  b.input("x2", {1, 4});
+  b.init("w", random_tensor({2, 2, 1, 1}, 61));
+  b.init("strides", random_tensor({1, 2, 1, 1}, 62, 8, 32));
+  b.init("pos", Tensor::from_vector<int64_t>({4}, {0, 1, 2, 3}));
+  b.init("eighth", Tensor::scalar<float>(0.125f));
+  b.init("wh", random_tensor({4, 4}, 63));
+  b.init("wz", random_tensor({4, 4}, 64));
+  b.node("Conv", {"x", "w"}, {"c"}, "conv");
+  b.node("Sigmoid", {"c"}, {"p"}, "sig");
+  b.node("Mul", {"p", "strides"}, {"s"}, "scale");
+  attr_i(b.node("Concat", {"s", "c"}, {"y"}, "cat"), "axis", 1);
+  attr_i(b.node("Cast", {"pos"}, {"pf"}, "cast"), "to", 1);
+  b.node("Mul", {"pf", "eighth"}, {"m"}, "pos_scale");
+  b.node("MatMul", {"x2", "wh"}, {"h"}, "mm_h");
+  b.node("Add", {"h", "m"}, {"a"}, "add_pos");
+  b.node("MatMul", {"a", "wz"}, {"z"}, "mm_z");
+  b.output("y");
+  b.output("z");
+  calib::CalibrationTable ranges;
+  for (const auto& [name, lo, hi] : std::vector<std::tuple<std::string, float, float>>{
+           {"x", -1, 1}, {"c", -2, 2}, {"p", 0.1f, 0.9f}, {"s", 1, 29}, {"y", -2, 29}, {"x2", -1, 1}, {"pf", 0, 3},
+           {"m", 0, 0.375f}, {"h", -2, 2}, {"a", -2, 2.4f}, {"z", -3, 3}}) {
+    calib::TensorCalibration tc;
+    tc.minmax = calib::Range{lo, hi};
+    tc.ranges[calib::RangeMethod::Percentile] = *tc.minmax;
+    ranges.tensors[name] = tc;
+  }
+  onnx::ModelProto m = b.m;
+  const QdqReport rep = insert_qdq(m, QConfig::builtin_default(), ranges);
+  auto quantized = [&](const std::string& t) {
+    for (const auto& n : m.graph().node())
+      if (n.op_type() == "QuantizeLinear" && n.input(0) == t) return true;
+    return false;
+  };
+  CHECK(Graph(m).initializer("w_quantized") != nullptr);
+  CHECK(quantized("x"));
+  for (const char* t : {"p", "s", "pf"}) CHECK_FALSE(quantized(t));
+  CHECK(rep.float_ops.at("Sigmoid") == 1);
+  CHECK(rep.float_ops.at("Concat") == 1);
+  CHECK(rep.float_ops.at("Mul") == 2);  // the tail's and the positions' (its input pf has no grid)
+  CHECK(quantized("h"));                // the Add before a weighted MatMul is no tail
+}
+
+TEST_CASE("weights: smoothing reaches a norm through row selections that keep channels, float unchanged") {
+  // LayerNormalization (one loud channel) -> n, Shape(n) -> shape (an output), and heads on n: "cls" = Gather(axis 1,
+  // token 0) -> Gemm (a classifier on the class token), "mean" = ReduceMean(axes 1) -> MatMul, "permuted" = a second
+  // norm -> Gather(axis -1: a channel permutation) -> MatMul, which must not be smoothed.
+  Tensor g1 = random_tensor({8}, 71, 0.5f, 1.5f);
+  g1.data<float>()[5] = 20.0f;
+  auto model = [&](const std::vector<std::string>& heads) {
+    Builder b(17);
+    b.input("x", {2, 6, 8});
+    b.init("g1", g1);
+    b.init("b1", random_tensor({8}, 72, -0.2f, 0.2f));
+    b.node("LayerNormalization", {"x", "g1", "b1"}, {"n"});
+    b.node("Shape", {"n"}, {"shape"});
+    b.output("shape");
+    for (const std::string& h : heads) {
+      if (h == "cls") {
+        b.init("tok0", Tensor::scalar<int64_t>(0));
+        b.init("wc", random_tensor({4, 8}, 74));
+        attr_i(b.node("Gather", {"n", "tok0"}, {"cls"}), "axis", 1);
+        attr_i(b.node("Gemm", {"cls", "wc"}, {"y"}), "transB", 1);
+      } else if (h == "mean") {
+        b.init("wp", random_tensor({8, 4}, 75));
+        auto& mean = b.node("ReduceMean", {"n"}, {"pooled"});
+        attr_ints(mean, "axes", {1});
+        attr_i(mean, "keepdims", 0);
+        b.node("MatMul", {"pooled", "wp"}, {"z"});
+      } else {
+        b.init("g2", g1.clone());
+        b.init("b2", random_tensor({8}, 73, -0.2f, 0.2f));
+        b.init("perm", Tensor::from_vector<int64_t>({8}, {7, 6, 5, 4, 3, 2, 1, 0}));
+        b.init("wn", random_tensor({8, 4}, 76));
+        b.node("LayerNormalization", {"x", "g2", "b2"}, {"n2"});
+        attr_i(b.node("Gather", {"n2", "perm"}, {"permuted"}), "axis", -1);
+        b.node("MatMul", {"permuted", "wn"}, {"u"});
+      }
+      b.output(h == "cls" ? "y" : h == "mean" ? "z" : "u");
+    }
+    return b.m;
+  };
+  const Tensor x = random_tensor({2, 6, 8}, 77, -2, 2);
+  {
+    // Two value readers of n (Gather, ReduceMean; Shape sees only its shape): neither head may edit g1 alone. The
+    // permuted head is a candidate by the graph, refused once the samples show its Gather acts on the last axis.
+    onnx::ModelProto before = model({"cls", "mean", "permuted"});
+    onnx::ModelProto m = before;
+    Graph g(m);
+    CHECK(smoothable_inputs(g) == std::vector<std::string>{"permuted"});
+    const auto stats = smoothing_statistics(m, smoothing_tensors(g), {{{"x", x}}}, 1);
+    CHECK(stats.at("n2").rank == 3);
+    CHECK(stats.at("permuted").rank == 3);
+    const SmoothingReport report = smooth_activations(g, stats, 0.5);
+    CHECK(report.applied == 0);
+    CHECK(report.tensors.empty());
+    CHECK(max_diff(Graph(before).initializer_tensor("g2"), g.initializer_tensor("g2")) == 0);
+  }
+  // One head each: the class-token and the mean-pooled heads are smoothed, the norm's loud channel with them.
+  auto loudness = [](const Tensor& gain) {  // the loud channel's gain over the others' mean
+    double rest = 0;
+    for (int j = 0; j < 8; ++j) rest += j == 5 ? 0.0 : std::fabs(gain.data<float>()[j]) / 7;
+    return std::fabs(gain.data<float>()[5]) / rest;
+  };
+  for (const char* head : {"cls", "mean"}) {
+    const onnx::ModelProto before = model({head});
+    onnx::ModelProto m = before;
+    Graph g(m);
+    REQUIRE(smoothable_inputs(g) == std::vector<std::string>{head == std::string("cls") ? "cls" : "pooled"});
+    const SmoothingReport r = smooth_activations(g, smoothing_statistics(m, smoothing_tensors(g), {{{"x", x}}}, 1), 0.5);
+    CHECK(r.applied == 1);
+    CHECK(loudness(g.initializer_tensor("g1")) < 0.5 * loudness(g1));
+    const std::string out = head == std::string("cls") ? "y" : "z";
+    const Tensor y0 = run1(before, x, out), y1 = run1(m, x, out);
+    double peak = 0;
+    for (float v : y0.span<float>()) peak = std::max(peak, double(std::fabs(v)));
+    CHECK(max_diff(y0, y1) <= 1e-5 * peak);
+  }
 }

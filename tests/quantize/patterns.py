@@ -100,16 +100,19 @@ def mixed_concat(path, c=8):
 
 def short_softmax(path, c=4):
     """Per-pixel class probabilities as torch exports softmax(dim=1) at opset 11: Conv -> Transpose -> Softmax over the
-    last axis (c = 4 classes, near-uniform) -> Transpose back. ORT moves the Transposes and runs the Softmax as one
-    QLinearSoftmax."""
+    last axis (c = 4 classes, near-uniform) -> Transpose back -> a 1x1 Conv that reads the probabilities (so that they
+    are quantized: a Softmax whose output only goes to graph outputs stays float, qdq.cc plan_output_tail). ORT moves
+    the Transposes and runs the Softmax as one QLinearSoftmax."""
     rng = np.random.default_rng(4)
     nodes = [
         helper.make_node('Conv', ['x', 'w', 'b'], ['logit'], kernel_shape=[1, 1]),
         helper.make_node('Transpose', ['logit'], ['t'], perm=[0, 3, 2, 1]),
         helper.make_node('Softmax', ['t'], ['p'], axis=3),
-        helper.make_node('Transpose', ['p'], ['y'], perm=[0, 3, 2, 1]),
+        helper.make_node('Transpose', ['p'], ['pt'], perm=[0, 3, 2, 1]),
+        helper.make_node('Conv', ['pt', 'w2', 'b2'], ['y'], kernel_shape=[1, 1]),
     ]
-    inits = [init('w', rng.normal(0, 0.1, (c, 3, 1, 1))), init('b', np.zeros(c))]
+    inits = [init('w', rng.normal(0, 0.1, (c, 3, 1, 1))), init('b', np.zeros(c)),
+             init('w2', np.eye(c).reshape(c, c, 1, 1) + rng.normal(0, 0.1, (c, c, 1, 1))), init('b2', np.zeros(c))]
     g = helper.make_graph(nodes, 'short_softmax', [helper.make_tensor_value_info('x', TensorProto.FLOAT, ['B', 3, 8, 8])],
                           [helper.make_tensor_value_info('y', TensorProto.FLOAT, ['B', c, 8, 8])], inits)
     save(g, path, opset=11)

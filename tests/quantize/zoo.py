@@ -19,6 +19,7 @@ output Q no longer follows at all (SQNR < COLLAPSE_DB: the error as large as the
 QLinearSoftmax wrote zeros; int8 rounding on these models is 20-70 dB away from it).
 """
 import json
+import math
 import os
 import subprocess
 import sys
@@ -574,6 +575,329 @@ def onnx_logmel_classifier(opset):
     return m
 
 
+def trained_norm_gains(model, outliers=2, magnitude=12.0):
+    """Norm gains as trained transformers have them: near 1, with a few channels an order of magnitude larger (the
+    outlier features of LLM.int8 / SmoothQuant, which a per-tensor activation scale must cover), small biases."""
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, (nn.LayerNorm, LayerNorm2d, T5RMSNorm)):
+                w = m.weight
+                w.copy_(1 + 0.1 * torch.randn_like(w))
+                w[torch.randperm(w.numel())[:outliers]] = magnitude * (1 + torch.rand(outliers))
+                if getattr(m, 'bias', None) is not None:
+                    m.bias.copy_(0.05 * torch.randn_like(m.bias))
+
+
+class YoloV8(nn.Module):
+    """YOLOv8's detection head as ultralytics exports it: per stride (8, 16, 32) a box branch (4 sides x 16 DFL bins)
+    and a class branch, flattened and concatenated over the levels; DFL = Softmax over the 16 bins of each side, then
+    a fixed 1x1 Conv with weights 0..15 (the expected distance); dist2bbox against the anchor points (xywh), times
+    the stride; class Sigmoid; one output [B, 4 + nc, anchors]: box coordinates in pixels beside probabilities.
+    Trained statistics: box logits spread over several units (peaked bin distributions), class logits spread around
+    a bias at the prior log(p / (1 - p)), p = 0.01 (most anchors are background, a few score high)."""
+    def __init__(self, nc=6, reg=16, size=64):
+        super().__init__()
+        self.nc, self.reg = nc, reg
+        self.stem = conv_bn(3, 16, s=2, act=nn.SiLU)
+        self.down = nn.ModuleList([nn.Sequential(conv_bn(16, 24, s=2, act=nn.SiLU), conv_bn(24, 24, s=2, act=nn.SiLU)),
+                                   conv_bn(24, 32, s=2, act=nn.SiLU), conv_bn(32, 32, s=2, act=nn.SiLU)])
+        chans = (24, 32, 32)
+        self.box = nn.ModuleList([nn.Sequential(conv_bn(c, 32, act=nn.SiLU), nn.Conv2d(32, 4 * reg, 1)) for c in chans])
+        self.cls = nn.ModuleList([nn.Sequential(conv_bn(c, 32, act=nn.SiLU), nn.Conv2d(32, nc, 1)) for c in chans])
+        self.dfl = nn.Conv2d(reg, 1, 1, bias=False)
+        anchors, strides = [], []
+        for s in (8, 16, 32):
+            n = size // s
+            gy, gx = torch.meshgrid(torch.arange(n) + 0.5, torch.arange(n) + 0.5, indexing='ij')
+            anchors.append(torch.stack([gx, gy]).reshape(2, -1))
+            strides.append(torch.full((1, n * n), float(s)))
+        self.register_buffer('anchors', torch.cat(anchors, 1))
+        self.register_buffer('strides', torch.cat(strides, 1))
+        with torch.no_grad():
+            self.dfl.weight.copy_(torch.arange(reg, dtype=torch.float32).view(1, reg, 1, 1))
+            for b, c in zip(self.box, self.cls):
+                b[-1].weight.mul_(24.0)  # bin logits several units apart
+                c[-1].weight.mul_(8.0)  # a few anchors score high
+                c[-1].bias.fill_(-math.log(99.0))
+
+    def forward(self, x):
+        f, levels = self.stem(x), []
+        for down, box, cls in zip(self.down, self.box, self.cls):
+            f = down(f)
+            levels.append(torch.cat([box(f), cls(f)], 1).flatten(2))
+        box, cls = torch.cat(levels, 2).split((4 * self.reg, self.nc), 1)
+        b, _, a = box.shape
+        dist = self.dfl(box.view(b, 4, self.reg, a).transpose(2, 1).softmax(1)).view(b, 4, a)
+        lt, rb = dist.chunk(2, 1)
+        x1y1, x2y2 = self.anchors - lt, self.anchors + rb
+        boxes = torch.cat([(x1y1 + x2y2) / 2, x2y2 - x1y1], 1) * self.strides
+        return torch.cat([boxes, cls.sigmoid()], 1)
+
+
+class LayerNorm2d(nn.Module):
+    """ConvNeXt's channels-first LayerNorm written out: mean and variance over C, then a per-channel affine."""
+    def __init__(self, c, eps=1e-6):
+        super().__init__()
+        self.weight, self.bias, self.eps = nn.Parameter(torch.ones(c)), nn.Parameter(torch.zeros(c)), eps
+
+    def forward(self, x):
+        u = x.mean(1, keepdim=True)
+        s = (x - u).pow(2).mean(1, keepdim=True)
+        return self.weight[:, None, None] * ((x - u) / torch.sqrt(s + self.eps)) + self.bias[:, None, None]
+
+
+class ConvNeXtBlock(nn.Module):
+    """7x7 depthwise conv, permute to channels-last, LayerNorm, Linear 4x, GELU, Linear, layer scale (a learned
+    per-channel gamma, initialised at 1e-6), permute back, residual (drop path is the identity at inference)."""
+    def __init__(self, c):
+        super().__init__()
+        self.dw, self.norm = nn.Conv2d(c, c, 7, 1, 3, groups=c), nn.LayerNorm(c, eps=1e-6)
+        self.pw1, self.pw2 = nn.Linear(c, 4 * c), nn.Linear(4 * c, c)
+        # Trained layer scales: channels the block learned nothing for stay near the 1e-6 init, the others grew to
+        # 1e-3..1 (either sign): a per-channel factor spanning six decades.
+        mag = 10 ** torch.empty(c).uniform_(-3, 0)
+        mag[torch.randperm(c)[:c // 4]] = 1e-6
+        self.gamma = nn.Parameter(mag * torch.sign(torch.randn(c)))
+
+    def forward(self, x):
+        y = self.pw2(F.gelu(self.pw1(self.norm(self.dw(x).permute(0, 2, 3, 1)))))
+        return x + (self.gamma * y).permute(0, 3, 1, 2)
+
+
+class ConvNeXt(nn.Module):
+    """Patchify stem (4x4 stride 4) + channels-first LayerNorm, two blocks, downsample (channels-first LayerNorm, 2x2
+    stride-2 conv), a block, global average pool, LayerNorm, Linear."""
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 32, 4, 4), LayerNorm2d(32))
+        self.s1 = nn.Sequential(ConvNeXtBlock(32), ConvNeXtBlock(32))
+        self.down = nn.Sequential(LayerNorm2d(32), nn.Conv2d(32, 64, 2, 2))
+        self.s2 = ConvNeXtBlock(64)
+        self.norm, self.head = nn.LayerNorm(64, eps=1e-6), nn.Linear(64, 10)
+        trained_norm_gains(self)
+
+    def forward(self, x):
+        x = self.s2(self.down(self.s1(self.stem(x))))
+        return self.head(self.norm(x.mean((2, 3))))
+
+
+class MBConv(nn.Module):
+    """EfficientNet's MBConv: 1x1 expand (x6), BN, SiLU, depthwise kxk, BN, SiLU, squeeze-excite sized by the block's
+    input channels (SiLU inside, Sigmoid gate), 1x1 project, BN, residual when shapes allow (drop path: identity)."""
+    def __init__(self, cin, cout, k=3, s=1, e=6):
+        super().__init__()
+        c, r = cin * e, max(1, cin // 4)
+        self.expand = conv_bn(cin, c, k=1, act=nn.SiLU) if e != 1 else nn.Identity()
+        self.dw = conv_bn(c, c, k=k, s=s, groups=c, act=nn.SiLU)
+        self.se = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(c, r, 1), nn.SiLU(), nn.Conv2d(r, c, 1), nn.Sigmoid())
+        self.project = conv_bn(c, cout, k=1, act=None)
+        self.residual = s == 1 and cin == cout
+
+    def forward(self, x):
+        y = self.dw(self.expand(x))
+        y = self.project(y * self.se(y))
+        return x + y if self.residual else y
+
+
+class EfficientNet(nn.Module):
+    """EfficientNet-B0's first stages: stem, a depthwise MBConv without expansion, a strided MBConv x6, a residual
+    5x5 MBConv, 1x1 head conv, pool, Linear."""
+    def __init__(self):
+        super().__init__()
+        self.f = nn.Sequential(conv_bn(3, 16, s=2, act=nn.SiLU), MBConv(16, 16, e=1), MBConv(16, 24, s=2),
+                               MBConv(24, 24, k=5), conv_bn(24, 96, k=1, act=nn.SiLU), nn.AdaptiveAvgPool2d(1),
+                               nn.Flatten(), nn.Linear(96, 10))
+
+    def forward(self, x):
+        return self.f(x)
+
+
+class SwinBlock(nn.Module):
+    """Swin window attention: (shifted by torch.roll) window partition by Reshape/Transpose, relative position bias
+    gathered from a table by an index buffer, the shifted windows' mask (-100 between regions), pre-norm MLP."""
+    def __init__(self, d=32, heads=2, ws=4, shift=0, res=8):
+        super().__init__()
+        self.heads, self.ws, self.shift = heads, ws, shift
+        self.norm1, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+        self.table = nn.Parameter(torch.randn((2 * ws - 1) ** 2, heads) * 2.0)  # trained biases: several units
+        c = torch.stack(torch.meshgrid(torch.arange(ws), torch.arange(ws), indexing='ij')).flatten(1)
+        rel = (c[:, :, None] - c[:, None, :]).permute(1, 2, 0) + ws - 1
+        self.register_buffer('index', rel[..., 0] * (2 * ws - 1) + rel[..., 1])
+        if shift:
+            img = torch.zeros(1, res, res, 1)
+            cnt = 0
+            for hs in (slice(0, -ws), slice(-ws, -shift), slice(-shift, None)):
+                for wsl in (slice(0, -ws), slice(-ws, -shift), slice(-shift, None)):
+                    img[:, hs, wsl, :] = cnt
+                    cnt += 1
+            mw = self.partition(img).squeeze(-1)
+            m = mw[:, None, :] - mw[:, :, None]
+            self.register_buffer('mask', m.masked_fill(m != 0, -100.0).masked_fill(m == 0, 0.0))
+
+    def partition(self, x):
+        b, h, w, c = x.shape
+        ws = self.ws
+        return x.view(b, h // ws, ws, w // ws, ws, c).permute(0, 1, 3, 2, 4, 5).reshape(-1, ws * ws, c)
+
+    def forward(self, x):
+        b, h, w, c = x.shape
+        ws, s, nh = self.ws, self.shift, self.heads
+        y = self.norm1(x)
+        if s:
+            y = torch.roll(y, (-s, -s), (1, 2))
+        win = self.partition(y)
+        bw, n, _ = win.shape
+        q, k, v = self.qkv(win).reshape(bw, n, 3, nh, c // nh).permute(2, 0, 3, 1, 4)
+        a = (q * (c // nh) ** -0.5) @ k.transpose(-2, -1)
+        a = a + self.table[self.index.view(-1)].view(n, n, nh).permute(2, 0, 1).unsqueeze(0)
+        if s:
+            nw = self.mask.shape[0]
+            a = (a.view(-1, nw, nh, n, n) + self.mask.unsqueeze(1).unsqueeze(0)).view(-1, nh, n, n)
+        o = self.proj((a.softmax(-1) @ v).transpose(1, 2).reshape(bw, n, c))
+        o = o.view(b, h // ws, w // ws, ws, ws, c).permute(0, 1, 3, 2, 4, 5).reshape(b, h, w, c)
+        if s:
+            o = torch.roll(o, (s, s), (1, 2))
+        x = x + o
+        return x + self.mlp(self.norm2(x))
+
+
+class Swin(nn.Module):
+    """Patch embedding (4x4 stride 4, channels-last, LayerNorm), a window block and a shifted-window block on an 8x8
+    grid (windows of 4), LayerNorm, mean pool, Linear."""
+    def __init__(self):
+        super().__init__()
+        self.embed, self.norm0 = nn.Conv2d(3, 32, 4, 4), nn.LayerNorm(32)
+        self.blocks = nn.Sequential(SwinBlock(shift=0), SwinBlock(shift=2))
+        self.norm, self.head = nn.LayerNorm(32), nn.Linear(32, 10)
+        trained_norm_gains(self)
+
+    def forward(self, x):
+        x = self.blocks(self.norm0(self.embed(x).permute(0, 2, 3, 1)))
+        return self.head(self.norm(x).mean((1, 2)))
+
+
+class T5RMSNorm(nn.Module):
+    """T5's LayerNorm: no mean subtraction, no bias."""
+    def __init__(self, d):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+
+    def forward(self, x):
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6))
+
+
+class T5Encoder(nn.Module):
+    """T5 encoder as Hugging Face writes it: RMSNorm, unscaled attention plus a relative position bias whose buckets
+    are computed at run time from the sequence length (abs, log, Cast, min, where; exact below 8, logarithmic to
+    128), ReLU FFN, final RMSNorm; a BERT pooler (Linear + Tanh on the first token) beside the sequence output."""
+    def __init__(self, vocab=100, d=32, heads=4, ff=64, layers=2, buckets=32, max_distance=128):
+        super().__init__()
+        self.heads, self.buckets, self.max_distance = heads, buckets, max_distance
+        self.emb, self.rel = nn.Embedding(vocab, d), nn.Embedding(buckets, heads)
+        self.layers = nn.ModuleList([nn.ModuleDict({
+            'ln1': T5RMSNorm(d), 'q': nn.Linear(d, d, False), 'k': nn.Linear(d, d, False),
+            'v': nn.Linear(d, d, False), 'o': nn.Linear(d, d, False), 'ln2': T5RMSNorm(d),
+            'wi': nn.Linear(d, ff, False), 'wo': nn.Linear(ff, d, False)}) for _ in range(layers)])
+        self.norm, self.pool = T5RMSNorm(d), nn.Linear(d, d)
+        with torch.no_grad():
+            self.emb.weight.mul_(4.0)  # T5 embeddings are large (no scaling before the first RMSNorm)
+            self.rel.weight.mul_(3.0)  # trained position biases: several units
+        trained_norm_gains(self)
+
+    def bucket(self, n):
+        pos = torch.arange(n)
+        rp = pos[None, :] - pos[:, None]
+        nb = self.buckets // 2
+        out = (rp > 0).long() * nb
+        rp = rp.abs()
+        exact = nb // 2
+        large = exact + (torch.log(rp.float() / exact) / math.log(self.max_distance / exact) * (nb - exact)).long()
+        large = torch.min(large, torch.full_like(large, nb - 1))
+        return out + torch.where(rp < exact, rp, large)
+
+    def forward(self, tokens):
+        b, n = tokens.shape
+        nh = self.heads
+        bias = self.rel(self.bucket(n)).permute(2, 0, 1).unsqueeze(0)
+        h = self.emb(tokens)
+        for L in self.layers:
+            y = L['ln1'](h)
+            q, k, v = (L[m](y).view(b, n, nh, -1).transpose(1, 2) for m in 'qkv')
+            a = torch.softmax(q @ k.transpose(-1, -2) + bias, -1)
+            h = h + L['o']((a @ v).transpose(1, 2).reshape(b, n, -1))
+            h = h + L['wo'](F.relu(L['wi'](L['ln2'](h))))
+        h = self.norm(h)
+        return torch.tanh(self.pool(h[:, 0])), h
+
+
+class CLIPText(nn.Module):
+    """CLIP's text tower as Hugging Face exports it: token + learned position embeddings, causal mask filled with the
+    float32 minimum, pre-norm attention, quick_gelu MLP (x * sigmoid(1.702 x)), final LayerNorm, pooling at the EOT
+    token (the largest id: ArgMax of the ids cast to int32, then a Gather per row), text projection."""
+    def __init__(self, vocab=64, d=32, heads=4, seq=12, layers=2):
+        super().__init__()
+        self.heads = heads
+        self.tok, self.pos = nn.Embedding(vocab, d), nn.Parameter(torch.randn(seq, d) * 0.1)
+        self.layers = nn.ModuleList([nn.ModuleDict({
+            'ln1': nn.LayerNorm(d), 'q': nn.Linear(d, d), 'k': nn.Linear(d, d), 'v': nn.Linear(d, d),
+            'o': nn.Linear(d, d), 'ln2': nn.LayerNorm(d), 'fc1': nn.Linear(d, 4 * d), 'fc2': nn.Linear(4 * d, d)})
+            for _ in range(layers)])
+        self.norm, self.proj = nn.LayerNorm(d), nn.Linear(d, 16, bias=False)
+        self.register_buffer('causal', torch.full((seq, seq), torch.finfo(torch.float32).min).triu(1))
+        trained_norm_gains(self)
+
+    def forward(self, tokens):
+        b, n = tokens.shape
+        nh = self.heads
+        h = self.tok(tokens) + self.pos[:n]
+        for L in self.layers:
+            y = L['ln1'](h)
+            q, k, v = (L[m](y).view(b, n, nh, -1).transpose(1, 2) for m in 'qkv')
+            a = torch.softmax((q * (q.shape[-1] ** -0.5)) @ k.transpose(-1, -2) + self.causal[:n, :n], -1)
+            h = h + L['o']((a @ v).transpose(1, 2).reshape(b, n, -1))
+            y = L['fc1'](L['ln2'](h))
+            h = h + L['fc2'](y * torch.sigmoid(1.702 * y))
+        h = self.norm(h)
+        return self.proj(h[torch.arange(b), tokens.to(torch.int32).argmax(-1)])
+
+
+def sinusoids(length, channels, max_timescale=10000):
+    inc = math.log(max_timescale) / (channels // 2 - 1)
+    t = torch.arange(length)[:, None] * torch.exp(-inc * torch.arange(channels // 2))[None, :]
+    return torch.cat([torch.sin(t), torch.cos(t)], 1)
+
+
+class WhisperEncoder(nn.Module):
+    """Whisper's audio encoder: log-mel frames, Conv1d + GELU, Conv1d stride 2 + GELU, sinusoidal positions added,
+    pre-norm attention (q and k each scaled by d_head^-1/4, k without bias), GELU MLP, final LayerNorm."""
+    def __init__(self, mels=16, d=32, heads=4, frames=64, layers=2):
+        super().__init__()
+        self.heads = heads
+        self.conv1, self.conv2 = nn.Conv1d(mels, d, 3, 1, 1), nn.Conv1d(d, d, 3, 2, 1)
+        self.register_buffer('pos', sinusoids(frames // 2, d))
+        self.layers = nn.ModuleList([nn.ModuleDict({
+            'ln1': nn.LayerNorm(d), 'q': nn.Linear(d, d), 'k': nn.Linear(d, d, bias=False), 'v': nn.Linear(d, d),
+            'o': nn.Linear(d, d), 'ln2': nn.LayerNorm(d), 'fc1': nn.Linear(d, 4 * d), 'fc2': nn.Linear(4 * d, d)})
+            for _ in range(layers)])
+        self.norm = nn.LayerNorm(d)
+        trained_norm_gains(self)
+
+    def forward(self, x):
+        x = F.gelu(self.conv2(F.gelu(self.conv1(x)))).permute(0, 2, 1) + self.pos
+        b, n, d = x.shape
+        nh = self.heads
+        scale = (d // nh) ** -0.25
+        for L in self.layers:
+            y = L['ln1'](x)
+            q, k, v = (L[m](y).view(b, n, nh, -1).transpose(1, 2) for m in 'qkv')
+            a = torch.softmax((q * scale) @ (k * scale).transpose(-1, -2), -1)
+            x = x + L['o']((a @ v).transpose(1, 2).reshape(b, n, -1))
+            x = x + L['fc2'](F.gelu(L['fc1'](L['ln2'](x))))
+        return self.norm(x)
+
+
 def img(c, h, w):
     return [('x', (c, h, w), 'normal')]
 
@@ -646,6 +970,14 @@ CASES = {
     'norm_embedding_o18': (onnx_norm_embedding, img(3, 24, 24), 18, True, {}, {'onnx': True}),
     'norm_embedding_o21': (onnx_norm_embedding, img(3, 24, 24), 21, False, {}, {'onnx': True}),
     'audio_logmel_stft_o17': (onnx_logmel_classifier, [('x', (4000, 1), 'normal')], 17, True, {}, {'onnx': True}),
+    'yolov8_dfl_o13': (YoloV8, img(3, 64, 64), 13, True, {}),
+    'convnext_layerscale_o17': (ConvNeXt, img(3, 32, 32), 17, False, {}),
+    'efficientnet_mbconv_o13': (EfficientNet, img(3, 32, 32), 13, False, {}),
+    'swin_shifted_window_o13': (Swin, img(3, 32, 32), 13, False, {}),
+    't5_encoder_relbias_o13': (T5Encoder, [('tokens', (20,), 'tokens:100')], 13, True,
+                               {'tokens': {1: 'T'}, 'h': {1: 'T'}}, {'eval_shape': {'tokens': (32,)}}),
+    'clip_text_eot_o14': (CLIPText, [('tokens', (12,), 'tokens:64')], 14, False, {}),
+    'whisper_encoder_o17': (WhisperEncoder, [('x', (16, 64), 'normal')], 17, False, {}),
 }
 # A case that fails for a reason not fixed yet: name -> the reason (documented in docs/reliability.md). The check
 # still runs and prints its result; it does not fail the test.
@@ -741,7 +1073,7 @@ def export(name, work):
     path = os.path.join(work, name + '.onnx')
     names = [n for n, _, _ in inputs]
     outs = {Yolo: ['y', 'score', 'cls'], DetectorNMS: ['boxes', 'scores', 'selected'], StatefulLSTM: ['y', 'h', 'c'], Siamese: ['y', 'emb'],
-            Upsample1d: ['y', 'x_out']}.get(build, ['y'])
+            Upsample1d: ['y', 'x_out'], T5Encoder: ['y', 'h']}.get(build, ['y'])
     axes = {n: {0: 'B', **dyn.get(n, {})} for n in names + outs}
     if build is DetectorNMS:  # selected indices: [num_selected, 3]
         axes['selected'] = {0: 'S'}

@@ -82,6 +82,20 @@ class SplitNumOutputs final : public Converter {
   }
 };
 
+// GridSample (20): modes renamed for N-D grids, bilinear -> linear and bicubic -> cubic (same sampling on 4-D).
+// Without it a model taken to opset 21 (int4 / blocked weights) kept "bilinear", which ONNX Runtime refuses.
+class GridSampleModes20 final : public Converter {
+ public:
+  using Converter::Converter;
+  std::string_view name() const override { return "opset20_grid_sample_modes"; }
+  std::vector<std::string_view> op_types() const override { return {"GridSample"}; }
+  void rewrite(Graph& g, int i) const override {
+    for (auto& a : *g.node(i).mutable_attribute())
+      if (a.name() == "mode" && (a.s() == "bilinear" || a.s() == "bicubic"))
+        a.set_s(a.s() == "bilinear" ? "linear" : "cubic");
+  }
+};
+
 // Clip (11): min/max attributes -> inputs 1, 2 (float scalars; attribute Clip only took float types).
 class ClipToInputs final : public Converter {
  public:
@@ -263,6 +277,7 @@ void upgrade_opset(Graph& g, int64_t target) {
   converters.push_back(std::make_unique<AxesToInput>(13, from));
   converters.push_back(std::make_unique<ReduceAxesToInput>(18, from));
   converters.push_back(std::make_unique<SplitNumOutputs>(18, from));
+  converters.push_back(std::make_unique<GridSampleModes20>(20, from));
   if (from < 13 && target >= 13)
     converters.push_back(std::make_unique<SoftmaxAxis13>(13, from, infer_ranks(g.model())));
   for (const auto& c : converters)

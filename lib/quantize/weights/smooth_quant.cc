@@ -60,10 +60,88 @@ struct Factor {
   std::string scaled, other;
 };
 
+// A node between the norm and x that moves, picks or pools rows without mixing channels (selection_op), and its
+// data input; whether it keeps channel j at index j of the last axis is checked against the input's rank and channel
+// count as the samples show them (keeps_channels), which the graph alone does not give.
+struct Selection {
+  int node = -1;
+  std::string input;
+};
+
 struct Plan {
   std::vector<Edit> edits;
   std::vector<Factor> factors;  // the one next to x, if any (deeper ones are not modelled)
+  std::vector<Selection> selections;
 };
+
+// Ops that keep each row's channels together: a classifier head reads the class token (Gather / Slice), the EOT
+// token (Flatten, Gather, Reshape) or the mean over positions (ReduceMean) of a norm's output, and Swin partitions
+// windows by Reshape / Transpose. Dividing channel j of their input by s_j divides channel j of their output by s_j
+// (positive s: max and min commute with it too) when the channel axis stays last and whole (keeps_channels).
+bool selection_op(const onnx::NodeProto& n) {
+  static const std::set<std::string> ops = {"Gather",    "Slice",     "Transpose",  "Reshape",   "Flatten",
+                                            "Squeeze",   "Unsqueeze", "ReduceMean", "ReduceSum", "ReduceMax",
+                                            "ReduceMin", "Identity"};
+  return (n.domain().empty() || n.domain() == "ai.onnx") && n.input_size() >= 1 && n.output_size() == 1 &&
+         ops.count(n.op_type());
+}
+
+bool shape_reader(const onnx::NodeProto& n) { return n.op_type() == "Shape" || n.op_type() == "Size"; }
+
+// Node p alone reads y's values: other readers are Shape / Size, which see only y's shape (smoothing keeps it, and
+// exports with dynamic axes read the shape of what they reshape); y is no graph output and not read in a subgraph.
+bool sole_value_reader(const Graph& g, const std::string& y, int p) {
+  if (g.is_graph_output(y) || g.used_by_subgraph(y)) return false;
+  const auto& cons = g.consumers(y);
+  return std::all_of(cons.begin(), cons.end(), [&](int c) {
+    return c == p || shape_reader(g.node(c));
+  });
+}
+
+// The integer list of attribute `attr`, or of constant input `input` where the opset moved it there; nullopt when
+// that input is computed at run time, an empty list when neither is given.
+std::optional<std::vector<int64_t>> int_list(const Graph& g, const onnx::NodeProto& n, const std::string& attr,
+                                             int input) {
+  if (n.input_size() > input && !n.input(input).empty()) {
+    if (!g.is_initializer(n.input(input))) return std::nullopt;
+    const Tensor t = g.initializer_tensor(n.input(input));
+    if (t.dtype() != DType::Int64 && t.dtype() != DType::Int32) return std::nullopt;
+    std::vector<int64_t> v(static_cast<size_t>(t.numel()));
+    for (int64_t i = 0; i < t.numel(); ++i)
+      v[i] = t.dtype() == DType::Int64 ? t.data<int64_t>()[i] : t.data<int32_t>()[i];
+    return v;
+  }
+  return attr_ints(n, attr);
+}
+
+// Whether selection node n maps channel j of its input (rank r; the samples showed k channels on its last axis,
+// and k on its output's) to channel j of its output. Reshape, Flatten, Squeeze, Unsqueeze, Identity: row-major, so
+// with k on both last axes the channel is the flat index mod k on both sides. The others: no axis they act on (or
+// ReduceMean's reduced axes) is the last.
+bool keeps_channels(const Graph& g, const onnx::NodeProto& n, int64_t r) {
+  const std::string& op = n.op_type();
+  auto last = [r](int64_t a) { return (a < 0 ? a + r : a) == r - 1; };
+  if (op == "Gather") return !last(attr_int(n, "axis", 0));
+  if (op == "Transpose") {
+    const std::vector<int64_t> perm = attr_ints(n, "perm");
+    return static_cast<int64_t>(perm.size()) == r && perm.back() == r - 1;
+  }
+  if (op == "Slice") {
+    const auto starts = int_list(g, n, "starts", 1);
+    auto axes = int_list(g, n, "axes", 3);
+    if (!starts || !axes) return false;
+    if (axes->empty())
+      for (int64_t a = 0; a < static_cast<int64_t>(starts->size()); ++a) axes->push_back(a);
+    return std::none_of(axes->begin(), axes->end(), last);
+  }
+  if (op.rfind("Reduce", 0) == 0) {
+    const auto axes = int_list(g, n, "axes", 1);
+    if (!axes) return false;
+    if (axes->empty()) return attr_int(n, "noop_with_empty_axes", 0) != 0;  // else every axis, the last included
+    return std::none_of(axes->begin(), axes->end(), last);
+  }
+  return true;  // Reshape, Flatten, Squeeze, Unsqueeze, Identity
+}
 
 // The edits that divide channel j of `x` (k channels on its last axis) by s_j, or nullopt.
 std::optional<Plan> plan(const Graph& g, const std::string& x, int64_t k, int depth = 0) {
@@ -80,6 +158,12 @@ std::optional<Plan> plan(const Graph& g, const std::string& x, int64_t k, int de
       if (!channel_vector(g, n.input(bias), k)) return std::nullopt;
       e.edits.push_back({Edit::Vector, n.input(bias)});
     }
+    return e;
+  }
+  if (selection_op(n)) {  // x picks, pools or moves rows of y: y's channels scale x's (checked: keeps_channels)
+    if (!sole_value_reader(g, n.input(0), p)) return std::nullopt;
+    auto e = plan(g, n.input(0), k, depth + 1);
+    if (e) e->selections.push_back({p, n.input(0)});
     return e;
   }
   if (!n.domain().empty() || n.input_size() != 2) return std::nullopt;
@@ -140,6 +224,7 @@ std::optional<Site> site_of(const Graph& g, const std::string& x) {
   Site s;
   s.x = x;
   for (int r : g.consumers(x)) {
+    if (shape_reader(g.node(r))) continue;  // sees x's shape only
     auto reader = weight_reader(g, g.node(r), x);
     if (!reader) return std::nullopt;
     const int64_t k = g.initializer(reader->weight)->dims(reader->k_axis);
@@ -149,6 +234,7 @@ std::optional<Site> site_of(const Graph& g, const std::string& x) {
   }
   auto p = plan(g, x, s.k);
   if (!p) return std::nullopt;
+  if (s.readers.empty()) return std::nullopt;
   s.plan = std::move(*p);
   return s;
 }
@@ -272,6 +358,8 @@ std::vector<std::string> smoothing_tensors(const Graph& g) {
     for (const Factor& f : site->plan.factors)
       for (const std::string& t : {f.scaled, f.other})
         if (!t.empty() && seen.insert(t).second) out.push_back(t);
+    for (const Selection& sel : site->plan.selections)
+      if (seen.insert(sel.input).second) out.push_back(sel.input);
   }
   return out;
 }
@@ -299,7 +387,11 @@ std::map<std::string, SmoothingStats> smoothing_statistics(const onnx::ModelProt
       st.fit_min.assign(static_cast<size_t>(k), 0.0);
       st.fit_max.assign(static_cast<size_t>(k), 0.0);
     }
-    if (static_cast<int64_t>(st.abs_max.size()) != k) return;
+    if (static_cast<int64_t>(st.abs_max.size()) != k || (st.rank != 0 && st.rank != v.rank())) {
+      st.rank = -1;  // the shape changed between samples: not a channel layout to rely on
+      return;
+    }
+    st.rank = v.rank();
     const float* d = v.data<float>();
     for (int64_t i = 0; i < v.numel(); ++i) {
       const double x = d[i];
@@ -329,6 +421,12 @@ SmoothingReport smooth_activations(Graph& g, const std::map<std::string, Smoothi
     const auto st = stats.find(x);
     const std::optional<Site> site = site_of(g, x);  // again: an earlier site may have taken a shared constant
     if (st == stats.end() || !site || static_cast<int64_t>(st->second.abs_max.size()) != site->k) continue;
+    const bool channels_kept = std::all_of(site->plan.selections.begin(), site->plan.selections.end(), [&](const auto& sel) {
+      const auto y = stats.find(sel.input);
+      return y != stats.end() && y->second.rank > 0 && static_cast<int64_t>(y->second.abs_max.size()) == site->k &&
+             keeps_channels(g, g.node(sel.node), y->second.rank);
+    });
+    if (!channels_kept) continue;
     std::vector<Tensor> weights;
     for (const Reader& r : site->readers) weights.push_back(as_k_by_n(g.initializer_tensor(r.weight), r.k_axis));
     std::vector<double> w_max(static_cast<size_t>(site->k), 0.0);

@@ -17,7 +17,9 @@ namespace qtool::quantize {
 // any s_j > 0 by editing constants of X's producers alone: a norm's scale (and bias), written out as Mul / Add by
 // constants or fused (LayerNormalization, RMSNormalization, ORT's [Skip]SimplifiedLayerNormalization and
 // SkipLayerNormalization), or the output columns of a constant-weight MatMul reached through an elementwise
-// product (SwiGLU's up projection: silu(x W1) * (x W3) scales with W3's columns).
+// product (SwiGLU's up projection: silu(x W1) * (x W3) scales with W3's columns); between those producers and X
+// there may be ops that pick, pool or move rows without mixing channels (a head reading the class token, the EOT
+// token or the mean over positions; Swin's window partition), checked against the shapes the samples show.
 std::vector<std::string> smoothable_inputs(const Graph& g);
 
 // What smoothing_statistics must observe: the smoothable inputs and the quantized activations between them and the
@@ -31,6 +33,7 @@ struct SmoothingStats {
   std::vector<double> abs_max;           // per channel, every sample (the s applied)
   std::vector<double> fit_min, fit_max;  // per channel, the fitting samples
   std::vector<float> rows;               // held-out rows [rows.size() / abs_max.size(), K]
+  int64_t rank = 0;                      // the tensor's rank in every sample (-1: it varied)
 };
 std::map<std::string, SmoothingStats> smoothing_statistics(const onnx::ModelProto& model,
                                                            const std::vector<std::string>& tensors,
