@@ -623,7 +623,7 @@ class QdqBuilder {
       const std::string& out = node.output(0);
       TensorSettings os = q.output ? *q.output : *q.activation;
       auto p = act_params(out, os);
-      if (!p || g_.is_graph_output(out)) return keep_float(i, "its output is kept float");
+      if (!p || output_values(out)) return keep_float(i, "its output is kept float");
       if (read_as_coordinates(out)) return keep_float(i, kCoordinatesNote);
       add_act(out, *p);
       e.quantized = true;
@@ -649,7 +649,7 @@ class QdqBuilder {
     // Runtime (DQ -> op -> Q is what it fuses): quantizing its inputs would only add error.
     const bool has_weight = role.weight_input >= 0 && role.weight_input < node.input_size() &&
                             g_.is_float_initializer(node.input(role.weight_input));
-    if (!has_weight && (!q.output || node.output_size() != 1 || g_.is_graph_output(node.output(0))))
+    if (!has_weight && (!q.output || node.output_size() != 1 || output_values(node.output(0))))
       return keep_float(i, "no weight and its output is not quantized: float is as fast and exact");
     const bool coordinates_out = node.output_size() == 1 && read_as_coordinates(node.output(0));
     if (!has_weight && coordinates_out) return keep_float(i, kCoordinatesNote);
@@ -767,14 +767,14 @@ class QdqBuilder {
       const auto& cons = g_.consumers(out);
       if (coordinates_out) {
         e.note = kCoordinatesNote;
-      } else if (!g_.is_graph_output(out) && cons.size() == 1 && fusable_activation(cons[0])) {
+      } else if (!output_values(out) && cons.size() == 1 && fusable_activation(cons[0])) {
         fused_[cons[0]] = true;
         e.note = "output quantized after " + g_.node(cons[0]).op_type();
       } else if (float_output_fuses(node) &&
                  (read_only_by_contrib_ops(out) || (no_integer_reader(out) && !read_by_bias_add(node)))) {
         e.note = "output kept float: only ops that run in float read it (ORT runs DQ -> " + node.op_type() +
                  " with a float output as one integer kernel)";
-      } else if (!g_.is_graph_output(out)) {
+      } else if (!output_values(out)) {
         if (auto p = act_params(out, *q.output)) {
           add_act(out, *p);
           e.tensors.push_back(explain(out, "output", *p));
@@ -914,6 +914,28 @@ class QdqBuilder {
         if (!out.empty() && !read_as_coordinates(out, depth + 1)) return false;
     }
     return true;
+  }
+
+  // The values of a graph output, at most rearranged: t is a graph output, or every reader of t is a Reshape,
+  // Flatten, Squeeze, Unsqueeze, Transpose or Identity whose outputs are such tensors. Graph outputs stay float (the
+  // task's decoder reads them), and a Q/DQ on t would round every one of their values just the same, one reshape
+  // earlier. Such chains are common: upgrading a Softmax of opset < 13 over an axis of unknown rank writes
+  // Flatten -> Softmax -> Reshape (passes/upgrade_opset.cc), so ppocrv4-rec's CTC probabilities, its graph output,
+  // were rounded to 1/255 before the Reshape (mean KL per time step 0.88 -> 0.18 nats on scripts/rec_heldout.py).
+  bool output_values(const std::string& t, int depth = 0) const {
+    if (g_.is_graph_output(t)) return true;
+    const auto& cons = g_.consumers(t);
+    if (depth >= 16 || cons.empty() || g_.used_by_subgraph(t)) return false;
+    return std::all_of(cons.begin(), cons.end(), [&](int c) {
+      const auto& n = g_.node(c);
+      static constexpr std::string_view kRearranging[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose",
+                                                          "Identity"};
+      const bool rearranges = (n.domain().empty() || n.domain() == "ai.onnx") && n.input_size() >= 1 &&
+                              n.input(0) == t && n.output_size() == 1 &&
+                              std::find(std::begin(kRearranging), std::end(kRearranging), n.op_type()) !=
+                                  std::end(kRearranging);
+      return rearranges && output_values(n.output(0), depth + 1);
+    });
   }
 
   // MatMul and Gemm: ORT 1.30 fuses DQ -> MatMul / Gemm without a QuantizeLinear after it into one integer kernel

@@ -1096,6 +1096,34 @@ float q_scale(onnx::ModelProto& m, const std::string& tensor) {
   return 0;
 }
 
+TEST_CASE("qdq: a Softmax whose probabilities reach the graph output through a Reshape stays float like the output") {
+  // x -> MatMul(w) -> l -> Flatten -> f -> Softmax -> p [-> Reshape -> y]: what upgrading an opset-9 Softmax over an
+  // axis of unknown rank writes (passes/upgrade_opset.cc). p is the model's answer either way: it gets no Q/DQ (no
+  // 1/255 grid on the probabilities), and the model gets the Q/DQ pairs it gets with p as the graph output itself.
+  auto model = [](bool reshape) {
+    Builder b(13);
+    b.input("x", {2, 3, 4});
+    b.init("w", random_tensor({4, 6}, 47));
+    b.init("shape", Tensor::from_vector<int64_t>({3}, {2, 3, 6}));
+    b.node("MatMul", {"x", "w"}, {"l"}, "fc");
+    attr_i(b.node("Flatten", {"l"}, {"f"}, "flat"), "axis", 2);
+    attr_i(b.node("Softmax", {"f"}, {"p"}, "softmax"), "axis", 1);
+    if (reshape) b.node("Reshape", {"p", "shape"}, {"y"}, "back");
+    b.output(reshape ? "y" : "p");
+    return b.m;
+  };
+  auto ranges = minmax_ranges({{"x", -1, 1}, {"l", -4, 4}, {"f", -4, 4}, {"p", 0, 1}});
+  onnx::ModelProto with_reshape = model(true), plain = model(false);
+  const QdqReport rep = insert_qdq(with_reshape, QConfig::builtin_default(), ranges);
+  insert_qdq(plain, QConfig::builtin_default(), ranges);
+  const Graph g(with_reshape);
+  CHECK(g.initializer("p_scale") == nullptr);
+  CHECK(g.initializer("w_quantized") != nullptr);  // the MatMul is quantized as before
+  CHECK(rep.float_ops.count("Softmax"));
+  CHECK(count_op(with_reshape, "QuantizeLinear") == count_op(plain, "QuantizeLinear"));
+  CHECK(count_op(with_reshape, "DequantizeLinear") == count_op(plain, "DequantizeLinear"));
+}
+
 TEST_CASE("qdq: a run-time mask added before a Softmax gets the range the Softmax window sees, not its fill") {
   const float fill = std::numeric_limits<float>::lowest();
   auto ranges =
@@ -1828,7 +1856,7 @@ TEST_CASE("weights: smoothing folds per-channel scales into norms and up project
   CHECK(activation_rounding_error(tap(m, "gate"), g.initializer_tensor("w2")) < 0.5 * gate_error);
 }
 
-TEST_CASE("qdq: an output tail without weights stays float; integers cast to float are not put on a grid") {
+TEST_CASE("qdq: an output tail without weights stays float: integers cast to float are not put on a grid") {
   // Detector tail: x -> Conv -> c -> Sigmoid -> p -> Mul(strides) -> s ; Concat(s, c) -> y (graph output): nothing
   // after Sigmoid / Mul / Concat reads integers, so they get no Q/DQ (the Conv, weighted, keeps its own).
   // Positions: pos (int64 constant) -> Cast -> pf -> Mul(1/8) -> m ; Add(h, m) -> a -> MatMul -> z, h = x2 W.
