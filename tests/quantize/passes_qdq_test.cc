@@ -1880,15 +1880,9 @@ TEST_CASE("qdq: an output tail without weights stays float: integers cast to flo
   b.node("MatMul", {"a", "wz"}, {"z"}, "mm_z");
   b.output("y");
   b.output("z");
-  calib::CalibrationTable ranges;
-  for (const auto& [name, lo, hi] : std::vector<std::tuple<std::string, float, float>>{
-           {"x", -1, 1}, {"c", -2, 2}, {"p", 0.1f, 0.9f}, {"s", 1, 29}, {"y", -2, 29}, {"x2", -1, 1}, {"pf", 0, 3},
-           {"m", 0, 0.375f}, {"h", -2, 2}, {"a", -2, 2.4f}, {"z", -3, 3}}) {
-    calib::TensorCalibration tc;
-    tc.minmax = calib::Range{lo, hi};
-    tc.ranges[calib::RangeMethod::Percentile] = *tc.minmax;
-    ranges.tensors[name] = tc;
-  }
+  const calib::CalibrationTable ranges =
+      minmax_ranges({{"x", -1, 1}, {"c", -2, 2}, {"p", 0.1f, 0.9f}, {"s", 1, 29}, {"y", -2, 29}, {"x2", -1, 1},
+                     {"pf", 0, 3}, {"m", 0, 0.375f}, {"h", -2, 2}, {"a", -2, 2.4f}, {"z", -3, 3}});
   onnx::ModelProto m = b.m;
   const QdqReport rep = insert_qdq(m, QConfig::builtin_default(), ranges);
   auto quantized = [&](const std::string& t) {

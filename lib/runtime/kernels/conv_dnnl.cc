@@ -51,6 +51,9 @@ using Tag = memory::format_tag;
 // p rounded up to a 64-byte boundary (callers ask for 16 spare floats).
 float* aligned64(float* p) { return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t{63}); }
 
+// Floats that hold a buffer of `desc` from a 64-byte boundary found by aligned64.
+size_t aligned_floats(const memory::desc& desc) { return (desc.get_size() + sizeof(float) - 1) / sizeof(float) + 16; }
+
 int64_t round_up8(int64_t c) { return (c + kChannelBlock - 1) / kChannelBlock * kChannelBlock; }
 
 // The calling thread's buffer for layout copies, apart from scratch_floats (which the parts running on this thread
@@ -160,8 +163,7 @@ class DnnlConvImpl final : public DnnlConv {
       try {
         OmpThreads one(1);
         dnnl::stream part_stream(cpu_engine());
-        const size_t pad_floats = (part.pd.scratchpad_desc().get_size() + sizeof(float) - 1) / sizeof(float) + 16;
-        float* scratch = scratch_floats(pad_floats);
+        float* scratch = scratch_floats(aligned_floats(part.pd.scratchpad_desc()));
         std::unordered_map<int, memory> args{
             {DNNL_ARG_SRC,
              memory(part.pd.src_desc(), cpu_engine(), const_cast<float*>(x8 + (n * C8 + part.c0) * in_plane))},
@@ -196,7 +198,7 @@ class DnnlConvImpl final : public DnnlConv {
     // call costs page faults on every run of the large early layers).
     const size_t src_floats = plan.src_reorder ? plan.pd.src_desc().get_size() / sizeof(float) + 16 : 0;
     const size_t dst_floats = plan.dst_reorder ? plan.pd.dst_desc().get_size() / sizeof(float) + 16 : 0;
-    const size_t pad_floats = (plan.pd.scratchpad_desc().get_size() + sizeof(float) - 1) / sizeof(float) + 16;
+    const size_t pad_floats = aligned_floats(plan.pd.scratchpad_desc());
     float* scratch = scratch_floats(src_floats + dst_floats + pad_floats);
     memory conv_src = src, conv_dst = dst;
     // The reorders are plain copies: a second thread only for copies worth a wake-up (threading.h).
@@ -255,10 +257,12 @@ class DnnlConvImpl final : public DnnlConv {
   // its input and output. Parts give the caller work from the first microsecond and a late helper costs nothing
   // (work_sharing.h). Every part is built for and run on one thread; parts cost a little at one thread (each
   // reads the whole input), so one thread gets one part.
+  // user_src / user_dst: the activations' layouts; src8 / dst8: the same tensors as nChw8c.
   template <typename ConvDesc>
-  std::shared_ptr<Plan> build_parts(const ConvGeom& g, int64_t N, int64_t C, int threads, const memory::desc& user_src,
-                                    const memory::desc& user_dst, const dnnl::primitive_attr& attr,
-                                    bool act_in_primitive, const ConvDesc& conv_desc) {
+  std::shared_ptr<Plan> build_parts(const ConvGeom& g, int64_t C, int threads, const memory::desc& user_src,
+                                    const memory::desc& user_dst, const memory::desc& src8, const memory::desc& dst8,
+                                    const dnnl::primitive_attr& attr, bool act_in_primitive,
+                                    const ConvDesc& conv_desc) {
     const int64_t M = W_.dim(0), KH = W_.dim(2), KW = W_.dim(3), G = group_, Mg = M / G, Cg = C / G;
     // Cuts fall on multiples of 8 output channels (of 8 input channels too, on whole groups, for a grouped Conv),
     // so that a part's channels of an nChw8c image are one contiguous run (in NCHW they always are). A unit is
@@ -291,8 +295,8 @@ class DnnlConvImpl final : public DnnlConv {
     try {
       plan->user_src = user_src;
       plan->user_dst = user_dst;
-      plan->src8 = memory::desc({N, C, g.in[0], g.in[1]}, f32, Tag::nChw8c);
-      plan->dst8 = memory::desc({N, M, g.out[0], g.out[1]}, f32, Tag::nChw8c);
+      plan->src8 = src8;
+      plan->dst8 = dst8;
       if (user_src != plan->src8)
         plan->src_reorder.emplace(dnnl::reorder::primitive_desc(cpu_engine(), user_src, cpu_engine(), plan->src8));
       if (user_dst != plan->dst8)
@@ -391,7 +395,7 @@ class DnnlConvImpl final : public DnnlConv {
     const memory::desc dst8(dst_dims, memory::data_type::f32, Tag::nChw8c);
     const bool own_is_8c = whole && whole->src_desc() == src8 && whole->dst_desc() == dst8;
     if (!whole || own_is_8c || macs < kDenseMacs * copied) {
-      if (auto plan = build_parts(g, N, C, threads, user_src, user_dst, attr, act_in_primitive, conv_desc))
+      if (auto plan = build_parts(g, C, threads, user_src, user_dst, src8, dst8, attr, act_in_primitive, conv_desc))
         return plan;
     }
     if (!whole) return nullptr;  // no oneDNN primitive for this shape: the own kernel runs it
