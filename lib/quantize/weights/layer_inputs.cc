@@ -10,6 +10,7 @@
 
 #include "quantize/graph.h"
 #include "quantize/op_roles.h"
+#include "quantize/weights/segments.h"
 #include "runtime/session.h"
 
 namespace qtool::quantize {
@@ -60,13 +61,6 @@ void accumulate(LayerHessian& h, const Tensor& x, bool ta) {
   h.rows += rows;
 }
 
-bool has_bodies(const onnx::GraphProto& g) {
-  for (const auto& n : g.node())
-    for (const auto& a : n.attribute())
-      if (a.has_g() || a.graphs_size() > 0) return true;
-  return false;
-}
-
 }  // namespace
 
 struct LayerHessianSource::State {
@@ -75,16 +69,15 @@ struct LayerHessianSource::State {
   std::map<std::string, bool> transposed;  // layer input -> Gemm transA (rows are the first dimension's columns)
   std::map<std::string, int> group_of;     // layer input -> group
   int groups = 1;
-  // Several groups: the float model, and the end (exclusive node index) of each group's segment.
+  // Several groups: the float model, the end (exclusive node index) of each group's segment, and the runner that
+  // holds, per sample, the values computed so far that later segments read; `next` is the next segment to run.
   std::optional<onnx::ModelProto> model;
   std::vector<int> seg_end;
-  std::map<std::string, int> last_use;  // value -> last node (below the final segment end) that reads it
-  // Progress: `current` is the group whose Hessians `hs` holds (-1: none); `frontier` holds, per sample, the
-  // values computed so far that nodes from seg_end[next - 1] on still read.
+  std::optional<SegmentRunner> runner;
+  // Progress: `current` is the group whose Hessians `hs` holds (-1: none).
   LayerHessians hs;
   LayerHessians fixed;  // add_fixed: held for the source's life
   int current = -1, next = 0, segments_run = 0;
-  Samples frontier;
 
   explicit State(const Samples& s) : samples(s) {}
 
@@ -94,63 +87,6 @@ struct LayerHessianSource::State {
       if (g == group_of.end() || g->second != group) return;
       accumulate(hs[name], x, transposed.at(name));
     };
-  }
-
-  // Runs segment `next` on every sample; collects the Hessians when it is the `collect` group.
-  void run_segment(bool collect) {
-    const onnx::GraphProto& g = model->graph();
-    const int a = next == 0 ? 0 : seg_end[static_cast<size_t>(next - 1)], b = seg_end[static_cast<size_t>(next)];
-    if (a == b) {  // a group of graph inputs only: the tap sees them before any node runs
-      if (collect)
-        for (const auto& f : frontier)
-          for (const auto& vi : g.input())
-            if (auto t = f.find(vi.name()); t != f.end()) tap(next)(vi.name(), t->second);
-      ++next;
-      ++segments_run;
-      return;
-    }
-    std::map<std::string, int> init_index;
-    for (int i = 0; i < g.initializer_size(); ++i) init_index[g.initializer(i).name()] = i;
-    onnx::ModelProto sub;
-    sub.set_ir_version(model->ir_version());
-    *sub.mutable_opset_import() = model->opset_import();
-    *sub.mutable_functions() = model->functions();
-    onnx::GraphProto& sg = *sub.mutable_graph();
-    sg.set_name(g.name() + "_segment" + std::to_string(next));
-    std::set<std::string> produced, declared;
-    auto add_input = [&](const std::string& name) {
-      if (name.empty() || produced.count(name) || !declared.insert(name).second) return;
-      if (auto it = init_index.find(name); it != init_index.end())
-        *sg.add_initializer() = g.initializer(it->second);  // external data: only the reference is copied
-      else
-        sg.add_input()->set_name(name);
-    };
-    if (next == 0)  // layer inputs that are graph inputs: the tap sees them as the segment's inputs
-      for (const auto& vi : g.input())
-        if (group_of.count(vi.name())) add_input(vi.name());
-    for (int i = a; i < b; ++i) {
-      const onnx::NodeProto& n = g.node(i);
-      for (const auto& in : n.input()) add_input(in);
-      *sg.add_node() = n;
-      for (const auto& out : n.output()) produced.insert(out);
-    }
-    for (const auto& name : produced)
-      if (auto u = last_use.find(name); u != last_use.end() && u->second >= b) sg.add_output()->set_name(name);
-    if (sg.output_size() == 0) sg.add_output()->set_name(g.node(b - 1).output(0));
-    const runtime::Session session(sub, {.threads = threads});
-    runtime::RunOptions ro;
-    if (collect) ro.tap = tap(next);
-    for (auto& f : frontier) {
-      std::map<std::string, Tensor> in;
-      for (const auto& vi : sg.input()) in[vi.name()] = f.at(vi.name());
-      for (auto& [name, t] : session.run(in, ro)) f[name] = std::move(t);
-      for (auto it = f.begin(); it != f.end();) {  // drop what no later segment reads
-        auto u = last_use.find(it->first);
-        it = u == last_use.end() || u->second < b ? f.erase(it) : std::next(it);
-      }
-    }
-    ++next;
-    ++segments_run;
   }
 
   void compute(int group) {
@@ -166,8 +102,9 @@ struct LayerHessianSource::State {
       return;
     }
     if (group < next) next = 0;
-    if (next == 0) frontier = samples;
-    while (next <= group) run_segment(next == group);
+    if (next == 0) runner->restart();
+    for (; next <= group; ++next, ++segments_run)
+      runner->run_to(seg_end[static_cast<size_t>(next)], next == group ? tap(next) : runtime::TapFn());
     current = group;
   }
 
@@ -187,14 +124,9 @@ LayerHessianSource::LayerHessianSource(const onnx::ModelProto& model, const std:
   // K of each layer input, from its weight's shape (the Hessian is 8 K^2 bytes); producer position of each value.
   std::map<std::string, int64_t> k_of;
   std::map<std::string, int> producer;
-  std::set<std::string> available;
-  for (const auto& vi : g.input()) available.insert(vi.name());
-  for (const auto& t : g.initializer()) available.insert(t.name());
-  bool topological = true;
   for (int i = 0; i < g.node_size(); ++i) {
     const onnx::NodeProto& n = g.node(i);
-    for (const auto& in : n.input()) topological = topological && (in.empty() || available.count(in));
-    for (const auto& out : n.output()) available.insert(out), producer.emplace(out, i);
+    for (const auto& out : n.output()) producer.emplace(out, i);
     if ((n.op_type() != "MatMul" && n.op_type() != "Gemm") || n.input_size() < 2 || !s.group_of.count(n.input(0)))
       continue;
     const bool gemm = n.op_type() == "Gemm";
@@ -227,7 +159,7 @@ LayerHessianSource::LayerHessianSource(const onnx::ModelProto& model, const std:
   }
   if (!order.empty()) ends.push_back(pos(order.back()) + 1);
   s.groups = static_cast<int>(std::max<size_t>(1, ends.size()));
-  if (s.groups > 1 && (!topological || has_bodies(g))) {  // segments need a plain, ordered graph
+  if (s.groups > 1 && !segmentable(g)) {  // segments need a plain, ordered graph
     for (auto& [name, grp] : s.group_of) grp = 0;
     s.groups = 1;
   }
@@ -239,8 +171,7 @@ LayerHessianSource::LayerHessianSource(const onnx::ModelProto& model, const std:
   }
   s.model = model;
   s.seg_end = ends;
-  for (int i = 0; i < ends.back(); ++i)
-    for (const auto& in : g.node(i).input()) s.last_use[in] = i;
+  s.runner.emplace(*s.model, samples, threads, ends.back());
 }
 
 LayerHessianSource::~LayerHessianSource() = default;
