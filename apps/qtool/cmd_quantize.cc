@@ -352,7 +352,8 @@ Action add_quantize_command(CLI::App& app) {
     qo.guard_samples = a->guard_budget.samples;
     qo.hessian_budget_bytes = a->gptq_memory_mb << 20;
     qo.guard_budget.seconds = a->guard_budget.seconds;
-    if (samples && (cfg.accuracy_guard().enabled || gptq || cfg.weight_algorithms().bias_correction))
+    if (samples && (cfg.accuracy_guard().enabled || gptq || cfg.weight_algorithms().bias_correction ||
+                    cfg.weight_algorithms().activation_bias_correction))
       qo.samples = few_samples();
     const auto s = quantize::quantize_model(*m.proto, cfg, ranges, qo);
     if (s.guard.ran && !s.guard.met) {

@@ -431,12 +431,16 @@ QConfig QConfig::parse(const std::string& json_text, const std::string& source) 
     const std::string p = "$.weight_algorithms";
     const json& w =
         ctx.object(j["weight_algorithms"], p,
-                   {"cross_layer_equalization", "bias_correction", "fold_scale_after_conv", "smooth_quant_alpha"});
+                   {"cross_layer_equalization", "bias_correction", "activation_bias_correction", "fold_scale_after_conv",
+                    "smooth_quant_alpha"});
     if (w.contains("cross_layer_equalization"))
       c.weight_algorithms_.cross_layer_equalization =
           ctx.boolean(w["cross_layer_equalization"], p + ".cross_layer_equalization");
     if (w.contains("bias_correction"))
       c.weight_algorithms_.bias_correction = ctx.boolean(w["bias_correction"], p + ".bias_correction");
+    if (w.contains("activation_bias_correction"))
+      c.weight_algorithms_.activation_bias_correction =
+          ctx.boolean(w["activation_bias_correction"], p + ".activation_bias_correction");
     if (w.contains("fold_scale_after_conv"))
       c.weight_algorithms_.fold_scale_after_conv =
           ctx.boolean(w["fold_scale_after_conv"], p + ".fold_scale_after_conv");

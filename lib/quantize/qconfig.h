@@ -134,8 +134,9 @@ struct AccuracyGuardSettings {
 };
 
 // Algorithms that change the float weights before quantization (lib/quantize/weights/). JSON:
-// "weight_algorithms": {"cross_layer_equalization": false, "bias_correction": false, "fold_scale_after_conv": false,
-// "smooth_quant_alpha": 0}; each absent key is off.
+// "weight_algorithms": {"cross_layer_equalization": false, "bias_correction": false,
+// "activation_bias_correction": false, "fold_scale_after_conv": false, "smooth_quant_alpha": 0}; each absent key is
+// off.
 struct WeightAlgorithms {
   // Rescale Conv -> Relu -> Conv channel pairs to equal weight ranges (weights/cross_layer_equalization.h).
   // It changes the ranges of the tensors between the pair: the model is calibrated after equalizing, so quantize
@@ -144,6 +145,10 @@ struct WeightAlgorithms {
   // Conv / Gemm biases absorb the mean output shift that weight rounding causes, measured on the calibration
   // samples (weights/bias_correction.h); needs samples (quantize --data / --random).
   bool bias_correction = false;
+  // The same biases also absorb the mean shift that rounding the activations leaves in each layer's output, measured
+  // on the quantized model layer by layer and applied where the calibration samples agree on it
+  // (weights/bias_correction.h); needs at least two samples.
+  bool activation_bias_correction = false;
   // A constant Mul after a Conv / ConvTranspose (one value, or one per output channel) folds into its weights and
   // bias before quantizing (passes/fold_affine.cc): the activation is rounded once instead of before and after the
   // Mul. Off by default: docs/weight-algorithms.md ("Folding the Mul after a Conv") has why.

@@ -1688,6 +1688,94 @@ TEST_CASE("weights: bias correction removes the mean shift of rounded Conv and G
   CHECK(after < 0.2 * before);
 }
 
+namespace {
+
+// Conv -> Relu -> Conv (4 -> 6 -> 3 channels), the Relu output read through a uint8 Q/DQ of range [0, hi] when
+// hi > 0 (float when 0). Same node output names either way.
+onnx::ModelProto relu_pair(float hi) {
+  Builder b(13);
+  b.input("x", {1, 4, 16, 16});
+  b.init("w1", random_tensor({6, 4, 3, 3}, 41));
+  b.init("b1", random_tensor({6}, 42, -0.2f, 0.2f));
+  b.init("w2", random_tensor({3, 6, 1, 1}, 43));
+  b.init("b2", random_tensor({3}, 44, -0.1f, 0.1f));
+  b.node("Conv", {"x", "w1", "b1"}, {"c1"});
+  b.node("Relu", {"c1"}, {"r1"});
+  std::string read = "r1";
+  if (hi > 0) {
+    b.init("s", Tensor::scalar<float>(hi / 255));
+    b.init("zp", Tensor::scalar<uint8_t>(0));
+    b.node("QuantizeLinear", {"r1", "s", "zp"}, {"r1_q"});
+    b.node("DequantizeLinear", {"r1_q", "s", "zp"}, {"r1_dq"});
+    read = "r1_dq";
+  }
+  b.node("Conv", {read, "w2", "b2"}, {"y"});
+  b.output("y");
+  return b.m;
+}
+
+}  // namespace
+
+TEST_CASE("weights: activation bias correction removes the mean shift that clipping an activation causes") {
+  // The Relu output's range is cut to a third of what it reaches: every sample loses much the same tail (196
+  // positions each), so the second conv's output mean moves the same way on every input (a consistent shift the
+  // weight part cannot see).
+  const onnx::ModelProto fp = relu_pair(0);
+  const onnx::ModelProto quantized = with_rounded_weight(with_rounded_weight(relu_pair(1.0f), "w1", 127), "w2", 127);
+  std::vector<std::map<std::string, Tensor>> calibration;
+  std::vector<Tensor> held_out;
+  for (uint32_t k = 0; k < 8; ++k) {
+    calibration.push_back({{"x", random_tensor({1, 4, 16, 16}, 300 + k, -1.0f, 1.0f)}});
+    held_out.push_back(random_tensor({1, 4, 16, 16}, 400 + k, -1.0f, 1.0f));
+  }
+  std::vector<BiasCorrection> corrections = bias_corrections(fp, quantized, calibration, 1);
+  onnx::ModelProto weight_part = quantized;
+  apply_bias_corrections(weight_part, corrections);
+  CHECK(add_activation_shifts(fp, weight_part, calibration, 2, corrections) == 2);
+  onnx::ModelProto corrected = quantized;
+  CHECK(apply_bias_corrections(corrected, corrections) == 2);
+  const double before = worst_channel_mean_error(fp, weight_part, held_out);
+  const double after = worst_channel_mean_error(fp, corrected, held_out);
+  CHECK(before > 0.05);
+  CHECK(after < 0.25 * before);
+  // Thread count does not change the result.
+  std::vector<BiasCorrection> one_thread = bias_corrections(fp, quantized, calibration, 1);
+  add_activation_shifts(fp, weight_part, calibration, 1, one_thread);
+  for (size_t i = 0; i < corrections.size(); ++i)
+    CHECK(max_diff(one_thread[i].corrected, corrections[i].corrected) == 0);
+  // One sample cannot tell a shift of the model from one of that input: nothing is added.
+  std::vector<BiasCorrection> single;
+  CHECK(add_activation_shifts(fp, weight_part, {calibration[0]}, 1, single) == 0);
+  CHECK(single.empty());
+}
+
+TEST_CASE("weights: activation bias correction leaves a shift alone that the samples disagree on") {
+  // Constant inputs (a flat image): the Relu output is one value per channel, rounded to a coarse grid (steps of
+  // 0.157); whether it rounds up or down depends on the input's level, so across samples the shift has no
+  // consistent sign.
+  onnx::ModelProto fp = relu_pair(0);
+  const onnx::ModelProto quantized = with_rounded_weight(with_rounded_weight(relu_pair(40.0f), "w1", 127), "w2", 127);
+  std::vector<std::map<std::string, Tensor>> calibration;
+  double level = 0.1;
+  for (int k = 0; k < 6; ++k, level += 0.137) {
+    Tensor x(DType::Float32, {1, 4, 16, 16});
+    for (float& v : x.span<float>()) v = static_cast<float>(level);
+    calibration.push_back({{"x", x}});
+  }
+  std::vector<BiasCorrection> corrections;
+  CHECK(add_activation_shifts(fp, quantized, calibration, 1, corrections) == 2);
+  // Per sample the second conv's output is off by up to half a step times the weights; the applied shift is far
+  // below what any one sample shows.
+  double per_sample = 0;
+  for (const auto& s : calibration) per_sample = std::max(per_sample, worst_channel_mean_error(fp, quantized, {s.at("x")}));
+  double applied = 0;
+  const Tensor b2 = Graph(fp).initializer_tensor("b2");
+  for (const auto& c : corrections)
+    if (c.bias == "b2") applied = max_diff(c.corrected, b2);
+  CHECK(per_sample > 0.01);
+  CHECK(applied < 0.25 * per_sample);
+}
+
 TEST_CASE("weights: cross-layer equalization leaves weights already on an int8 grid alone") {
   Builder b = separable_block("LeakyRelu");
   onnx::ModelProto m = b.m;

@@ -10,10 +10,13 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <cmath>
+#include <set>
 
 #include "core/error.h"
 #include "numerics/qdq.h"
 #include "quantize/graph.h"
+#include "quantize/weights/segments.h"
 #include "runtime/session.h"
 
 namespace qtool::quantize {
@@ -25,6 +28,7 @@ struct Layer {
   int64_t group = 1;     // Conv
   bool gemm = false, trans_b = false;
   float gain = 1.0f;     // Gemm alpha / beta: what a change of W·x is worth in units of the bias initializer
+  float beta = 1.0f;     // Gemm beta: what a change of the output is worth in units of the bias initializer
   std::string input, bias;
 };
 
@@ -70,6 +74,8 @@ std::vector<Layer> find_layers(const Graph& g, const Graph& q) {
     l.trans_b = attr_int(n, "transB", 0) != 0;
     l.group = conv ? attr_int(n, "group", 1) : 1;
     l.gain = gemm ? attr_float(n, "alpha", 1.0f) / attr_float(n, "beta", 1.0f) : 1.0f;
+    l.beta = gemm ? attr_float(n, "beta", 1.0f) : 1.0f;
+    if (l.beta == 0.0f) continue;
     const int64_t outs = gemm && !l.trans_b ? l.w.dim(1) : l.w.dim(0);
     if (l.group < 1 || outs % l.group != 0 || g.initializer_tensor(n.input(2)).numel() != outs) continue;
     l.input = n.input(0);
@@ -95,6 +101,40 @@ struct ChannelMean {
     count += static_cast<double>(n * inner);
   }
 };
+
+// Per sample, the per-channel sums of the tensors `names` in `model`. One single-threaded session per thread, one
+// sample per run: the figures do not depend on the thread count, as in the accuracy guard. `observed`: the
+// session's (runtime::SessionOptions; unset: nothing fused).
+std::vector<std::map<std::string, ChannelMean>> sample_means(const onnx::ModelProto& model,
+                                                             const std::vector<std::map<std::string, Tensor>>& samples,
+                                                             const std::set<std::string>& names, int threads,
+                                                             const std::optional<std::set<std::string>>& observed) {
+  std::map<std::string, ChannelMean> empty;
+  for (const auto& name : names) empty[name];
+  const auto n = static_cast<int64_t>(samples.size());
+  std::vector<std::map<std::string, ChannelMean>> per_sample(samples.size(), empty);
+  std::vector<std::string> errors(samples.size());
+#pragma omp parallel num_threads(std::max(1, threads))
+  {
+    const runtime::Session session(model, {.threads = 1, .observed = observed});
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t i = 0; i < n; ++i) {
+      auto& mine = per_sample[static_cast<size_t>(i)];
+      runtime::RunOptions ro;
+      ro.tap = [&](const std::string& name, const Tensor& value) {
+        if (auto it = mine.find(name); it != mine.end()) it->second.add(value);
+      };
+      try {
+        session.run(samples[static_cast<size_t>(i)], ro);
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(i)] = e.what();
+      }
+    }
+  }
+  for (size_t i = 0; i < errors.size(); ++i)
+    if (!errors[i].empty()) throw InternalError("bias correction: sample " + std::to_string(i) + ": " + errors[i]);
+  return per_sample;
+}
 
 // (W - Wq) E[x] per output channel.
 std::vector<double> mean_shift(const Layer& l, const std::vector<double>& mean) {
@@ -136,32 +176,10 @@ std::vector<BiasCorrection> bias_corrections(const onnx::ModelProto& prepared, c
   Graph g(fcopy), q(qcopy);
   const std::vector<Layer> layers = find_layers(g, q);
   if (layers.empty()) return out;
-  // One single-threaded session per thread, one sample per run, per-sample sums added in sample order: the means
-  // (and so the written biases) do not depend on the thread count, as in the accuracy guard.
+  std::set<std::string> inputs;
+  for (const auto& l : layers) inputs.insert(l.input);
+  const std::vector<std::map<std::string, ChannelMean>> per_sample = sample_means(prepared, samples, inputs, threads, {});
   std::map<std::string, ChannelMean> means;
-  for (const auto& l : layers) means[l.input];
-  const auto n = static_cast<int64_t>(samples.size());
-  std::vector<std::map<std::string, ChannelMean>> per_sample(samples.size(), means);
-  std::vector<std::string> errors(samples.size());
-#pragma omp parallel num_threads(std::max(1, threads))
-  {
-    const runtime::Session session(prepared, {.threads = 1});
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t i = 0; i < n; ++i) {
-      auto& mine = per_sample[static_cast<size_t>(i)];
-      runtime::RunOptions ro;
-      ro.tap = [&](const std::string& name, const Tensor& value) {
-        if (auto it = mine.find(name); it != mine.end()) it->second.add(value);
-      };
-      try {
-        session.run(samples[static_cast<size_t>(i)], ro);
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(i)] = e.what();
-      }
-    }
-  }
-  for (size_t i = 0; i < errors.size(); ++i)
-    if (!errors[i].empty()) throw InternalError("bias correction: sample " + std::to_string(i) + ": " + errors[i]);
   for (const auto& sample : per_sample)
     for (const auto& [name, cm] : sample) {
       ChannelMean& total = means[name];
@@ -183,6 +201,116 @@ std::vector<BiasCorrection> bias_corrections(const onnx::ModelProto& prepared, c
     out.push_back({g.node(l.node).input(1), l.bias, b});
   }
   return out;
+}
+
+namespace {
+
+// Two-sided 95 % quantile of Student's t with `df` degrees of freedom (tabulated to 30; beyond, the normal
+// quantile with its first correction, within 0.002 of the exact value).
+double t_quantile_975(int64_t df) {
+  static constexpr double kTable[30] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+                                        2.201,  2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+                                        2.080,  2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042};
+  if (df < 1) return INFINITY;
+  if (df <= 30) return kTable[df - 1];
+  return 1.959964 + 2.37 / static_cast<double>(df);
+}
+
+}  // namespace
+
+// Error it removes: the shift of each output channel's mean that rounding the activations leaves, which the weight
+// part above cannot see (it reads the float model's inputs): clipped tails, noise passed through a nonlinearity
+// (E[f(x + e)] != f(x) where f bends, e.g. at a Relu or HardSwish knee), rounding offsets of inputs that sit still on
+// the grid (flat image regions). It is measured on the quantized model itself, layer by layer in graph order, and
+// each layer's output is corrected before the next layer runs (the quantized graph is run a piece at a time:
+// weights/segments.h), so a layer's correction counts only what the layers before it leave after their own
+// correction. Measured all at once from one run, a shift made upstream would be corrected at every layer it reaches.
+// Each sample gives one per-channel mean shift d_s (float model's mean minus the quantized model's, over the
+// sample's positions); what is added is m·max(0, 1 - (t·se/m)^2), m the mean of d_s over the S samples, se its
+// standard error and t the 95 % Student t quantile with S - 1 degrees of freedom. A shift the samples disagree on
+// (|m| within t standard errors of 0) belongs to those inputs, not to the model (a flat background's rounding offset
+// depends on its colour), and applied to other inputs it would add error, so it is shrunk to nothing; a consistent
+// one is applied nearly whole. Two samples give t = 12.7: only a shift the samples agree on closely passes.
+int add_activation_shifts(const onnx::ModelProto& prepared, const onnx::ModelProto& quantized,
+                          const std::vector<std::map<std::string, Tensor>>& samples, int threads,
+                          std::vector<BiasCorrection>& corrections) {
+  if (samples.size() < 2 || !segmentable(quantized.graph())) return 0;
+  onnx::ModelProto fcopy = prepared, qcopy = quantized;
+  Graph g(fcopy), q(qcopy);
+  std::vector<Layer> layers = find_layers(g, q);
+  if (layers.empty()) return 0;
+  // Where each layer sits in the quantized graph (same output names); in graph order.
+  std::map<std::string, int> position;
+  for (int i = 0; i < q.node_count(); ++i)
+    if (q.node(i).output_size() > 0) position[q.node(i).output(0)] = i;
+  auto output_of = [&](const Layer& l) { return g.node(l.node).output(0); };
+  std::erase_if(layers, [&](const Layer& l) { return !position.count(output_of(l)); });
+  std::sort(layers.begin(), layers.end(),
+            [&](const Layer& a, const Layer& b) { return position.at(output_of(a)) < position.at(output_of(b)); });
+  std::set<std::string> outputs;
+  for (const auto& l : layers) outputs.insert(output_of(l));
+  const std::vector<std::map<std::string, ChannelMean>> reference =
+      sample_means(prepared, samples, outputs, threads, outputs);
+
+  const auto n = static_cast<int64_t>(samples.size());
+  const double t = t_quantile_975(n - 1);
+  SegmentRunner runner(qcopy, samples, threads, q.node_count());
+  int measured = 0;
+  for (const auto& l : layers) {
+    const std::string out = output_of(l);
+    std::vector<ChannelMean> got;
+    runner.run_to(position.at(out) + 1, [&](const std::string& name, const Tensor& value) {
+      if (name == out) got.emplace_back().add(value);
+    });
+    if (static_cast<int64_t>(got.size()) != n) continue;
+    const size_t channels = got[0].sum.size();
+    std::vector<double> shift(channels, 0.0);
+    bool usable = channels > 0;
+    for (size_t c = 0; c < channels && usable; ++c) {
+      double sum = 0, sum2 = 0;
+      for (int64_t s = 0; s < n; ++s) {
+        const ChannelMean& r = reference[static_cast<size_t>(s)].at(out);
+        const ChannelMean& x = got[static_cast<size_t>(s)];
+        if (r.sum.size() != channels || x.sum.size() != channels || r.count == 0 || x.count == 0) {
+          usable = false;
+          break;
+        }
+        const double d = r.sum[c] / r.count - x.sum[c] / x.count;
+        sum += d;
+        sum2 += d * d;
+      }
+      if (!usable) break;
+      const double m = sum / static_cast<double>(n);
+      const double var = std::max(0.0, (sum2 - sum * m) / static_cast<double>(n - 1));
+      const double se2 = var / static_cast<double>(n);
+      const double keep = m == 0 ? 0.0 : std::clamp(1.0 - t * t * se2 / (m * m), 0.0, 1.0);
+      shift[c] = std::isfinite(m) ? m * keep : 0.0;
+    }
+    if (!usable) continue;
+    ++measured;
+    // The next pieces read this layer's output as corrected.
+    for (auto& values : runner.values()) {
+      auto it = values.find(out);
+      if (it == values.end() || it->second.dtype() != DType::Float32 || it->second.rank() < 2 ||
+          it->second.dim(1) != static_cast<int64_t>(channels))
+        continue;
+      Tensor& y = it->second;
+      const int64_t batch = y.dim(0), inner = y.numel() / std::max<int64_t>(1, batch * y.dim(1));
+      float* d = y.data<float>();
+      for (int64_t b = 0; b < batch; ++b)
+        for (size_t c = 0; c < channels; ++c)
+          for (int64_t k = 0; k < inner; ++k) d[(b * static_cast<int64_t>(channels) + c) * inner + k] += static_cast<float>(shift[c]);
+    }
+    auto entry = std::find_if(corrections.begin(), corrections.end(),
+                              [&](const BiasCorrection& c) { return c.bias == l.bias; });
+    if (entry == corrections.end()) {
+      corrections.push_back({g.node(l.node).input(1), l.bias, g.initializer_tensor(l.bias).clone()});
+      entry = std::prev(corrections.end());
+    }
+    if (entry->corrected.numel() != static_cast<int64_t>(channels)) continue;
+    for (size_t c = 0; c < channels; ++c) entry->corrected.data<float>()[c] += static_cast<float>(shift[c] / l.beta);
+  }
+  return measured;
 }
 
 int apply_bias_corrections(onnx::ModelProto& model, const std::vector<BiasCorrection>& corrections,

@@ -26,6 +26,16 @@ struct BiasCorrection {
 std::vector<BiasCorrection> bias_corrections(const onnx::ModelProto& prepared, const onnx::ModelProto& quantized,
                                              const std::vector<std::map<std::string, Tensor>>& samples, int threads);
 
+// The activation part: for the same layers, the mean shift of each output channel that the whole quantized model
+// (`quantized`: `prepared` rewritten with `corrections` already applied) leaves against `prepared`, measured layer by
+// layer in graph order on `samples`, so that each layer sees the layers before it corrected. Per channel, only the
+// part of the shift the samples agree on is added (see the .cc); fewer than two samples, a graph with If/Loop/Scan
+// bodies or one out of topological order: nothing changes. Layers without an entry in `corrections` get one.
+// Returns how many layers it measured.
+int add_activation_shifts(const onnx::ModelProto& prepared, const onnx::ModelProto& quantized,
+                          const std::vector<std::map<std::string, Tensor>>& samples, int threads,
+                          std::vector<BiasCorrection>& corrections);
+
 // Writes the corrected biases into `model` (the prepared float model), except for weights in `float_weights`;
 // returns how many it wrote.
 int apply_bias_corrections(onnx::ModelProto& model, const std::vector<BiasCorrection>& corrections,
