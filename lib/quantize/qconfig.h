@@ -147,7 +147,7 @@ struct WeightAlgorithms {
   bool bias_correction = false;
   // The same biases also absorb the mean shift that rounding the activations leaves in each layer's output, measured
   // on the quantized model layer by layer and applied where the calibration samples agree on it
-  // (weights/bias_correction.h); needs at least two samples.
+  // (weights/bias_correction.h); needs at least three samples.
   bool activation_bias_correction = false;
   // A constant Mul after a Conv / ConvTranspose (one value, or one per output channel) folds into its weights and
   // bias before quantizing (passes/fold_affine.cc): the activation is rounded once instead of before and after the

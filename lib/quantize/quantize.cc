@@ -235,10 +235,10 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
       // Measured on the model as it will be written (weight part applied), on fewer samples: each keeps the
       // activations at one cut of the graph while the quantized model runs a layer at a time, a few times the
       // sample's input bytes in a CNN (ppocrv4-det, 8 MB inputs: 25 MB per sample). At most 32 samples, and as many
-      // as 128 MiB of inputs allow (at least 2).
+      // as 128 MiB of inputs allow (at least kMinActivationSamples).
       size_t input_bytes = 1;
       for (const auto& [name, t] : options.samples.front()) input_bytes += t.nbytes();
-      const size_t kActivationSamples = std::clamp<size_t>((size_t{128} << 20) / input_bytes, 2, 32);
+      const size_t kActivationSamples = std::clamp<size_t>((size_t{128} << 20) / input_bytes, kMinActivationSamples, 32);
       if (!corrections.empty()) {
         trial = model;
         apply_bias_corrections(trial, corrections);
@@ -246,6 +246,10 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
       }
       const auto t0 = std::chrono::steady_clock::now();
       const int layers = add_activation_shifts(model, trial, first(kActivationSamples), options.threads, corrections);
+      if (options.log && options.samples.size() < kMinActivationSamples)
+        options.log("activation bias correction: skipped (" + std::to_string(options.samples.size()) +
+                    " calibration samples; it needs " + std::to_string(kMinActivationSamples) +
+                    " to tell a shift of the model from one of the samples)");
       if (options.log && layers > 0)
         options.log("activation bias correction: " + std::to_string(layers) + " layers, " +
                     std::to_string(std::min(options.samples.size(), kActivationSamples)) + " samples, " +

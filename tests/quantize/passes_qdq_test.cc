@@ -1743,10 +1743,10 @@ TEST_CASE("weights: activation bias correction removes the mean shift that clipp
   add_activation_shifts(fp, weight_part, calibration, 1, one_thread);
   for (size_t i = 0; i < corrections.size(); ++i)
     CHECK(max_diff(one_thread[i].corrected, corrections[i].corrected) == 0);
-  // One sample cannot tell a shift of the model from one of that input: nothing is added.
-  std::vector<BiasCorrection> single;
-  CHECK(add_activation_shifts(fp, weight_part, {calibration[0]}, 1, single) == 0);
-  CHECK(single.empty());
+  // Two samples cannot tell a shift of the model from one of those inputs: nothing is added.
+  std::vector<BiasCorrection> pair;
+  CHECK(add_activation_shifts(fp, weight_part, {calibration[0], calibration[1]}, 1, pair) == 0);
+  CHECK(pair.empty());
 }
 
 TEST_CASE("weights: activation bias correction leaves a shift alone that the samples disagree on") {

@@ -230,11 +230,11 @@ double t_quantile_975(int64_t df) {
 // standard error and t the 95 % Student t quantile with S - 1 degrees of freedom. A shift the samples disagree on
 // (|m| within t standard errors of 0) belongs to those inputs, not to the model (a flat background's rounding offset
 // depends on its colour), and applied to other inputs it would add error, so it is shrunk to nothing; a consistent
-// one is applied nearly whole. Two samples give t = 12.7: only a shift the samples agree on closely passes.
+// one is applied nearly whole. It takes at least kMinActivationSamples samples.
 int add_activation_shifts(const onnx::ModelProto& prepared, const onnx::ModelProto& quantized,
                           const std::vector<std::map<std::string, Tensor>>& samples, int threads,
                           std::vector<BiasCorrection>& corrections) {
-  if (samples.size() < 2 || !segmentable(quantized.graph())) return 0;
+  if (samples.size() < kMinActivationSamples || !segmentable(quantized.graph())) return 0;
   onnx::ModelProto fcopy = prepared, qcopy = quantized;
   Graph g(fcopy), q(qcopy);
   std::vector<Layer> layers = find_layers(g, q);
