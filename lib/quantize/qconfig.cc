@@ -307,7 +307,7 @@ void apply_patch(TensorSettings& s, const TensorSettingsPatch& p) {
   if (p.reduce_range) s.reduce_range = *p.reduce_range;
   if (p.saturation_safe) s.saturation_safe = *p.saturation_safe;
   if (p.method) s.method = *p.method;
-  if (p.percentile) s.percentile = *p.percentile;
+  if (p.percentile) s.percentile = p.percentile;
   if (p.rounding) s.rounding = *p.rounding;
   if (p.algorithm) s.algorithm = *p.algorithm;
   if (p.scale_bits) s.scale_bits = *p.scale_bits;

@@ -63,7 +63,7 @@ struct TensorSettingsPatch {
   std::optional<WeightAlgorithm> algorithm;  // weights only
   std::optional<int64_t> scale_bits;        // per_block weights: block scales as 8- or 4-bit codes (weights/double_quant.h)
   std::optional<int64_t> scale_block_size;  // with scale_bits: block scales per float
-  std::optional<double> percentile;                // parameter of method percentile (used when qtool calibrates itself)
+  std::optional<double> percentile;                // method percentile: selected from the tensor's histogram (qdq.cc)
   std::optional<std::pair<double, double>> range;  // fixed [lo, hi], ignores calibration
   std::optional<double> scale;                     // fixed scale (with zero_point), e.g. Sigmoid 1/256
   std::optional<int64_t> zero_point;
@@ -94,7 +94,9 @@ struct TensorSettings {
   bool reduce_range = false;
   bool saturation_safe = false;
   RangeMethod method = RangeMethod::MinMax;
-  double percentile = 99.999;
+  // Method percentile: the percentile this tensor's range is selected at, from its calibration histogram; unset:
+  // the table's own percentile range (calibrate --percentile, 99.999 by default).
+  std::optional<double> percentile;
   Rounding rounding = Rounding::Nearest;
   WeightAlgorithm algorithm = WeightAlgorithm::Rtn;
   int64_t scale_bits = 0;  // 0: float block scales

@@ -763,6 +763,57 @@ TEST_CASE("qdq: a config asking a range method the calibration table did not rec
   CHECK_NOTHROW(insert_qdq(m2, QConfig::builtin_default(), ranges));  // the default's percentile was recorded
 }
 
+TEST_CASE("qdq: a rule's percentile selects each tensor's range from its histogram; without one, the table's range") {
+  // Four 1x1 Convs reading x1..x4; every tensor's histogram: 100 bins of 10 values over [-50, 50). Percentile p cuts
+  // 1000·(100 - p)/200 values a side: 90 -> 50 values, 5 bins: [-45, 45]; 98 -> 10 values, 1 bin: [-49, 49]. The
+  // table was calibrated at 99.999 and recorded [-40, 40] (not the histogram's: which range is used shows).
+  Builder b(13);
+  for (const char* i : {"1", "2", "3", "4"}) {
+    b.input(std::string("x") + i, {1, 2, 4, 4});
+    b.init(std::string("w") + i, random_tensor({2, 2, 1, 1}, 60));
+    b.node("Conv", {std::string("x") + i, std::string("w") + i}, {std::string("y") + i}, std::string("conv_") + i);
+    b.output(std::string("y") + i);
+  }
+  calib::Histogram h;
+  h.lo = -50, h.width = 1, h.counts.assign(100, 10), h.data_min = -50, h.data_max = 50;
+  calib::CalibrationTable ranges;
+  ranges.settings.methods = {calib::RangeMethod::MinMax, calib::RangeMethod::Percentile};
+  for (const char* t : {"x1", "x2", "x3", "x4", "y1", "y2", "y3", "y4"}) {
+    calib::TensorCalibration tc;
+    tc.minmax = calib::Range{-50, 50};
+    tc.histogram = h;
+    tc.ranges[calib::RangeMethod::MinMax] = *tc.minmax;
+    tc.ranges[calib::RangeMethod::Percentile] = calib::Range{-40, 40};
+    ranges.tensors[t] = tc;
+  }
+  const QConfig cfg = QConfig::parse(R"({"format": "qtool-qconfig", "version": 1, "global": {
+      "activation": {"dtype": "uint8", "method": "percentile"}, "weight": {"dtype": "int8", "symmetric": true}},
+      "node_names": {"conv_1": {"activation": {"percentile": 90}}},
+      "node_name_regex": [{"pattern": "_2$", "rule": {"activation": {"percentile": 98}}}],
+      "tensors": {"x4": {"percentile": 99.999}}})",
+                                     "cfg.json");
+  onnx::ModelProto m = b.m;
+  insert_qdq(m, cfg, ranges);
+  auto scale = [&](const std::string& t) { return Graph(m).initializer_tensor(t + "_scale").data<float>()[0]; };
+  auto expected = [](double lo, double hi) { return params_from_range(lo, hi, TensorSettings{}).scales()[0]; };
+  CHECK(scale("x1") == expected(-45, 45));
+  CHECK(scale("x2") == expected(-49, 49));
+  CHECK(scale("x3") == expected(-40, 40));  // no percentile in its rules: the table's own range
+  CHECK(scale("x4") == expected(-40, 40));  // the table's percentile, stated: the table's range
+  // A table with one range per tensor and no histogram (a TensorRT cache): a rule's percentile cannot be honoured.
+  calib::CalibrationTable no_hist = ranges;
+  for (auto& [name, tc] : no_hist.tensors) tc.histogram = {};
+  onnx::ModelProto m2 = b.m;
+  CHECK_THROWS_WITH(insert_qdq(m2, cfg, no_hist), Catch::Contains("no histogram for tensor 'x1'") &&
+                                                      Catch::Contains("\"percentile\": 90") &&
+                                                      Catch::Contains("re-run qtool calibrate"));
+  // Nor range nor histogram (calibrate --methods minmax): the missing method's error, as without a percentile.
+  for (auto& [name, tc] : no_hist.tensors) tc.ranges.erase(calib::RangeMethod::Percentile);
+  no_hist.settings.methods = {calib::RangeMethod::MinMax};
+  onnx::ModelProto m3 = b.m;
+  CHECK_THROWS_WITH(insert_qdq(m3, cfg, no_hist), Catch::Contains("no 'percentile' range for tensor 'x1'"));
+}
+
 TEST_CASE("qdq: Concat with output.shared_with_inputs gives inputs, output and pass-through sources one scale") {
   // x -> Conv -> c -> MaxPool -> m0 -> Identity -> m1 -> Identity -> m ; x -> Conv -> d ;
   // Concat(m, d) -> cat -> Conv -> y  (a chain of three pass-throughs between c and the Concat)
