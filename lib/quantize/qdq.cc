@@ -261,7 +261,7 @@ class QdqBuilder {
 
   // Settings for an activation tensor after the tensor-level override; nullopt = keep it float.
   std::optional<TensorSettings> tensor_settings(const std::string& t, TensorSettings s) const {
-    if (const SettingsSlot* o = cfg_.tensor_override(t)) {
+    if (const SettingsSlot* o = cfg_.checked_override(t, false)) {
       if (o->is_null) return std::nullopt;
       apply_patch(s, o->patch);
     }

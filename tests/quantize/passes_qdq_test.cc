@@ -730,12 +730,22 @@ TEST_CASE("qdq: a bias that would overflow int32 widens its channel's weight sca
   CHECK(q.data<int16_t>()[0] * static_cast<double>(p.scales()[0]) == Approx(1e-4).margin(p.scales()[0]));
 }
 
-TEST_CASE("qdq: a config asking a range method the calibration table did not record is an error, not a fallback") {
+namespace {
+
+// x -> Conv "conv" (weight w) -> y, the graph output.
+Builder one_conv(const Shape& x, const Tensor& w) {
   Builder b(13);
-  b.input("x", {1, 2, 6, 6});
-  b.init("w", random_tensor({3, 2, 3, 3}, 21));
+  b.input("x", x);
+  b.init("w", w);
   b.node("Conv", {"x", "w"}, {"y"}, "conv");
   b.output("y");
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("qdq: a config asking a range method the calibration table did not record is an error, not a fallback") {
+  const Builder b = one_conv({1, 2, 6, 6}, random_tensor({3, 2, 3, 3}, 21));
   calib::CalibrationTable ranges;
   ranges.settings.methods = {calib::RangeMethod::MinMax, calib::RangeMethod::Percentile};
   for (const char* name : {"x", "y"}) {
@@ -991,6 +1001,23 @@ Builder scaled_conv(const Tensor& k, bool negative_branch) {
 }
 
 }  // namespace
+
+TEST_CASE("qdq: a tensors override setting a field with no effect on that tensor is an error naming its path") {
+  const Builder b = one_conv({1, 2, 4, 4}, random_tensor({2, 2, 1, 1}, 61));
+  const calib::CalibrationTable ranges = minmax_ranges({{"x", -1, 1}, {"y", -2, 2}});
+  auto run = [&](const std::string& tensors) {
+    onnx::ModelProto m = b.m;
+    insert_qdq(m, QConfig::parse(R"({"format": "qtool-qconfig", "version": 1, "global": {"activation": {"dtype": "uint8"},
+        "weight": {"dtype": "int8", "symmetric": true}}, "tensors": )" + tensors + "}", "c.json"), ranges);
+  };
+  CHECK_THROWS_WITH(run(R"({"w": {"range": [-1, 1]}})"),
+                    "c.json: $.tensors.w.range: \"w\" is a weight: weights are quantized from their own values; "
+                    "calibrated ranges and fixed parameters apply to \"activation\" and \"output\" settings");
+  CHECK_THROWS_WITH(run(R"({"x": {"rounding": "kernel_sum"}})"),
+                    "c.json: $.tensors.x.rounding: \"x\" is an activation: activations are quantized per_tensor; it "
+                    "applies to weights");
+  CHECK_NOTHROW(run(R"({"w": {"rounding": "kernel_sum"}, "x": {"range": [-1, 1]}})"));
+}
 
 TEST_CASE("qdq: Mul by a positive constant reads its input's integers with scale c*s, other Muls stay") {
   auto ranges =
