@@ -102,9 +102,6 @@ bool weight_like(SlotKind k) { return k == SlotKind::Weight || k == SlotKind::Te
 // percentile is the parameter of method percentile only.
 std::optional<std::pair<std::string, std::string>> inapplicable(const TensorSettingsPatch& p, SlotKind kind) {
   using Why = std::pair<std::string, std::string>;
-  if (p.percentile && p.method && *p.method != RangeMethod::Percentile)
-    return Why{"percentile", "applies to \"method\": \"percentile\", but this block's method is \"" +
-                                 std::string(calib::range_method_name(*p.method)) + "\""};
   if (kind == SlotKind::Weight) {
     const char* why = "weights are quantized from their own values; calibrated ranges and fixed parameters apply to "
                       "\"activation\" and \"output\" settings";
@@ -133,6 +130,15 @@ std::optional<std::pair<std::string, std::string>> inapplicable(const TensorSett
           {p.scale_block_size.has_value(), "scale_block_size"}})
       if (set) return Why{key, why};
   }
+  // A parameter beside a choice in the same block that does not read it.
+  if (p.percentile && p.method && *p.method != RangeMethod::Percentile)
+    return Why{"percentile", "applies to \"method\": \"percentile\", but this block's method is \"" +
+                                 std::string(calib::range_method_name(*p.method)) + "\""};
+  if (p.block_size && p.granularity && *p.granularity != Granularity::PerBlock)
+    return Why{"block_size", "applies to \"granularity\": \"per_block\", but this block's granularity is \"" +
+                                 std::string(granularity_name(*p.granularity)) + "\""};
+  if (p.axis && p.granularity == Granularity::PerTensor)
+    return Why{"axis", "applies to per_channel and per_block weights, but this block's granularity is \"per_tensor\""};
   return std::nullopt;
 }
 

@@ -159,6 +159,9 @@ TEST_CASE("qconfig: errors name the file and JSON path") {
   CHECK(error_of(wrap(R"("global": {"activation": {"method": "entropy", "percentile": 99.9}})")) ==
         "config.json: $.global.activation.percentile: applies to \"method\": \"percentile\", but this block's "
         "method is \"entropy\"");
+  CHECK(error_of(wrap(R"("global": {"weight": {"granularity": "per_channel", "block_size": 32}})")) ==
+        "config.json: $.global.weight.block_size: applies to \"granularity\": \"per_block\", but this block's "
+        "granularity is \"per_channel\"");
   CHECK(error_of(wrap(R"("global": {"weight": {"range": [-1, 1]}})"))
             .starts_with("config.json: $.global.weight.range: weights are quantized from their own values"));
   CHECK(error_of(wrap(R"("global": {}, "op_types": {"Conv": {"weight": {"method": "mse"}}})"))
