@@ -91,7 +91,56 @@ std::string key_path(const std::string& parent, const std::string& key) {
   return ident ? parent + "." + key : parent + "[" + json(key).dump() + "]";
 }
 
-enum class SlotKind { Activation, Weight, Bias, Output };
+// Tensor: a `tensors` override, which may name a weight or an activation; it accepts what either takes, and is
+// checked against the tensor's kind where it is applied (check_override).
+enum class SlotKind { Activation, Weight, Bias, Output, Tensor };
+bool weight_like(SlotKind k) { return k == SlotKind::Weight || k == SlotKind::Tensor; }
+
+// The first field of `p` that has no effect on a tensor of this kind, and why; nullopt when all apply. A weight is
+// quantized from its own values (no calibrated range, no fixed parameters); a bias is int32 at scale
+// s_input·s_weight with zero point 0 (only its dtype is a choice); an activation is quantized per tensor. And a
+// percentile is the parameter of method percentile only.
+std::optional<std::pair<std::string, std::string>> inapplicable(const TensorSettingsPatch& p, SlotKind kind) {
+  using Why = std::pair<std::string, std::string>;
+  if (kind == SlotKind::Weight) {
+    const char* why = "weights are quantized from their own values; calibrated ranges and fixed parameters apply to "
+                      "\"activation\" and \"output\" settings";
+    for (const auto& [set, key] : {std::pair{p.method.has_value(), "method"}, {p.percentile.has_value(), "percentile"},
+                                   {p.range.has_value(), "range"}, {p.scale.has_value(), "scale"},
+                                   {p.zero_point.has_value(), "zero_point"}})
+      if (set) return Why{key, why};
+  }
+  if (kind == SlotKind::Bias) {
+    for (const auto& [set, key] :
+         {std::pair{p.symmetric.has_value(), "symmetric"}, {p.granularity.has_value(), "granularity"},
+          {p.axis.has_value(), "axis"}, {p.block_size.has_value(), "block_size"},
+          {p.narrow_range.has_value(), "narrow_range"}, {p.reduce_range.has_value(), "reduce_range"},
+          {p.method.has_value(), "method"}, {p.percentile.has_value(), "percentile"}, {p.range.has_value(), "range"},
+          {p.scale.has_value(), "scale"}, {p.zero_point.has_value(), "zero_point"}})
+      if (set)
+        return Why{key, "a bias is int32 with scale s_input * s_weight and zero point 0: only \"dtype\" applies"};
+  }
+  if (kind == SlotKind::Activation || kind == SlotKind::Output) {
+    const char* why = "activations are quantized per_tensor; it applies to weights";
+    for (const auto& [set, key] :
+         {std::pair{p.granularity && *p.granularity != Granularity::PerTensor, "granularity"},
+          {p.axis.has_value(), "axis"}, {p.block_size.has_value(), "block_size"},
+          {p.saturation_safe.has_value(), "saturation_safe"}, {p.rounding.has_value(), "rounding"},
+          {p.algorithm.has_value(), "algorithm"}, {p.scale_bits.has_value(), "scale_bits"},
+          {p.scale_block_size.has_value(), "scale_block_size"}})
+      if (set) return Why{key, why};
+  }
+  // A parameter beside a choice in the same block that does not read it.
+  if (p.percentile && p.method && *p.method != RangeMethod::Percentile)
+    return Why{"percentile", "applies to \"method\": \"percentile\", but this block's method is \"" +
+                                 std::string(calib::range_method_name(*p.method)) + "\""};
+  if (p.block_size && p.granularity && *p.granularity != Granularity::PerBlock)
+    return Why{"block_size", "applies to \"granularity\": \"per_block\", but this block's granularity is \"" +
+                                 std::string(granularity_name(*p.granularity)) + "\""};
+  if (p.axis && p.granularity == Granularity::PerTensor)
+    return Why{"axis", "applies to per_channel and per_block weights, but this block's granularity is \"per_tensor\""};
+  return std::nullopt;
+}
 
 void check_dtype(const Ctx& ctx, DType d, SlotKind kind, const std::string& path) {
   const auto& info = dtype_info(d);
@@ -106,7 +155,7 @@ void check_dtype(const Ctx& ctx, DType d, SlotKind kind, const std::string& path
   if (!ok)
     ctx.fail(path, "expected one of int8, uint8, int16, uint16, int4, uint4, float8e4m3fn, float8e5m2, got \"" +
                        std::string(info.name) + "\"");
-  if ((d == DType::Int4 || d == DType::UInt4) && kind != SlotKind::Weight)
+  if ((d == DType::Int4 || d == DType::UInt4) && !weight_like(kind))
     ctx.fail(path, "4-bit types are supported for weights only");
 }
 
@@ -142,7 +191,7 @@ TensorSettingsPatch parse_patch(const Ctx& ctx, const json& j, const std::string
       p.symmetric = ctx.boolean(v, kp);
     } else if (k == "granularity") {
       p.granularity = static_cast<Granularity>(ctx.choice(v, kp, kGranularityNames));
-      if (*p.granularity != Granularity::PerTensor && kind != SlotKind::Weight && kind != SlotKind::Bias)
+      if (*p.granularity != Granularity::PerTensor && !weight_like(kind) && kind != SlotKind::Bias)
         ctx.fail(kp, "activations are quantized per_tensor only");
     } else if (k == "axis") {
       p.axis = ctx.integer(v, kp);
@@ -155,25 +204,25 @@ TensorSettingsPatch parse_patch(const Ctx& ctx, const json& j, const std::string
       p.reduce_range = ctx.boolean(v, kp);
     } else if (k == "saturation_safe") {
       p.saturation_safe = ctx.boolean(v, kp);
-      if (kind != SlotKind::Weight) ctx.fail(kp, "saturation_safe applies to weights only");
+      if (!weight_like(kind)) ctx.fail(kp, "saturation_safe applies to weights only");
     } else if (k == "method") {
       const auto m = v.is_string() ? calib::range_method_from_name(v.get<std::string>()) : std::nullopt;
       if (!m) ctx.fail(kp, "expected one of " + calib::known_range_methods() + ", got " + v.dump());
       p.method = *m;
     } else if (k == "rounding") {
       p.rounding = static_cast<Rounding>(ctx.choice(v, kp, kRoundingNames));
-      if (kind != SlotKind::Weight) ctx.fail(kp, "rounding applies to weights only");
+      if (!weight_like(kind)) ctx.fail(kp, "rounding applies to weights only");
     } else if (k == "algorithm") {
       p.algorithm = static_cast<WeightAlgorithm>(ctx.choice(v, kp, kWeightAlgorithmNames));
-      if (kind != SlotKind::Weight) ctx.fail(kp, "algorithm applies to weights only");
+      if (!weight_like(kind)) ctx.fail(kp, "algorithm applies to weights only");
     } else if (k == "scale_bits") {
       p.scale_bits = ctx.integer(v, kp);
       if (*p.scale_bits != 8 && *p.scale_bits != 4) ctx.fail(kp, "scale_bits must be 8 or 4, got " + v.dump());
-      if (kind != SlotKind::Weight) ctx.fail(kp, "scale_bits applies to weights only");
+      if (!weight_like(kind)) ctx.fail(kp, "scale_bits applies to weights only");
     } else if (k == "scale_block_size") {
       p.scale_block_size = ctx.integer(v, kp);
       if (*p.scale_block_size < 1) ctx.fail(kp, "scale_block_size must be at least 1, got " + v.dump());
-      if (kind != SlotKind::Weight) ctx.fail(kp, "scale_block_size applies to weights only");
+      if (!weight_like(kind)) ctx.fail(kp, "scale_block_size applies to weights only");
     } else if (k == "percentile") {
       const double pc = ctx.number(v, kp);
       if (!(pc > 50.0 && pc <= 100.0)) ctx.fail(kp, "percentile must be in (50, 100], got " + v.dump());
@@ -208,8 +257,9 @@ TensorSettingsPatch parse_patch(const Ctx& ctx, const json& j, const std::string
   if (p.scale.has_value() != p.zero_point.has_value())
     ctx.fail(path, "\"scale\" and \"zero_point\" must be given together");
   if (p.zero_point && p.dtype) check_zero_point(ctx, *p.zero_point, *p.dtype, path + ".zero_point");
-  if (p.granularity == Granularity::PerBlock && kind == SlotKind::Weight && !p.block_size)
+  if (p.granularity == Granularity::PerBlock && weight_like(kind) && !p.block_size)
     ctx.fail(path + ".granularity", "per_block needs \"block_size\"");
+  if (const auto bad = inapplicable(p, kind)) ctx.fail(path + "." + bad->first, bad->second);
   return p;
 }
 
@@ -288,9 +338,18 @@ void check_target(const Ctx& ctx, const Rule& r, Target target) {
 
 }  // namespace
 
+const SettingsSlot* QConfig::checked_override(const std::string& tensor, bool weight) const {
+  const SettingsSlot* o = tensor_override(tensor);
+  if (!o || o->is_null) return o;
+  if (const auto bad = inapplicable(o->patch, weight ? SlotKind::Weight : SlotKind::Activation))
+    Ctx(source_).fail(key_path("$.tensors", tensor) + "." + bad->first,
+                      json(tensor).dump() + " is " + (weight ? "a weight" : "an activation") + ": " + bad->second);
+  return o;
+}
+
 std::optional<TensorSettings> weight_settings(const QConfig& config, const NodeQuant& q, const std::string& weight) {
   std::optional<TensorSettings> w = q.weight;
-  if (const SettingsSlot* o = config.tensor_override(weight); o && w) {
+  if (const SettingsSlot* o = config.checked_override(weight, true); o && w) {
     if (o->is_null) return std::nullopt;
     apply_patch(*w, o->patch);
   }
@@ -307,7 +366,7 @@ void apply_patch(TensorSettings& s, const TensorSettingsPatch& p) {
   if (p.reduce_range) s.reduce_range = *p.reduce_range;
   if (p.saturation_safe) s.saturation_safe = *p.saturation_safe;
   if (p.method) s.method = *p.method;
-  if (p.percentile) s.percentile = *p.percentile;
+  if (p.percentile) s.percentile = p.percentile;
   if (p.rounding) s.rounding = *p.rounding;
   if (p.algorithm) s.algorithm = *p.algorithm;
   if (p.scale_bits) s.scale_bits = *p.scale_bits;
@@ -389,8 +448,8 @@ QConfig QConfig::parse(const std::string& json_text, const std::string& source) 
     const json& tt = j["tensors"];
     if (!tt.is_object()) ctx.fail("$.tensors", "expected an object {tensor name: settings}, got " + tt.dump());
     for (auto it = tt.begin(); it != tt.end(); ++it) {
-      // A tensor override may name a weight or an activation: weight fields are accepted here.
-      SettingsSlot s = parse_slot(ctx, it.value(), key_path("$.tensors", it.key()), SlotKind::Weight);
+      // A tensor override may name a weight or an activation: checked where it is applied (check_override).
+      SettingsSlot s = parse_slot(ctx, it.value(), key_path("$.tensors", it.key()), SlotKind::Tensor);
       if (s.present && !s.is_null) c.required_opset_ = std::max(c.required_opset_, opset_for(s.patch));
       c.tensors_.emplace(it.key(), std::move(s));
     }

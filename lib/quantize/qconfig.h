@@ -48,7 +48,9 @@ std::string_view rounding_name(Rounding r);
 std::string_view target_name(Target t);
 std::string_view weight_algorithm_name(WeightAlgorithm a);
 
-// Settings for one kind of tensor; every field optional so levels can be merged field by field.
+// Settings for one kind of tensor; every field optional so levels can be merged field by field. A field with no
+// effect on the kind of tensor its block governs (a weight's range, a bias's symmetric, an activation's axis) is
+// a parse error, not ignored; a `tensors` override is checked where it is applied (checked_override).
 struct TensorSettingsPatch {
   std::optional<DType> dtype;
   std::optional<bool> symmetric;
@@ -63,7 +65,7 @@ struct TensorSettingsPatch {
   std::optional<WeightAlgorithm> algorithm;  // weights only
   std::optional<int64_t> scale_bits;        // per_block weights: block scales as 8- or 4-bit codes (weights/double_quant.h)
   std::optional<int64_t> scale_block_size;  // with scale_bits: block scales per float
-  std::optional<double> percentile;                // parameter of method percentile (used when qtool calibrates itself)
+  std::optional<double> percentile;                // method percentile: selected from the tensor's histogram (qdq.cc)
   std::optional<std::pair<double, double>> range;  // fixed [lo, hi], ignores calibration
   std::optional<double> scale;                     // fixed scale (with zero_point), e.g. Sigmoid 1/256
   std::optional<int64_t> zero_point;
@@ -94,7 +96,9 @@ struct TensorSettings {
   bool reduce_range = false;
   bool saturation_safe = false;
   RangeMethod method = RangeMethod::MinMax;
-  double percentile = 99.999;
+  // Method percentile: the percentile this tensor's range is selected at, from its calibration histogram; unset:
+  // the table's own percentile range (calibrate --percentile, 99.999 by default).
+  std::optional<double> percentile;
   Rounding rounding = Rounding::Nearest;
   WeightAlgorithm algorithm = WeightAlgorithm::Rtn;
   int64_t scale_bits = 0;  // 0: float block scales
@@ -179,6 +183,9 @@ class QConfig {
   NodeQuant resolve(const std::string& node_name, const std::string& op_type) const;
   // Tensor-level override, if any (nullptr when none). is_null: keep the tensor float.
   const SettingsSlot* tensor_override(const std::string& tensor_name) const;
+  // The same, applied to a weight (weight = true) or an activation: BadInputError naming its JSON path when it sets
+  // a field with no effect on that kind (a weight's range or method, an activation's axis or rounding).
+  const SettingsSlot* checked_override(const std::string& tensor_name, bool weight) const;
 
   // Names in node_names / tensors and regexes that matched nothing: BadInputError with the JSON path.
   void check_names(const std::vector<std::string>& node_names, const std::vector<std::string>& tensor_names) const;

@@ -140,7 +140,7 @@ class QdqBuilder {
       parent.emplace(a, a), parent.emplace(b, b);
       parent[find(a)] = find(b);
     };
-    std::vector<std::pair<std::string, RangeMethod>> concats;  // output, method
+    std::vector<std::pair<std::string, TensorSettings>> concats;  // output, its settings (method, percentile)
     for (int i = 0; i < g_.node_count(); ++i) {
       const auto& n = g_.node(i);
       const NodeQuant& q = nq_[i];
@@ -151,7 +151,7 @@ class QdqBuilder {
                             n.op_type());
       for (const auto& in : n.input())
         if (!in.empty() && !g_.is_initializer(in)) unite(in, n.output(0));
-      concats.emplace_back(n.output(0), q.output->method);
+      concats.emplace_back(n.output(0), *q.output);
     }
     if (concats.empty()) return;
     // Every quantized pass-through link, so chains of any length join (groups without a Concat are ignored).
@@ -161,13 +161,13 @@ class QdqBuilder {
         for (const auto& out : n.output())
           if (!out.empty()) unite(n.input(0), out);
     }
-    std::map<std::string, RangeMethod> method_of;  // group root -> the Concat's method
-    for (const auto& [out, method] : concats) method_of.emplace(find(out), method);
+    std::map<std::string, TensorSettings> settings_of;  // group root -> the Concat's output settings
+    for (const auto& [out, settings] : concats) settings_of.emplace(find(out), settings);
     std::map<std::string, std::pair<double, double>> range_of_group;
     for (const auto& [t, unused] : parent) {
       const std::string root = find(t);
-      const auto m = method_of.find(root);
-      if (m == method_of.end()) continue;
+      const auto m = settings_of.find(root);
+      if (m == settings_of.end()) continue;
       const auto r = range_of(t, m->second);
       if (!r) continue;
       auto [it, fresh] = range_of_group.emplace(root, *r);
@@ -261,7 +261,7 @@ class QdqBuilder {
 
   // Settings for an activation tensor after the tensor-level override; nullopt = keep it float.
   std::optional<TensorSettings> tensor_settings(const std::string& t, TensorSettings s) const {
-    if (const SettingsSlot* o = cfg_.tensor_override(t)) {
+    if (const SettingsSlot* o = cfg_.checked_override(t, false)) {
       if (o->is_null) return std::nullopt;
       apply_patch(s, o->patch);
     }
@@ -353,7 +353,7 @@ class QdqBuilder {
     if (!r)
       if (auto it = shared_range_.find(t); it != shared_range_.end()) r = it->second;
     if (!r) {
-      r = range_of(t, s->method);
+      r = range_of(t, *s);
       if (!r) return std::nullopt;
       if (const auto floor = softmax_floor(t, *s)) r->first = std::max(r->first, std::min(*floor, r->second));
       if (const auto ceiling = softmax_output_ceiling(t, *s)) r->second = std::max(r->second, *ceiling);
@@ -361,7 +361,7 @@ class QdqBuilder {
       // output: quantizing with that range clips nothing the clamp would not, and resolves values finer.
       const auto& cons = g_.consumers(t);
       if (cons.size() == 1 && !g_.is_graph_output(t) && is_const_clamp(cons[0]))
-        if (auto out = range_of(g_.node(cons[0]).output(0), s->method))
+        if (auto out = range_of(g_.node(cons[0]).output(0), *s))
           r = std::make_pair(std::max(r->first, out->first), std::min(r->second, out->second));
       if (const auto w = add_window ? add_input_window(t) : std::nullopt)
         r = std::make_pair(std::max(r->first, std::min(w->first, r->second)),
@@ -443,12 +443,31 @@ class QdqBuilder {
     return std::min(1.0, 2.0 / static_cast<double>(std::max<int64_t>(c->softmax_rows->row_length, 1)));
   }
 
-  // The calibrated range of `t` for `method`; nullopt when the table has no finite value of `t`.
-  // BadInputError when the table has data for `t` but did not record `method` (no silent fallback).
-  std::optional<std::pair<double, double>> range_of(const std::string& t, RangeMethod method) const {
+  // The calibrated range of `t` for the method of `s`; nullopt when the table has no finite value of `t`.
+  // BadInputError when the table has data for `t` but did not record the method (no silent fallback).
+  // Method percentile with a percentile the rule sets: selected from t's histogram at that percentile (the table's
+  // own range when the table was calibrated at that percentile); BadInputError when the table holds no histogram.
+  std::optional<std::pair<double, double>> range_of(const std::string& t, const TensorSettings& s) const {
+    const RangeMethod method = s.method;
     const calib::TensorCalibration* c = ranges_.find(t);
     if (!c || !c->minmax) return std::nullopt;
-    if (auto it = c->ranges.find(method); it != c->ranges.end()) return std::make_pair(it->second.lo, it->second.hi);
+    const auto it = c->ranges.find(method);
+    if (method == RangeMethod::Percentile && s.percentile &&
+        !(*s.percentile == ranges_.settings.percentile && it != c->ranges.end())) {
+      if (!c->histogram.empty()) {
+        const calib::Range r = calib::select_percentile(c->histogram, *s.percentile);
+        return std::make_pair(r.lo, r.hi);
+      }
+      if (it != c->ranges.end()) {
+        char p[32];
+        std::snprintf(p, sizeof p, "%.9g", *s.percentile);
+        throw BadInputError("the calibration table has no histogram for tensor '" + t + "', which the rule's " +
+                            "\"percentile\": " + p + " is selected from (it holds one range per method: a TensorRT " +
+                            "cache, or a table without histograms): re-run qtool calibrate on the model, or drop " +
+                            "\"percentile\" from the rule to use the table's percentile range");
+      }
+    }
+    if (it != c->ranges.end()) return std::make_pair(it->second.lo, it->second.hi);
     if (method == RangeMethod::MinMax) return std::make_pair(c->minmax->lo, c->minmax->hi);
     calib::RangeMethods wanted = ranges_.settings.methods;
     wanted.insert(method);

@@ -730,12 +730,22 @@ TEST_CASE("qdq: a bias that would overflow int32 widens its channel's weight sca
   CHECK(q.data<int16_t>()[0] * static_cast<double>(p.scales()[0]) == Approx(1e-4).margin(p.scales()[0]));
 }
 
-TEST_CASE("qdq: a config asking a range method the calibration table did not record is an error, not a fallback") {
+namespace {
+
+// x -> Conv "conv" (weight w) -> y, the graph output.
+Builder one_conv(const Shape& x, const Tensor& w) {
   Builder b(13);
-  b.input("x", {1, 2, 6, 6});
-  b.init("w", random_tensor({3, 2, 3, 3}, 21));
+  b.input("x", x);
+  b.init("w", w);
   b.node("Conv", {"x", "w"}, {"y"}, "conv");
   b.output("y");
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("qdq: a config asking a range method the calibration table did not record is an error, not a fallback") {
+  const Builder b = one_conv({1, 2, 6, 6}, random_tensor({3, 2, 3, 3}, 21));
   calib::CalibrationTable ranges;
   ranges.settings.methods = {calib::RangeMethod::MinMax, calib::RangeMethod::Percentile};
   for (const char* name : {"x", "y"}) {
@@ -761,6 +771,57 @@ TEST_CASE("qdq: a config asking a range method the calibration table did not rec
                         Catch::Contains("re-run qtool calibrate with --methods minmax,percentile,entropy"));
   onnx::ModelProto m2 = b.m;
   CHECK_NOTHROW(insert_qdq(m2, QConfig::builtin_default(), ranges));  // the default's percentile was recorded
+}
+
+TEST_CASE("qdq: a rule's percentile selects each tensor's range from its histogram; without one, the table's range") {
+  // Four 1x1 Convs reading x1..x4; every tensor's histogram: 100 bins of 10 values over [-50, 50). Percentile p cuts
+  // 1000·(100 - p)/200 values a side: 90 -> 50 values, 5 bins: [-45, 45]; 98 -> 10 values, 1 bin: [-49, 49]. The
+  // table was calibrated at 99.999 and recorded [-40, 40] (not the histogram's: which range is used shows).
+  Builder b(13);
+  for (const char* i : {"1", "2", "3", "4"}) {
+    b.input(std::string("x") + i, {1, 2, 4, 4});
+    b.init(std::string("w") + i, random_tensor({2, 2, 1, 1}, 60));
+    b.node("Conv", {std::string("x") + i, std::string("w") + i}, {std::string("y") + i}, std::string("conv_") + i);
+    b.output(std::string("y") + i);
+  }
+  calib::Histogram h;
+  h.lo = -50, h.width = 1, h.counts.assign(100, 10), h.data_min = -50, h.data_max = 50;
+  calib::CalibrationTable ranges;
+  ranges.settings.methods = {calib::RangeMethod::MinMax, calib::RangeMethod::Percentile};
+  for (const char* t : {"x1", "x2", "x3", "x4", "y1", "y2", "y3", "y4"}) {
+    calib::TensorCalibration tc;
+    tc.minmax = calib::Range{-50, 50};
+    tc.histogram = h;
+    tc.ranges[calib::RangeMethod::MinMax] = *tc.minmax;
+    tc.ranges[calib::RangeMethod::Percentile] = calib::Range{-40, 40};
+    ranges.tensors[t] = tc;
+  }
+  const QConfig cfg = QConfig::parse(R"({"format": "qtool-qconfig", "version": 1, "global": {
+      "activation": {"dtype": "uint8", "method": "percentile"}, "weight": {"dtype": "int8", "symmetric": true}},
+      "node_names": {"conv_1": {"activation": {"percentile": 90}}},
+      "node_name_regex": [{"pattern": "_2$", "rule": {"activation": {"percentile": 98}}}],
+      "tensors": {"x4": {"percentile": 99.999}}})",
+                                     "cfg.json");
+  onnx::ModelProto m = b.m;
+  insert_qdq(m, cfg, ranges);
+  auto scale = [&](const std::string& t) { return Graph(m).initializer_tensor(t + "_scale").data<float>()[0]; };
+  auto expected = [](double lo, double hi) { return params_from_range(lo, hi, TensorSettings{}).scales()[0]; };
+  CHECK(scale("x1") == expected(-45, 45));
+  CHECK(scale("x2") == expected(-49, 49));
+  CHECK(scale("x3") == expected(-40, 40));  // no percentile in its rules: the table's own range
+  CHECK(scale("x4") == expected(-40, 40));  // the table's percentile, stated: the table's range
+  // A table with one range per tensor and no histogram (a TensorRT cache): a rule's percentile cannot be honoured.
+  calib::CalibrationTable no_hist = ranges;
+  for (auto& [name, tc] : no_hist.tensors) tc.histogram = {};
+  onnx::ModelProto m2 = b.m;
+  CHECK_THROWS_WITH(insert_qdq(m2, cfg, no_hist), Catch::Contains("no histogram for tensor 'x1'") &&
+                                                      Catch::Contains("\"percentile\": 90") &&
+                                                      Catch::Contains("re-run qtool calibrate"));
+  // Nor range nor histogram (calibrate --methods minmax): the missing method's error, as without a percentile.
+  for (auto& [name, tc] : no_hist.tensors) tc.ranges.erase(calib::RangeMethod::Percentile);
+  no_hist.settings.methods = {calib::RangeMethod::MinMax};
+  onnx::ModelProto m3 = b.m;
+  CHECK_THROWS_WITH(insert_qdq(m3, cfg, no_hist), Catch::Contains("no 'percentile' range for tensor 'x1'"));
 }
 
 TEST_CASE("qdq: Concat with output.shared_with_inputs gives inputs, output and pass-through sources one scale") {
@@ -940,6 +1001,23 @@ Builder scaled_conv(const Tensor& k, bool negative_branch) {
 }
 
 }  // namespace
+
+TEST_CASE("qdq: a tensors override setting a field with no effect on that tensor is an error naming its path") {
+  const Builder b = one_conv({1, 2, 4, 4}, random_tensor({2, 2, 1, 1}, 61));
+  const calib::CalibrationTable ranges = minmax_ranges({{"x", -1, 1}, {"y", -2, 2}});
+  auto run = [&](const std::string& tensors) {
+    onnx::ModelProto m = b.m;
+    insert_qdq(m, QConfig::parse(R"({"format": "qtool-qconfig", "version": 1, "global": {"activation": {"dtype": "uint8"},
+        "weight": {"dtype": "int8", "symmetric": true}}, "tensors": )" + tensors + "}", "c.json"), ranges);
+  };
+  CHECK_THROWS_WITH(run(R"({"w": {"range": [-1, 1]}})"),
+                    "c.json: $.tensors.w.range: \"w\" is a weight: weights are quantized from their own values; "
+                    "calibrated ranges and fixed parameters apply to \"activation\" and \"output\" settings");
+  CHECK_THROWS_WITH(run(R"({"x": {"rounding": "kernel_sum"}})"),
+                    "c.json: $.tensors.x.rounding: \"x\" is an activation: activations are quantized per_tensor; it "
+                    "applies to weights");
+  CHECK_NOTHROW(run(R"({"w": {"rounding": "kernel_sum"}, "x": {"range": [-1, 1]}})"));
+}
 
 TEST_CASE("qdq: Mul by a positive constant reads its input's integers with scale c*s, other Muls stay") {
   auto ranges =

@@ -155,6 +155,24 @@ TEST_CASE("qconfig: errors name the file and JSON path") {
         "config.json: $.global.activation: \"scale\" and \"zero_point\" must be given together");
   CHECK(error_of(wrap(R"("global": {"activation": {"percentile": 20}})")) ==
         "config.json: $.global.activation.percentile: percentile must be in (50, 100], got 20");
+  // Fields with no effect where they are written (the tensors a weight / bias / activation block governs).
+  CHECK(error_of(wrap(R"("global": {"activation": {"method": "entropy", "percentile": 99.9}})")) ==
+        "config.json: $.global.activation.percentile: applies to \"method\": \"percentile\", but this block's "
+        "method is \"entropy\"");
+  CHECK(error_of(wrap(R"("global": {"weight": {"granularity": "per_channel", "block_size": 32}})")) ==
+        "config.json: $.global.weight.block_size: applies to \"granularity\": \"per_block\", but this block's "
+        "granularity is \"per_channel\"");
+  CHECK(error_of(wrap(R"("global": {"weight": {"range": [-1, 1]}})"))
+            .starts_with("config.json: $.global.weight.range: weights are quantized from their own values"));
+  CHECK(error_of(wrap(R"("global": {}, "op_types": {"Conv": {"weight": {"method": "mse"}}})"))
+            .starts_with("config.json: $.op_types.Conv.weight.method: weights are quantized from their own values"));
+  CHECK(error_of(wrap(R"("global": {"bias": {"dtype": "int32", "symmetric": true}})")) ==
+        "config.json: $.global.bias.symmetric: a bias is int32 with scale s_input * s_weight and zero point 0: only "
+        "\"dtype\" applies");
+  CHECK(error_of(wrap(R"("global": {"output": {"axis": 1}})")) ==
+        "config.json: $.global.output.axis: activations are quantized per_tensor; it applies to weights");
+  CHECK(error_of(wrap(R"("global": {"weight": {"dtype": "int8"}}, "tensors": {"x": {"method": "entropy", "percentile": 99}})"))
+            .starts_with("config.json: $.tensors.x.percentile: applies to \"method\": \"percentile\""));
   CHECK(error_of(wrap(R"("global": {}, "node_name_regex": [{"pattern": "([a-z", "rule": null}])"))
             .starts_with("config.json: $.node_name_regex[0].pattern: bad regular expression \"([a-z\""));
   CHECK(error_of(wrap(R"("global": {}, "node_name_regex": [{"pattern": "a"}])")) ==
