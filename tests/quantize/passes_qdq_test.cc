@@ -773,7 +773,7 @@ TEST_CASE("qdq: a config asking a range method the calibration table did not rec
   CHECK_NOTHROW(insert_qdq(m2, QConfig::builtin_default(), ranges));  // the default's percentile was recorded
 }
 
-TEST_CASE("qdq: a rule's percentile selects each tensor's range from its histogram; without one, the table's range") {
+TEST_CASE("qdq: a rule's percentile selects each tensor's range from its histogram, and without one the table's range") {
   // Four 1x1 Convs reading x1..x4; every tensor's histogram: 100 bins of 10 values over [-50, 50). Percentile p cuts
   // 1000·(100 - p)/200 values a side: 90 -> 50 values, 5 bins: [-45, 45]; 98 -> 10 values, 1 bin: [-49, 49]. The
   // table was calibrated at 99.999 and recorded [-40, 40] (not the histogram's: which range is used shows).
@@ -1816,6 +1816,12 @@ TEST_CASE("weights: activation bias correction removes the mean shift that clipp
   const double after = worst_channel_mean_error(fp, corrected, held_out);
   CHECK(before > 0.05);
   CHECK(after < 0.25 * before);
+  // With the Relu output kept float (the accuracy guard's choice), the conv after it gets its weight part only: its
+  // activation part corrected the clipping that is no longer there. The conv before keeps both parts.
+  onnx::ModelProto kept = fp;
+  CHECK(apply_bias_corrections(kept, corrections, {"r1"}) == 2);
+  for (const auto& c : corrections)
+    CHECK(max_diff(Graph(kept).initializer_tensor(c.bias), c.bias == "b2" ? c.weight_only : c.corrected) == 0);
   // Thread count does not change the result.
   std::vector<BiasCorrection> one_thread = bias_corrections(fp, quantized, calibration, 1);
   add_activation_shifts(fp, weight_part, calibration, 1, one_thread);

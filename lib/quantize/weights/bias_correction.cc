@@ -198,7 +198,7 @@ std::vector<BiasCorrection> bias_corrections(const onnx::ModelProto& prepared, c
     if (shift.empty()) continue;
     Tensor b = g.initializer_tensor(l.bias).clone();
     for (int64_t c = 0; c < b.numel(); ++c) b.data<float>()[c] += static_cast<float>(shift[c] * l.gain);
-    out.push_back({g.node(l.node).input(1), l.bias, b});
+    out.push_back({g.node(l.node).input(1), l.bias, b, b.clone()});
   }
   return out;
 }
@@ -304,7 +304,8 @@ int add_activation_shifts(const onnx::ModelProto& prepared, const onnx::ModelPro
     auto entry = std::find_if(corrections.begin(), corrections.end(),
                               [&](const BiasCorrection& c) { return c.bias == l.bias; });
     if (entry == corrections.end()) {
-      corrections.push_back({g.node(l.node).input(1), l.bias, g.initializer_tensor(l.bias).clone()});
+      const Tensor original = g.initializer_tensor(l.bias);
+      corrections.push_back({g.node(l.node).input(1), l.bias, original.clone(), original.clone()});
       entry = std::prev(corrections.end());
     }
     if (entry->corrected.numel() != static_cast<int64_t>(channels)) continue;
@@ -314,13 +315,25 @@ int add_activation_shifts(const onnx::ModelProto& prepared, const onnx::ModelPro
 }
 
 int apply_bias_corrections(onnx::ModelProto& model, const std::vector<BiasCorrection>& corrections,
-                           const std::vector<std::string>& float_weights) {
+                           const std::vector<std::string>& float_tensors) {
   Graph g(model);
+  // Every value computed from a tensor kept float.
+  std::set<std::string> downstream(float_tensors.begin(), float_tensors.end());
+  std::vector<std::string> todo(float_tensors.begin(), float_tensors.end());
+  while (!todo.empty()) {
+    const std::string t = std::move(todo.back());
+    todo.pop_back();
+    for (int c : g.consumers(t))
+      for (const auto& out : g.node(c).output())
+        if (!out.empty() && downstream.insert(out).second) todo.push_back(out);
+  }
   int applied = 0;
   for (const auto& c : corrections) {
-    if (std::find(float_weights.begin(), float_weights.end(), c.weight) != float_weights.end()) continue;
+    if (std::find(float_tensors.begin(), float_tensors.end(), c.weight) != float_tensors.end()) continue;
     if (!g.is_float_initializer(c.bias)) continue;
-    g.set_initializer(c.bias, c.corrected);
+    bool below = false;
+    for (int n : g.consumers(c.weight)) below = below || downstream.count(g.node(n).input(0)) > 0;
+    g.set_initializer(c.bias, below ? c.weight_only : c.corrected);
     ++applied;
   }
   return applied;

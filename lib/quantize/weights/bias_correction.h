@@ -17,7 +17,8 @@ namespace qtool::quantize {
 // One layer's corrected bias: applies while its weight is quantized (a weight kept float has no rounding shift).
 struct BiasCorrection {
   std::string weight, bias;
-  Tensor corrected;
+  Tensor corrected;    // both parts
+  Tensor weight_only;  // the weight part alone (the original bias when only the activation part ran)
 };
 
 // For every Conv and Gemm of the float model `prepared` with a float bias only it reads, whose weight the QDQ
@@ -42,9 +43,11 @@ int add_activation_shifts(const onnx::ModelProto& prepared, const onnx::ModelPro
                           const std::vector<std::map<std::string, Tensor>>& samples, int threads,
                           std::vector<BiasCorrection>& corrections);
 
-// Writes the corrected biases into `model` (the prepared float model), except for weights in `float_weights`;
-// returns how many it wrote.
+// Writes the corrected biases into `model` (the prepared float model), except for weights in `float_tensors` (the
+// tensors the accuracy guard keeps float); returns how many it wrote. A layer downstream of a tensor in
+// `float_tensors` gets its weight part only: its activation part was measured with that tensor rounded, and would
+// now correct a shift that is no longer there.
 int apply_bias_corrections(onnx::ModelProto& model, const std::vector<BiasCorrection>& corrections,
-                           const std::vector<std::string>& float_weights = {});
+                           const std::vector<std::string>& float_tensors = {});
 
 }  // namespace qtool::quantize
