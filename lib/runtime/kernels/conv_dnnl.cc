@@ -69,6 +69,19 @@ const dnnl::engine& cpu_engine() {
   return engine;
 }
 
+// A part's least work (multiply-adds of one image): about 50 us on one thread, so the part's own dispatch (a few us)
+// stays small beside it. At most kMaxParts parts.
+constexpr int64_t kPartWork = int64_t{1} << 21;
+constexpr int64_t kMaxParts = 8;
+
+// How many parts a Conv of `work` multiply-adds per image is cut into, at most `most`: one at one thread; at more, a
+// multiple of the thread count (parts of one size keep the threads equally busy), each of at least kPartWork.
+int64_t part_count(int64_t work, int64_t most, int threads) {
+  if (threads <= 1) return 1;
+  const int64_t P = std::clamp<int64_t>(work / kPartWork, 1, std::min(kMaxParts, most));
+  return P > 1 ? std::min(most, (P + threads - 1) / threads * threads) : P;
+}
+
 class DnnlConvImpl final : public DnnlConv {
  public:
   DnnlConvImpl(const Tensor& W, int64_t group, bool has_bias, const FusedActivation& act)
@@ -247,6 +260,19 @@ class DnnlConvImpl final : public DnnlConv {
     }
   }
 
+  // The activations' layouts and the parts' (src8, dst8), with the copies between them where they differ.
+  static void set_layouts(Plan& plan, const memory::desc& user_src, const memory::desc& user_dst,
+                          const memory::desc& src8, const memory::desc& dst8) {
+    plan.user_src = user_src;
+    plan.user_dst = user_dst;
+    plan.src8 = src8;
+    plan.dst8 = dst8;
+    if (user_src != src8)
+      plan.src_reorder.emplace(dnnl::reorder::primitive_desc(cpu_engine(), user_src, cpu_engine(), src8));
+    if (user_dst != dst8)
+      plan.dst_reorder.emplace(dnnl::reorder::primitive_desc(cpu_engine(), dst8, cpu_engine(), user_dst));
+  }
+
   // The Conv as parts along its output channels, each a one-thread primitive on nChw8c images (the activations'
   // blocked layout, read and written in place; plain activations are copied), run side by side on the kernels'
   // work sharing; nullptr when some part has no direct primitive on nChw8c.
@@ -278,21 +304,15 @@ class DnnlConvImpl final : public DnnlConv {
     // four times slower (threading.h's two minimums). A part holds at least kPartWork of it.
     const int64_t kv = KH * KW, macs = M * g.out[0] * g.out[1] * Cg * kv;
     const int64_t work = Cg * kv < 64 ? macs * (kParallelMinMacs / kParallelMinWork) : macs;
-    // One part on one thread; with more, a multiple of the thread count (parts of one size keep the threads
-    // equally busy), each of at least kPartWork. Parts of one Conv differ only in which output channels they
-    // hold, and oneDNN's direct kernels compute each output channel's sum in the same order whatever the others,
-    // so the output is bitwise the same at every thread count (tests/kernels/conv_dnnl_test.cc checks it on
-    // shapes cut in 2 to 8 parts).
+    // part_count: one part on one thread, with more a multiple of the thread count. Parts of one Conv differ only
+    // in which output channels they hold, and oneDNN's direct kernels compute each output channel's sum in the same
+    // order whatever the others, so the output is bitwise the same at every thread count
+    // (tests/kernels/conv_dnnl_test.cc checks it on shapes cut in 2 to 8 parts).
     // A part of a Conv without groups re-reads the whole input for its output channels; with 8 of them that costs
     // more than its share (1x1 Convs at one thread, the parts run one after another against one part: 144->24 at
     // 56x56 in three parts 1.82x, 96->24 1.77x, 32->16 at 112x112 in two 1.44x; parts of 16 or more channels
     // 1.02-1.16x; mobilenetv2, 2026-11-25), so such a part holds at least two units (16 channels).
-    const int64_t max_parts = G > 1 ? units : std::max<int64_t>(1, units / 2);
-    int64_t P = 1;
-    if (threads > 1) {
-      P = std::clamp<int64_t>(work / kPartWork, 1, std::min(kMaxParts, max_parts));
-      if (P > 1) P = std::min(max_parts, (P + threads - 1) / threads * threads);
-    }
+    const int64_t P = part_count(work, G > 1 ? units : std::max<int64_t>(1, units / 2), threads);
     OmpThreads one(1);
     auto plan = std::make_shared<Plan>();
     plan->act_in_primitive = act_in_primitive;
@@ -301,14 +321,7 @@ class DnnlConvImpl final : public DnnlConv {
     dnnl::stream stream(cpu_engine());
     const auto f32 = memory::data_type::f32;
     try {
-      plan->user_src = user_src;
-      plan->user_dst = user_dst;
-      plan->src8 = src8;
-      plan->dst8 = dst8;
-      if (user_src != plan->src8)
-        plan->src_reorder.emplace(dnnl::reorder::primitive_desc(cpu_engine(), user_src, cpu_engine(), plan->src8));
-      if (user_dst != plan->dst8)
-        plan->dst_reorder.emplace(dnnl::reorder::primitive_desc(cpu_engine(), plan->dst8, cpu_engine(), user_dst));
+      set_layouts(*plan, user_src, user_dst, src8, dst8);
       for (int64_t p = 0; p < P; ++p) {
         const int64_t u0 = p * units / P, u1 = (p + 1) * units / P;
         // output channels [m0, m0 + mp) of groups [g0, g0 + gp), input channels [c0, c0 + cp)
@@ -354,19 +367,10 @@ class DnnlConvImpl final : public DnnlConv {
     const int64_t M = W_.dim(0), KH = W_.dim(2), KW = W_.dim(3), G = group_, Cg = C / G;
     const int64_t H = g.in[0], Wd = g.in[1], OH = g.out[0], OW = g.out[1];
     const int64_t macs = M * OH * OW * Cg * KH * KW;
-    // As build_parts: one part at one thread; at more, a multiple of the thread count, each of at least kPartWork.
-    int64_t P = 1;
-    if (threads > 1) {
-      P = std::clamp<int64_t>(macs / kPartWork, 1, std::min(kMaxParts, OH));
-      if (P > 1) P = std::min(OH, (P + threads - 1) / threads * threads);
-    }
+    const int64_t P = part_count(macs, OH, threads);
     OmpThreads one(1);
     auto plan = std::make_shared<Plan>();
     plan->act_in_primitive = act_in_primitive;
-    plan->user_src = user_src;
-    plan->user_dst = user_dst;
-    plan->src8 = memory::desc(user_src.dims(), memory::data_type::f32, Tag::nhwc);
-    plan->dst8 = memory::desc(user_dst.dims(), memory::data_type::f32, Tag::nhwc);
     plan->src_image = static_cast<size_t>(C * H * Wd);
     plan->dst_image = static_cast<size_t>(M * OH * OW);
     const auto f32 = memory::data_type::f32;
@@ -375,10 +379,8 @@ class DnnlConvImpl final : public DnnlConv {
     const int64_t extent = (KH - 1) * g.dilations[0] + 1, s = g.strides[0], pad_top = g.pads[0];
     dnnl::stream stream(cpu_engine());
     try {
-      if (user_src != plan->src8)
-        plan->src_reorder.emplace(dnnl::reorder::primitive_desc(cpu_engine(), user_src, cpu_engine(), plan->src8));
-      if (user_dst != plan->dst8)
-        plan->dst_reorder.emplace(dnnl::reorder::primitive_desc(cpu_engine(), plan->dst8, cpu_engine(), user_dst));
+      set_layouts(*plan, user_src, user_dst, memory::desc(user_src.dims(), f32, Tag::nhwc),
+                  memory::desc(user_dst.dims(), f32, Tag::nhwc));
       for (int64_t p = 0; p < P; ++p) {
         const int64_t oh0 = p * OH / P, oh1 = (p + 1) * OH / P;
         // input rows [first, last] of output rows [oh0, oh1), then clipped to the image; the clipped rows are pads
@@ -520,10 +522,6 @@ class DnnlConvImpl final : public DnnlConv {
   bool has_bias_;
   FusedActivation act_;
   static constexpr size_t kMaxPlans = 8;
-  // A part's least work (multiply-adds of one image): about 50 us on one thread, so the part's own dispatch
-  // (a few us) stays small beside it. At most kMaxParts parts.
-  static constexpr int64_t kPartWork = int64_t{1} << 21;
-  static constexpr int64_t kMaxParts = 8;
   // Multiply-adds per element copied from which oneDNN's own layouts pay for the copies (see build).
   static constexpr int64_t kDenseMacs = 48;
   // Multiply-adds from which the whole Conv runs on more than one OpenMP thread: 2^24 is about 0.5 ms on one
