@@ -17,13 +17,18 @@
 // Both libraries read the variables in their constructors, before main() runs, so setting them inside the
 // process is too late (even from the executable's .preinit_array: libc's own initialisation, which comes after it,
 // resets the environment); the only reliable way is to re-execute the program with the variables set.
-// An explicit OMP_WAIT_POLICY or GOMP_SPINCOUNT, and an explicit OPENBLAS_NUM_THREADS, are honoured.
+// OpenBLAS also picks its kernels in its constructor, by the CPU's model: a CPU newer than the library (Debian 12's
+// 0.3.21 on a Sapphire Rapids VM) gets its Prescott (SSE3) fallback, 4-5x slower than the AVX-512 kernels the CPU
+// runs (omp_wait.cc); then OPENBLAS_CORETYPE names the kernels the CPU's features allow.
+// An explicit OMP_WAIT_POLICY or GOMP_SPINCOUNT, and an explicit OPENBLAS_NUM_THREADS or OPENBLAS_CORETYPE, are
+// honoured.
 #pragma once
 
 namespace qtool::core {
 
 // Sets OMP_WAIT_POLICY=PASSIVE when neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT is set, and OPENBLAS_NUM_THREADS=1
-// when it is not set (on more than one core); when it set either, replaces the process with a fresh copy of itself
+// when it is not set (on more than one core), and OPENBLAS_CORETYPE when OpenBLAS fell back to Prescott on a CPU
+// with AVX2 or AVX-512; when it set any, replaces the process with a fresh copy of itself
 // (execv of /proc/self/exe with the same argv), so the libraries start with them. Returns normally when the
 // environment already decides, or when re-executing is impossible (then the process keeps the libraries'
 // defaults). Call first thing in main(), before any thread of the program's own exists.

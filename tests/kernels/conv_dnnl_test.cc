@@ -91,7 +91,9 @@ TEST_CASE("oneDNN Conv matches the reference twin, bitwise the same with 1 and 2
 }
 
 // Convs large enough to be cut into parts (conv_dnnl.cc: one part at one thread, several at more), in plain and
-// channel-blocked layouts: the reference's values, and the 1-thread result bitwise at 2, 3 and 8 threads.
+// channel-blocked layouts: the reference's values, and the 1-thread result bitwise at 2, 3 and 8 threads. The general
+// 3x3 and the last three are dense: on a CPU with AVX-512 oneDNN's own layout for them is NHWC, and they run as parts
+// along output rows, each with the pads its rows need (none between parts, a dilated halo at the image's ends).
 TEST_CASE("oneDNN Conv cut into parts gives the 1-thread result bitwise at 2, 3 and 8 threads") {
   const DnnlCase cases[] = {
       {"pointwise", {1, 64, 28, 28}, {128, 64, 1, 1}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}},
@@ -100,6 +102,9 @@ TEST_CASE("oneDNN Conv cut into parts gives the 1-thread result bitwise at 2, 3 
       {"grouped 3x3, 4 groups", {1, 64, 28, 28}, {64, 16, 3, 3}, 4, {1, 1}, {1, 1}, {1, 1, 1, 1}},
       {"depthwise 3x3", {1, 96, 56, 56}, {96, 1, 3, 3}, 96, {1, 1}, {1, 1}, {1, 1, 1, 1}},
       {"depthwise 3x3 s2", {1, 144, 56, 56}, {144, 1, 3, 3}, 144, {2, 2}, {1, 1}, {0, 0, 1, 1}},
+      {"dense pointwise 14x14", {1, 96, 14, 14}, {576, 96, 1, 1}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}},
+      {"dense 3x3 s2, 2 images", {2, 64, 29, 29}, {48, 64, 3, 3}, 1, {2, 2}, {1, 1}, {1, 1, 1, 1}},
+      {"dense 3x3 dilated", {1, 48, 13, 13}, {64, 48, 3, 3}, 1, {1, 1}, {2, 2}, {2, 2, 2, 2}},
   };
   const runtime::FusedActivation relu6{Kind::Clip, 0.f, 6.f};
   for (const auto& c : cases)

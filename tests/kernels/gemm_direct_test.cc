@@ -1,6 +1,7 @@
 // compute::sgemm_direct (runtime/kernels/gemm_direct.h) against its reference twin sgemm_ref, through sgemm's
-// dispatch: the attention and projection shapes it is meant for, the tails of its 6-row strips (3-row groups,
-// 32-, 16- and 8-column tiles, the zero-padded last columns), every alpha/beta form the MatMul epilogue uses, and
+// dispatch: the attention and projection shapes it is meant for, the tails of its row strips (6 rows with 8-float
+// vectors: 3-row groups, 32-, 16- and 8-column tiles; 12 rows with AVX-512's 16-float vectors: groups of up to 6,
+// 32- and 16-column tiles; the zero-padded last columns), every alpha/beta form the MatMul epilogue uses, and
 // 1 against 2 and 3 threads bit for bit (each thread takes a different cut of the rows).
 #include <catch2/catch.hpp>
 
@@ -23,7 +24,7 @@ TEST_CASE("sgemm_direct matches sgemm_ref on transformer shapes and tile tails, 
   // [256,64]·[64,172] (16-, 8- and padded 4-column tiles) and [256,172]·[172,64] projections, tails and odd M
   // (1-5 rows after the last strip).
   for (const Case c : {Case{128, 128, 16}, Case{17, 17, 16}, Case{17, 16, 17}, Case{5, 77, 3}, Case{1, 9, 1},
-                       Case{33, 31, 12}, Case{256, 172, 64}, Case{256, 64, 172}, Case{40, 45, 33}, Case{4, 100, 20}}) {
+                       Case{33, 31, 12}, Case{256, 172, 64}, Case{256, 64, 172}, Case{40, 45, 33}, Case{4, 100, 20}, Case{23, 50, 9}}) {
     REQUIRE(use_sgemm_direct(false, false, c.M, c.N, c.K));
     const Tensor A = random_tensor({c.M, c.K}, 21), B = random_tensor({c.K, c.N}, 22);
     for (const auto& [alpha, beta] : {std::pair{1.f, 0.f}, std::pair{0.25f, 1.f}, std::pair{-0.5f, 2.f}}) {

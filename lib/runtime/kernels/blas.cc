@@ -70,13 +70,12 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float al
     return;
   }
   const int64_t len = blocks.split_n ? N : M;
-  // Inside a shared loop's chunk (a helper thread is no OpenMP thread, so a region there would start a new team).
-  const int t = inside_parallel_loop()
-                    ? 1
-                    : static_cast<int>(std::clamp<int64_t>(threads_for_macs(M * N * std::max<int64_t>(K, 1), threads),
-                                                           1, blocks.count));
-#pragma omp parallel for num_threads(t) schedule(static)
-  for (int64_t b = 0; b < blocks.count; ++b) {
+  // The blocks are shared out by the kernels' work sharing (work_sharing.h), not an OpenMP region: a region waits at
+  // its barrier for the woken worker, 44-94 us on a VM (docs/benchmarks.md, 2026-11-25), about what a block of
+  // mobilenetv2's classifier takes; a late helper here costs nothing.
+  const int t = static_cast<int>(
+      std::clamp<int64_t>(threads_for_macs(M * N * std::max<int64_t>(K, 1), threads), 1, blocks.count));
+  parallel_for(blocks.count, t, [&](int64_t b) {
     const int64_t s = b * blocks.size, e = std::min(len, s + blocks.size);
     if (blocks.split_n) {
       const float* Bb = trans_b ? B + s * ldb : B + s;
@@ -85,7 +84,7 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float al
       const float* Ab = trans_a ? A + s : A + s * lda;
       gemm_block(trans_a, trans_b, e - s, N, K, alpha, Ab, lda, B, ldb, beta, C + s * ldc, ldc);
     }
-  }
+  });
 }
 
 void sgemm_ref(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,

@@ -2,7 +2,7 @@
 // loop helper every compute kernel parallelises with.
 //
 // Threading: OpenBLAS is pinned to one thread once (openblas_set_num_threads(1)); parallelism comes
-// only from the kernels' loops (parallel_for, work_sharing.h; OpenMP regions for the large GEMM and Conv blocks)
+// only from the kernels' loops (parallel_for, work_sharing.h; OpenMP regions for the own Conv tiles and oneDNN)
 // sized by KernelContext::threads, so the framework's thread count is the only one in play. The programs set
 // OPENBLAS_NUM_THREADS=1 before OpenBLAS loads (core/omp_wait.h), so its pthread build starts no workers at all.
 #pragma once

@@ -69,6 +69,19 @@ const dnnl::engine& cpu_engine() {
   return engine;
 }
 
+// A part's least work (multiply-adds of one image): about 50 us on one thread, so the part's own dispatch (a few us)
+// stays small beside it. At most kMaxParts parts.
+constexpr int64_t kPartWork = int64_t{1} << 21;
+constexpr int64_t kMaxParts = 8;
+
+// How many parts a Conv of `work` multiply-adds per image is cut into, at most `most`: one at one thread; at more, a
+// multiple of the thread count (parts of one size keep the threads equally busy), each of at least kPartWork.
+int64_t part_count(int64_t work, int64_t most, int threads) {
+  if (threads <= 1) return 1;
+  const int64_t P = std::clamp<int64_t>(work / kPartWork, 1, std::min(kMaxParts, most));
+  return P > 1 ? std::min(most, (P + threads - 1) / threads * threads) : P;
+}
+
 class DnnlConvImpl final : public DnnlConv {
  public:
   DnnlConvImpl(const Tensor& W, int64_t group, bool has_bias, const FusedActivation& act)
@@ -113,7 +126,8 @@ class DnnlConvImpl final : public DnnlConv {
                          int64_t, int64_t, int, bool, bool>;
   // A slice of the output channels (whole groups of a grouped Conv) with its own one-thread primitive.
   struct Part {
-    int64_t m0 = 0, c0 = 0;  // its first output and input channel
+    int64_t m0 = 0;                    // its first output channel (of the bias)
+    int64_t src_off = 0, dst_off = 0;  // floats from an image's start to the part's first input / output value
     dnnl::convolution_forward::primitive_desc pd;
     dnnl::convolution_forward conv;
     memory weights;  // W's rows of this part in pd.weights_desc()
@@ -122,13 +136,14 @@ class DnnlConvImpl final : public DnnlConv {
     dnnl::convolution_forward::primitive_desc pd;
     dnnl::convolution_forward conv;
     memory::desc user_src, user_dst, bias;
-    memory::desc src8, dst8;  // parts: the whole input and output as nChw8c
+    memory::desc src8, dst8;  // parts: the whole input and output as nChw8c (NHWC for row parts)
+    size_t src_image = 0, dst_image = 0;  // parts: floats of one image in that layout, padding included
     std::optional<dnnl::reorder> src_reorder, dst_reorder;
     memory weights;  // W in pd.weights_desc(), reordered once
     bool act_in_primitive = false;
     int whole_threads = 1;    // OpenMP threads of the whole Conv
-    // When not empty, the Conv runs as these parts on nChw8c images, and pd, conv and weights are unused;
-    // src_reorder / dst_reorder then copy plain NCHW activations into and out of nChw8c.
+    // When not empty, the Conv runs as these parts on nChw8c (or NHWC) images, and pd, conv and weights are unused;
+    // src_reorder / dst_reorder then copy the activations into and out of that layout.
     std::vector<Part> parts;
   };
 
@@ -138,19 +153,18 @@ class DnnlConvImpl final : public DnnlConv {
   void run_parts(const Plan& plan, const ConvGeom& g, int64_t N, int64_t C, const float* x, const float* b, float* y,
                  int threads) {
     const int64_t M = W_.dim(0), P = static_cast<int64_t>(plan.parts.size());
-    const int64_t in_plane = g.in[0] * g.in[1], out_plane = g.out[0] * g.out[1];
-    const int64_t C8 = round_up8(C), M8 = round_up8(M);  // channels of an nChw8c image, padding included
+    const auto src_image = static_cast<int64_t>(plan.src_image), dst_image = static_cast<int64_t>(plan.dst_image);
     dnnl::stream stream(cpu_engine());
     const float* x8 = x;
     float* y8 = y;
     if (plan.src_reorder || plan.dst_reorder) {
-      const size_t src_floats = plan.src_reorder ? static_cast<size_t>(N * C8 * in_plane) + 16 : 0;
-      float* copies = copy_scratch(src_floats + (plan.dst_reorder ? static_cast<size_t>(N * M8 * out_plane) + 16 : 0));
+      const size_t src_floats = plan.src_reorder ? static_cast<size_t>(N * src_image) + 16 : 0;
+      float* copies = copy_scratch(src_floats + (plan.dst_reorder ? static_cast<size_t>(N * dst_image) + 16 : 0));
       if (plan.src_reorder) {
         x8 = aligned64(copies);
         memory src(plan.user_src, cpu_engine(), const_cast<float*>(x)), src8(plan.src8, cpu_engine(),
                                                                              const_cast<float*>(x8));
-        OmpThreads copy_scope(threads_for(N * C * in_plane, threads));
+        OmpThreads copy_scope(threads_for(N * C * g.in[0] * g.in[1], threads));
         plan.src_reorder->execute(stream, src, src8);
         stream.wait();
       }
@@ -166,9 +180,9 @@ class DnnlConvImpl final : public DnnlConv {
         float* scratch = scratch_floats(aligned_floats(part.pd.scratchpad_desc()));
         std::unordered_map<int, memory> args{
             {DNNL_ARG_SRC,
-             memory(part.pd.src_desc(), cpu_engine(), const_cast<float*>(x8 + (n * C8 + part.c0) * in_plane))},
+             memory(part.pd.src_desc(), cpu_engine(), const_cast<float*>(x8 + n * src_image + part.src_off))},
             {DNNL_ARG_WEIGHTS, part.weights},
-            {DNNL_ARG_DST, memory(part.pd.dst_desc(), cpu_engine(), y8 + (n * M8 + part.m0) * out_plane)},
+            {DNNL_ARG_DST, memory(part.pd.dst_desc(), cpu_engine(), y8 + n * dst_image + part.dst_off)},
             {DNNL_ARG_SCRATCHPAD, memory(part.pd.scratchpad_desc(), cpu_engine(), aligned64(scratch))}};
         if (b) args.emplace(DNNL_ARG_BIAS, memory(part.pd.bias_desc(), cpu_engine(), const_cast<float*>(b + part.m0)));
         part.conv.execute(part_stream, args);
@@ -180,7 +194,7 @@ class DnnlConvImpl final : public DnnlConv {
     if (failed) throw std::runtime_error("oneDNN failed to run a Conv part it had accepted");
     if (plan.dst_reorder) {
       memory dst8(plan.dst8, cpu_engine(), y8), dst(plan.user_dst, cpu_engine(), y);
-      OmpThreads copy_scope(threads_for(N * M * out_plane, threads));
+      OmpThreads copy_scope(threads_for(N * M * g.out[0] * g.out[1], threads));
       plan.dst_reorder->execute(stream, dst8, dst);
       stream.wait();
     }
@@ -246,6 +260,19 @@ class DnnlConvImpl final : public DnnlConv {
     }
   }
 
+  // The activations' layouts and the parts' (src8, dst8), with the copies between them where they differ.
+  static void set_layouts(Plan& plan, const memory::desc& user_src, const memory::desc& user_dst,
+                          const memory::desc& src8, const memory::desc& dst8) {
+    plan.user_src = user_src;
+    plan.user_dst = user_dst;
+    plan.src8 = src8;
+    plan.dst8 = dst8;
+    if (user_src != src8)
+      plan.src_reorder.emplace(dnnl::reorder::primitive_desc(cpu_engine(), user_src, cpu_engine(), src8));
+    if (user_dst != dst8)
+      plan.dst_reorder.emplace(dnnl::reorder::primitive_desc(cpu_engine(), dst8, cpu_engine(), user_dst));
+  }
+
   // The Conv as parts along its output channels, each a one-thread primitive on nChw8c images (the activations'
   // blocked layout, read and written in place; plain activations are copied), run side by side on the kernels'
   // work sharing; nullptr when some part has no direct primitive on nChw8c.
@@ -277,30 +304,24 @@ class DnnlConvImpl final : public DnnlConv {
     // four times slower (threading.h's two minimums). A part holds at least kPartWork of it.
     const int64_t kv = KH * KW, macs = M * g.out[0] * g.out[1] * Cg * kv;
     const int64_t work = Cg * kv < 64 ? macs * (kParallelMinMacs / kParallelMinWork) : macs;
-    // One part on one thread; with more, a multiple of the thread count (parts of one size keep the threads
-    // equally busy), each of at least kPartWork. Parts of one Conv differ only in which output channels they
-    // hold, and oneDNN's direct kernels compute each output channel's sum in the same order whatever the others,
-    // so the output is bitwise the same at every thread count (tests/kernels/conv_dnnl_test.cc checks it on
-    // shapes cut in 2 to 8 parts).
-    int64_t P = 1;
-    if (threads > 1) {
-      P = std::clamp<int64_t>(work / kPartWork, 1, std::min(kMaxParts, units));
-      if (P > 1) P = std::min(units, (P + threads - 1) / threads * threads);
-    }
+    // part_count: one part on one thread, with more a multiple of the thread count. Parts of one Conv differ only
+    // in which output channels they hold, and oneDNN's direct kernels compute each output channel's sum in the same
+    // order whatever the others, so the output is bitwise the same at every thread count
+    // (tests/kernels/conv_dnnl_test.cc checks it on shapes cut in 2 to 8 parts).
+    // A part of a Conv without groups re-reads the whole input for its output channels; with 8 of them that costs
+    // more than its share (1x1 Convs at one thread, the parts run one after another against one part: 144->24 at
+    // 56x56 in three parts 1.82x, 96->24 1.77x, 32->16 at 112x112 in two 1.44x; parts of 16 or more channels
+    // 1.02-1.16x; mobilenetv2, 2026-11-25), so such a part holds at least two units (16 channels).
+    const int64_t P = part_count(work, G > 1 ? units : std::max<int64_t>(1, units / 2), threads);
     OmpThreads one(1);
     auto plan = std::make_shared<Plan>();
     plan->act_in_primitive = act_in_primitive;
+    plan->src_image = static_cast<size_t>(round_up8(C) * g.in[0] * g.in[1]);
+    plan->dst_image = static_cast<size_t>(round_up8(M) * g.out[0] * g.out[1]);
     dnnl::stream stream(cpu_engine());
     const auto f32 = memory::data_type::f32;
     try {
-      plan->user_src = user_src;
-      plan->user_dst = user_dst;
-      plan->src8 = src8;
-      plan->dst8 = dst8;
-      if (user_src != plan->src8)
-        plan->src_reorder.emplace(dnnl::reorder::primitive_desc(cpu_engine(), user_src, cpu_engine(), plan->src8));
-      if (user_dst != plan->dst8)
-        plan->dst_reorder.emplace(dnnl::reorder::primitive_desc(cpu_engine(), plan->dst8, cpu_engine(), user_dst));
+      set_layouts(*plan, user_src, user_dst, src8, dst8);
       for (int64_t p = 0; p < P; ++p) {
         const int64_t u0 = p * units / P, u1 = (p + 1) * units / P;
         // output channels [m0, m0 + mp) of groups [g0, g0 + gp), input channels [c0, c0 + cp)
@@ -318,10 +339,71 @@ class DnnlConvImpl final : public DnnlConv {
         // im2col + GEMM or the reference loops: slower than a direct kernel on oneDNN's own layouts
         const std::string impl = pd.impl_info_str();
         if (impl.find("gemm") != std::string::npos || impl.find("ref") != std::string::npos) return nullptr;
-        Part part{m0, c0, pd, dnnl::convolution_forward(pd), memory(pd.weights_desc(), cpu_engine())};
+        Part part{m0, c0 * g.in[0] * g.in[1], m0 * g.out[0] * g.out[1], pd, dnnl::convolution_forward(pd),
+                  memory(pd.weights_desc(), cpu_engine())};
         memory wsrc(user_w, cpu_engine(), const_cast<float*>(W_.data<float>()) + m0 * Cg * kv);
         dnnl::reorder(wsrc, part.weights).execute(stream, wsrc, part.weights);
         plan->parts.push_back(std::move(part));
+      }
+      stream.wait();
+    } catch (const dnnl::error&) {
+      return nullptr;
+    }
+    return plan;
+  }
+
+  // A dense Conv whose own layout is NHWC, as parts along its output rows: each a one-thread primitive on a run of
+  // whole rows of the NHWC image (its input rows, the halo included, and its output rows are contiguous there), with
+  // the pads its rows need. Channels cannot be cut in NHWC (a slice of them is strided, and oneDNN runs strided
+  // tensors only in its reference loops). nullptr when some part has no direct primitive.
+  // Why: below kWholeParallelMacs the whole Conv runs on one OpenMP thread (three team wake-ups would cost more than
+  // they save), so at two threads the second one idled through mobilenetv2's 1x1 Convs from 28x28 down (about a
+  // third of its time). Rows keep every output value's sum over input channels and kernel taps as the whole image's
+  // primitive computes it (tests/kernels/conv_dnnl_test.cc checks 1 against 2, 3 and 8 threads bitwise).
+  template <typename ConvDesc>
+  std::shared_ptr<Plan> build_rows(const ConvGeom& g, int64_t C, int threads, const memory::desc& user_src,
+                                   const memory::desc& user_dst, const dnnl::primitive_attr& attr,
+                                   bool act_in_primitive, const ConvDesc& conv_desc) {
+    const int64_t M = W_.dim(0), KH = W_.dim(2), KW = W_.dim(3), G = group_, Cg = C / G;
+    const int64_t H = g.in[0], Wd = g.in[1], OH = g.out[0], OW = g.out[1];
+    const int64_t macs = M * OH * OW * Cg * KH * KW;
+    const int64_t P = part_count(macs, OH, threads);
+    OmpThreads one(1);
+    auto plan = std::make_shared<Plan>();
+    plan->act_in_primitive = act_in_primitive;
+    plan->src_image = static_cast<size_t>(C * H * Wd);
+    plan->dst_image = static_cast<size_t>(M * OH * OW);
+    const auto f32 = memory::data_type::f32;
+    const memory::dims w_dims = G == 1 ? memory::dims{M, C, KH, KW} : memory::dims{G, M / G, Cg, KH, KW};
+    const memory::desc user_w(w_dims, f32, G == 1 ? Tag::oihw : Tag::goihw);
+    const int64_t extent = (KH - 1) * g.dilations[0] + 1, s = g.strides[0], pad_top = g.pads[0];
+    dnnl::stream stream(cpu_engine());
+    try {
+      set_layouts(*plan, user_src, user_dst, memory::desc(user_src.dims(), f32, Tag::nhwc),
+                  memory::desc(user_dst.dims(), f32, Tag::nhwc));
+      for (int64_t p = 0; p < P; ++p) {
+        const int64_t oh0 = p * OH / P, oh1 = (p + 1) * OH / P;
+        // input rows [first, last] of output rows [oh0, oh1), then clipped to the image; the clipped rows are pads
+        const int64_t first = oh0 * s - pad_top, last = (oh1 - 1) * s - pad_top + extent - 1;
+        const int64_t ih0 = std::max<int64_t>(0, first), ih1 = std::min(H - 1, last);
+        const memory::dims src{1, C, ih1 - ih0 + 1, Wd}, dst{1, M, oh1 - oh0, OW};
+        const dnnl::convolution_forward::primitive_desc pd(
+            conv_desc(memory::desc(src, f32, Tag::nhwc), memory::desc(w_dims, f32, Tag::any),
+                      memory::desc({M}, f32, Tag::x), memory::desc(dst, f32, Tag::nhwc), {ih0 - first, g.pads[1]},
+                      {last - ih1, g.pads[3]}),
+            attr, cpu_engine());
+        const std::string impl = pd.impl_info_str();
+        if (impl.find("gemm") != std::string::npos || impl.find("ref") != std::string::npos) return nullptr;
+        // parts whose rows ask for the same weight layout share one reordered copy
+        memory weights;
+        for (const Part& other : plan->parts)
+          if (other.pd.weights_desc() == pd.weights_desc()) weights = other.weights;
+        if (!weights) {
+          weights = memory(pd.weights_desc(), cpu_engine());
+          memory wsrc(user_w, cpu_engine(), const_cast<float*>(W_.data<float>()));
+          dnnl::reorder(wsrc, weights).execute(stream, wsrc, weights);
+        }
+        plan->parts.push_back(Part{0, ih0 * Wd * C, oh0 * OW * M, pd, dnnl::convolution_forward(pd), weights});
       }
       stream.wait();
     } catch (const dnnl::error&) {
@@ -363,12 +445,15 @@ class DnnlConvImpl final : public DnnlConv {
     // concurrently on several threads (the accuracy guard runs one per thread), and Debian's build shares the
     // global scratchpad between them (a crash in the guard's parallel evaluation before this).
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    auto conv_desc = [&](const memory::desc& src, const memory::desc& w, const memory::desc& b,
-                         const memory::desc& dst) {
+    auto conv_desc_padded = [&](const memory::desc& src, const memory::desc& w, const memory::desc& b,
+                                const memory::desc& dst, const memory::dims& pad_begin, const memory::dims& pad_end) {
       return dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
                                              src, w, has_bias_ ? b : memory::desc(), dst, {g.strides[0], g.strides[1]},
-                                             {g.dilations[0] - 1, g.dilations[1] - 1}, {g.pads[0], g.pads[1]},
-                                             {g.pads[2], g.pads[3]});
+                                             {g.dilations[0] - 1, g.dilations[1] - 1}, pad_begin, pad_end);
+    };
+    auto conv_desc = [&](const memory::desc& src, const memory::desc& w, const memory::desc& b,
+                         const memory::desc& dst) {
+      return conv_desc_padded(src, w, b, dst, {g.pads[0], g.pads[1]}, {g.pads[2], g.pads[3]});
     };
     // Which kernels run a Conv depends on its shape alone, never on the activations' layouts or the thread count,
     // so a Conv gives the same values whichever tensors are kept blocked and however many threads run it. Parts
@@ -376,7 +461,8 @@ class DnnlConvImpl final : public DnnlConv {
     // pay for copying into it: on a CPU with AVX-512 that choice is nChw16c or NHWC, whose AVX-512 kernels are
     // faster than the AVX2 ones that read nChw8c. Copies cost about one pass over the input and one over the output;
     // from kDenseMacs multiply-adds per element copied the faster kernel wins (ppocrv4-rec, -det and mobilenetv2
-    // each ran fastest with the cut between 32 and 64 at 1 thread, 2026-11-25, docs/benchmarks.md).
+    // each ran fastest with the cut between 32 and 64 at 1 thread, 2026-11-25, docs/benchmarks.md). Such a Conv
+    // whose own layout is NHWC and too small for OpenMP threads runs as row parts on NHWC (build_rows).
     const int64_t macs = N * M * g.out[0] * g.out[1] * (C / group_) * KH * KW;
     const int64_t copied = N * (C * g.in[0] * g.in[1] + M * g.out[0] * g.out[1]);
     // The whole Conv opens OpenMP regions (copies and convolution) whose barriers wait for woken workers; below
@@ -399,6 +485,12 @@ class DnnlConvImpl final : public DnnlConv {
         return plan;
     }
     if (!whole) return nullptr;  // no oneDNN primitive for this shape: the own kernel runs it
+    const memory::desc own_nhwc_src(src_dims, memory::data_type::f32, Tag::nhwc);
+    const memory::desc own_nhwc_dst(dst_dims, memory::data_type::f32, Tag::nhwc);
+    if (whole_threads == 1 && whole->src_desc() == own_nhwc_src && whole->dst_desc() == own_nhwc_dst) {
+      if (auto plan = build_rows(g, C, threads, user_src, user_dst, attr, act_in_primitive, conv_desc_padded))
+        return plan;
+    }
     OmpThreads scope(whole_threads);
     try {
       const dnnl::convolution_forward::primitive_desc& pd = *whole;
@@ -430,10 +522,6 @@ class DnnlConvImpl final : public DnnlConv {
   bool has_bias_;
   FusedActivation act_;
   static constexpr size_t kMaxPlans = 8;
-  // A part's least work (multiply-adds of one image): about 50 us on one thread, so the part's own dispatch
-  // (a few us) stays small beside it. At most kMaxParts parts.
-  static constexpr int64_t kPartWork = int64_t{1} << 21;
-  static constexpr int64_t kMaxParts = 8;
   // Multiply-adds per element copied from which oneDNN's own layouts pay for the copies (see build).
   static constexpr int64_t kDenseMacs = 48;
   // Multiply-adds from which the whole Conv runs on more than one OpenMP thread: 2^24 is about 0.5 ms on one

