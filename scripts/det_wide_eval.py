@@ -2,8 +2,10 @@
 """ppocrv4-det's int8 text mask on a wide held-out set: many generated text images, not the one acceptance image.
 
 usage: det_wide_eval.py [SPEC ...] [--workdir DIR] [--per-kind N] [--seed S] [--json OUT] [--per-image]
+                        [--calib-extra N]
 SPEC: "default" (qtool's built-in config), a QConfig .json (quantized as tests/quantize/acceptance.py does:
-calibrated on ocr_en-01 + ocr_cn-02 only, the guard on those two) or an already quantized .onnx (scored as it is).
+calibrated on ocr_en-01 + ocr_cn-02 only, the guard on those two; --calib-extra N adds N generated images, drawn
+with seed + 1000 and never scored) or an already quantized .onnx (scored as it is).
 Default: "default".
 
 The set (seeded: --seed, default 26; the same seed draws the same images on any machine with DejaVu fonts and
@@ -312,13 +314,13 @@ def ort_outputs(model, groups, work, tag):
     return {s: qtest.ort_run(model, {'x': f}, os.path.join(work, f'{tag}_{s}'))[0][OUT] for s, f in groups.items()}
 
 
-def quantize(spec, work, tag):
+def quantize(spec, work, tag, extra=()):
     if spec.endswith('.onnx'):
         return spec
     out = os.path.join(work, f'{tag}.int8.onnx')
     cmd = [qtest.qtool(), 'quantize', os.path.join(MODELS, 'ppocrv4-det.onnx'), '-o', out, '--threads', '2']
-    cmd += qtest.data_args([{'x': t('ppocrdet_ocr_en-01.npy')}, {'x': t('ppocrdet_ocr_cn-02.npy')}],
-                           os.path.join(work, 'calib'))
+    cmd += qtest.data_args([{'x': t('ppocrdet_ocr_en-01.npy')}, {'x': t('ppocrdet_ocr_cn-02.npy')}] +
+                           [{'x': f} for f in extra], os.path.join(work, 'calib'))
     if spec != 'default':
         cmd += ['--config', spec]
     qtest.sh(cmd)
@@ -375,6 +377,8 @@ def main():
     ap.add_argument('--json', help='write the results (a list, one object per SPEC) here')
     ap.add_argument('--per-image', action='store_true', help='print each image\'s IoU')
     ap.add_argument('--save-images', help='write each image of the set as PNG into this folder (to look at)')
+    ap.add_argument('--calib-extra', type=int, default=0,
+                    help='calibrate on this many more generated images (seed + 1000, kinds in turn; none is scored)')
     a = ap.parse_args()
     work = a.workdir or tempfile.mkdtemp(prefix='det_wide_')
     os.makedirs(work, exist_ok=True)
@@ -394,9 +398,17 @@ def main():
     model = os.path.join(MODELS, 'ppocrv4-det.onnx')
     ref = ort_outputs(model, groups, work, 'float')
     acc_f = qtest.ort_run(model, acc, os.path.join(work, 'float_acc'))[0][OUT][0, 0]
+    extra = []
+    if a.calib_extra > 0:
+        drawn = make_set(-(-a.calib_extra // len(KINDS)), a.seed + 1000)
+        per = len(drawn) // len(KINDS)
+        for n in range(a.calib_extra):  # kinds in turn
+            path = os.path.join(work, f'calib_extra_{n}.npy')
+            np.save(path, drawn[(n % len(KINDS)) * per + n // len(KINDS)][2][None])
+            extra.append(path)
     results = []
     for n, spec in enumerate(a.specs):
-        q = quantize(spec, work, f'q{n}')
+        q = quantize(spec, work, f'q{n}', extra)
         got = ort_outputs(q, groups, work, f'q{n}')
         acc_q = qtest.ort_run(q, acc, os.path.join(work, f'q{n}_acc'))[0][OUT][0, 0]
         r = score(items, ref, got, acc_f, acc_q, a.per_image)

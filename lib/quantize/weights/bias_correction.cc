@@ -284,7 +284,7 @@ int add_activation_shifts(const onnx::ModelProto& prepared, const onnx::ModelPro
       const double var = std::max(0.0, (sum2 - sum * m) / static_cast<double>(n - 1));
       const double se2 = var / static_cast<double>(n);
       const double keep = m == 0 ? 0.0 : std::clamp(1.0 - t * t * se2 / (m * m), 0.0, 1.0);
-      shift[c] = std::isfinite(m) ? m * keep : 0.0;
+      shift[c] = std::isfinite(m * keep) ? m * keep : 0.0;  // inf/NaN in a sample: left alone
     }
     if (!usable) continue;
     ++measured;
