@@ -226,7 +226,8 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
     // alone. The mean of each input settles in a few dozen samples.
     constexpr size_t kBiasSamples = 64;
     auto first = [&](size_t n) {
-      return std::vector<Sample>(options.samples.begin(), options.samples.begin() + std::min(options.samples.size(), n));
+      return std::vector<Sample>(options.samples.begin(),
+                                 options.samples.begin() + std::min(options.samples.size(), n));
     };
     onnx::ModelProto trial = model;
     rewrite(trial, config, ranges, hessians);
@@ -238,7 +239,8 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
       // as 128 MiB of inputs allow (at least kMinActivationSamples).
       size_t input_bytes = 1;
       for (const auto& [name, t] : options.samples.front()) input_bytes += t.nbytes();
-      const size_t kActivationSamples = std::clamp<size_t>((size_t{128} << 20) / input_bytes, kMinActivationSamples, 32);
+      const size_t kActivationSamples =
+          std::clamp<size_t>((size_t{128} << 20) / input_bytes, kMinActivationSamples, 32);
       if (!corrections.empty()) {
         trial = model;
         apply_bias_corrections(trial, corrections);

@@ -773,7 +773,8 @@ TEST_CASE("qdq: a config asking a range method the calibration table did not rec
   CHECK_NOTHROW(insert_qdq(m2, QConfig::builtin_default(), ranges));  // the default's percentile was recorded
 }
 
-TEST_CASE("qdq: a rule's percentile selects each tensor's range from its histogram, and without one the table's range") {
+TEST_CASE(
+    "qdq: a rule's percentile selects each tensor's range from its histogram, and without one the table's range") {
   // Four 1x1 Convs reading x1..x4; every tensor's histogram: 100 bins of 10 values over [-50, 50). Percentile p cuts
   // 1000·(100 - p)/200 values a side: 90 -> 50 values, 5 bins: [-45, 45]; 98 -> 10 values, 1 bin: [-49, 49]. The
   // table was calibrated at 99.999 and recorded [-40, 40] (not the histogram's: which range is used shows).
@@ -1007,8 +1008,12 @@ TEST_CASE("qdq: a tensors override setting a field with no effect on that tensor
   const calib::CalibrationTable ranges = minmax_ranges({{"x", -1, 1}, {"y", -2, 2}});
   auto run = [&](const std::string& tensors) {
     onnx::ModelProto m = b.m;
-    insert_qdq(m, QConfig::parse(R"({"format": "qtool-qconfig", "version": 1, "global": {"activation": {"dtype": "uint8"},
-        "weight": {"dtype": "int8", "symmetric": true}}, "tensors": )" + tensors + "}", "c.json"), ranges);
+    insert_qdq(m,
+               QConfig::parse(R"({"format": "qtool-qconfig", "version": 1, "global": {"activation": {"dtype": "uint8"},
+        "weight": {"dtype": "int8", "symmetric": true}}, "tensors": )" +
+                                  tensors + "}",
+                              "c.json"),
+               ranges);
   };
   CHECK_THROWS_WITH(run(R"({"w": {"range": [-1, 1]}})"),
                     "c.json: $.tensors.w.range: \"w\" is a weight: weights are quantized from their own values; "
@@ -1851,7 +1856,8 @@ TEST_CASE("weights: activation bias correction leaves a shift alone that the sam
   // Per sample the second conv's output is off by up to half a step times the weights; the applied shift is far
   // below what any one sample shows.
   double per_sample = 0;
-  for (const auto& s : calibration) per_sample = std::max(per_sample, worst_channel_mean_error(fp, quantized, {s.at("x")}));
+  for (const auto& s : calibration)
+    per_sample = std::max(per_sample, worst_channel_mean_error(fp, quantized, {s.at("x")}));
   double applied = 0;
   const Tensor b2 = Graph(fp).initializer_tensor("b2");
   for (const auto& c : corrections)

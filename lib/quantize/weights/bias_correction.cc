@@ -178,7 +178,8 @@ std::vector<BiasCorrection> bias_corrections(const onnx::ModelProto& prepared, c
   if (layers.empty()) return out;
   std::set<std::string> inputs;
   for (const auto& l : layers) inputs.insert(l.input);
-  const std::vector<std::map<std::string, ChannelMean>> per_sample = sample_means(prepared, samples, inputs, threads, {});
+  const std::vector<std::map<std::string, ChannelMean>> per_sample =
+      sample_means(prepared, samples, inputs, threads, {});
   std::map<std::string, ChannelMean> means;
   for (const auto& sample : per_sample)
     for (const auto& [name, cm] : sample) {
@@ -299,10 +300,11 @@ int add_activation_shifts(const onnx::ModelProto& prepared, const onnx::ModelPro
       float* d = y.data<float>();
       for (int64_t b = 0; b < batch; ++b)
         for (size_t c = 0; c < channels; ++c)
-          for (int64_t k = 0; k < inner; ++k) d[(b * static_cast<int64_t>(channels) + c) * inner + k] += static_cast<float>(shift[c]);
+          for (int64_t k = 0; k < inner; ++k)
+            d[(b * static_cast<int64_t>(channels) + c) * inner + k] += static_cast<float>(shift[c]);
     }
-    auto entry = std::find_if(corrections.begin(), corrections.end(),
-                              [&](const BiasCorrection& c) { return c.bias == l.bias; });
+    auto entry =
+        std::find_if(corrections.begin(), corrections.end(), [&](const BiasCorrection& c) { return c.bias == l.bias; });
     if (entry == corrections.end()) {
       const Tensor original = g.initializer_tensor(l.bias);
       corrections.push_back({g.node(l.node).input(1), l.bias, original.clone(), original.clone()});

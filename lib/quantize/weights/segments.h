@@ -25,8 +25,8 @@ class SegmentRunner {
  public:
   // `model` (segmentable) and `samples` (one input map per run) must outlive the runner. `end`: nodes from `end` on
   // never run, so values only they read are not kept.
-  SegmentRunner(const onnx::ModelProto& model, const std::vector<std::map<std::string, Tensor>>& samples,
-                int threads, int end);
+  SegmentRunner(const onnx::ModelProto& model, const std::vector<std::map<std::string, Tensor>>& samples, int threads,
+                int end);
 
   // Runs nodes [done(), b) on every sample, in sample order; `tap` sees the graph inputs the piece reads when it is
   // the first, and every node output (runtime::TapFn). Then drops from each sample's values what no node from b on
