@@ -232,7 +232,12 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
     onnx::ModelProto trial = model;
     rewrite(trial, config, ranges, hessians);
     if (wa.bias_correction) corrections = bias_corrections(model, trial, first(kBiasSamples), options.threads);
-    if (wa.activation_bias_correction) {
+    if (wa.activation_bias_correction && options.samples.size() < kMinActivationSamples) {
+      if (options.log)
+        options.log("activation bias correction: skipped (" + std::to_string(options.samples.size()) +
+                    " calibration samples; it needs " + std::to_string(kMinActivationSamples) +
+                    " to tell a shift of the model from one of the samples)");
+    } else if (wa.activation_bias_correction) {
       // Measured on the model as it will be written (weight part applied), on fewer samples: each keeps the
       // activations at one cut of the graph while the quantized model runs a layer at a time, a few times the
       // sample's input bytes in a CNN (ppocrv4-det, 8 MB inputs: 25 MB per sample). At most 32 samples, and as many
@@ -248,10 +253,6 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
       }
       const auto t0 = std::chrono::steady_clock::now();
       const int layers = add_activation_shifts(model, trial, first(kActivationSamples), options.threads, corrections);
-      if (options.log && options.samples.size() < kMinActivationSamples)
-        options.log("activation bias correction: skipped (" + std::to_string(options.samples.size()) +
-                    " calibration samples; it needs " + std::to_string(kMinActivationSamples) +
-                    " to tell a shift of the model from one of the samples)");
       if (options.log && layers > 0)
         options.log("activation bias correction: " + std::to_string(layers) + " layers, " +
                     std::to_string(std::min(options.samples.size(), kActivationSamples)) + " samples, " +
