@@ -93,7 +93,8 @@ TEST_CASE("oneDNN Conv matches the reference twin, bitwise the same with 1 and 2
 // Convs large enough to be cut into parts (conv_dnnl.cc: one part at one thread, several at more), in plain and
 // channel-blocked layouts: the reference's values, and the 1-thread result bitwise at 2, 3 and 8 threads. The general
 // 3x3 and the last three are dense: on a CPU with AVX-512 oneDNN's own layout for them is NHWC, and they run as parts
-// along output rows, each with the pads its rows need (none between parts, a dilated halo at the image's ends).
+// along output rows, each with the pads its rows need (none between parts, a dilated halo at the image's ends), each
+// copying its own rows of a channel-blocked input and output (every combination of the two sides' layouts).
 TEST_CASE("oneDNN Conv cut into parts gives the 1-thread result bitwise at 2, 3 and 8 threads") {
   const DnnlCase cases[] = {
       {"pointwise", {1, 64, 28, 28}, {128, 64, 1, 1}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}},
@@ -108,14 +109,15 @@ TEST_CASE("oneDNN Conv cut into parts gives the 1-thread result bitwise at 2, 3 
   };
   const runtime::FusedActivation relu6{Kind::Clip, 0.f, 6.f};
   for (const auto& c : cases)
-    for (bool blocked : {false, true}) {
-      DYNAMIC_SECTION(c.what << (blocked ? ", nChw8c" : ", NCHW")) {
-        if (blocked && (c.x[1] % 8 != 0 || c.w[0] % 8 != 0)) continue;
+    for (int l = 0; l < 4; ++l) {
+      const bool src_blocked = l & 1, dst_blocked = l & 2;
+      DYNAMIC_SECTION(c.what << (src_blocked ? ", nChw8c" : ", NCHW") << " to " << (dst_blocked ? "nChw8c" : "NCHW")) {
+        if ((src_blocked && c.x[1] % 8 != 0) || (dst_blocked && c.w[0] % 8 != 0)) continue;
         const Tensor X = random_tensor(c.x, 11, -3.f, 3.f), W = random_tensor(c.w, 12), B = random_tensor({c.w[0]}, 13);
         auto conv = make_dnnl_conv(W, c.group, true, relu6);
 #ifdef QTOOL_TEST_HAVE_DNNL
         REQUIRE(conv);
-        const ConvLayouts layouts{blocked, blocked};
+        const ConvLayouts layouts{src_blocked, dst_blocked};
         Tensor want = conv_ref(X, W, &B, {c.strides, c.dilations, c.pads, c.group});
         apply_activation(relu6, want.data<float>(), want.numel());
         const Tensor one = run_dnnl(*conv, c, X, &B, 1, layouts);
