@@ -90,15 +90,17 @@ TEST_CASE("oneDNN Conv matches the reference twin, bitwise the same with 1 and 2
     }
 }
 
-// Convs large enough to be cut into parts (conv_dnnl.cc: one part at one thread, several at more), in plain and
-// channel-blocked layouts: the reference's values, and the 1-thread result bitwise at 2, 3 and 8 threads. The general
-// 3x3 and the last three are dense: on a CPU with AVX-512 oneDNN's own layout for them is NHWC, and they run as parts
+// Convs large enough to be cut into parts (conv_dnnl.cc: one part at one thread, several at more; pointwise Convs
+// with fewer than 32 output channels along rows of nChw8c), in plain and channel-blocked layouts: the reference's
+// values, and the 1-thread result bitwise at 2, 3 and 8 threads. The general 3x3 and the last three are dense: on a CPU with AVX-512 oneDNN's own layout for them is NHWC, and they run as parts
 // along output rows, each with the pads its rows need (none between parts, a dilated halo at the image's ends), each
 // copying its own rows of a channel-blocked input and output (every combination of the two sides' layouts).
 TEST_CASE("oneDNN Conv cut into parts gives the 1-thread result bitwise at 2, 3 and 8 threads") {
   const DnnlCase cases[] = {
       {"pointwise", {1, 64, 28, 28}, {128, 64, 1, 1}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}},
       {"pointwise, 2 images, 20 output channels", {2, 96, 30, 30}, {40, 96, 1, 1}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}},
+      {"pointwise by rows, 24 output channels", {1, 64, 56, 56}, {24, 64, 1, 1}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}},
+      {"pointwise by rows, 2 images, 36 to 16", {2, 36, 100, 100}, {16, 36, 1, 1}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}},
       {"general 3x3", {1, 32, 28, 28}, {64, 32, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}},
       {"grouped 3x3, 4 groups", {1, 64, 28, 28}, {64, 16, 3, 3}, 4, {1, 1}, {1, 1}, {1, 1, 1, 1}},
       {"depthwise 3x3", {1, 96, 56, 56}, {96, 1, 3, 3}, 96, {1, 1}, {1, 1}, {1, 1, 1, 1}},

@@ -203,6 +203,9 @@ class DnnlConvImpl final : public DnnlConv {
     // Row parts: each part copies its own rows of the activations (in_rows, out_rows) into and out of NHWC, from and
     // to nChw8c where these flags are set, else NCHW; no whole-image reorders on the calling thread.
     bool rows = false, src_blocked = false, dst_blocked = false;
+    // Row parts of a pointwise Conv on nChw8c (build_parts): each part copies its rows of every channel block into a
+    // dense nChw8c image of its rows and its output rows back.
+    bool blocked_rows = false;
   };
 
   // The parts, one chunk per (image, part) on the kernels' own work sharing (work_sharing.h): each reads its input
@@ -245,6 +248,15 @@ class DnnlConvImpl final : public DnnlConv {
           rows_to_nhwc(x + n * C * H * Wd, plan.src_blocked, C, H, Wd, part.in_row, part.in_rows, aligned64(rows));
           src = aligned64(rows);
           dst = aligned64(rows + in_floats);
+        } else if (plan.blocked_rows) {  // this thread's nChw8c copies of the part's rows
+          const int64_t in_run = part.in_rows * Wd * kChannelBlock, in_n = round_up8(C) / kChannelBlock * in_run + 16;
+          float* rows = rows_scratch(static_cast<size_t>(in_n + round_up8(M) * part.out_rows * OW + 16));
+          float* r = aligned64(rows);
+          for (int64_t cb = 0; cb < round_up8(C) / kChannelBlock; ++cb)
+            std::memcpy(r + cb * in_run, x8 + n * src_image + (cb * H + part.in_row) * Wd * kChannelBlock,
+                        sizeof(float) * in_run);
+          src = r;
+          dst = aligned64(rows + in_n);
         }
         std::unordered_map<int, memory> args{
             {DNNL_ARG_SRC, memory(part.pd.src_desc(), cpu_engine(), const_cast<float*>(src))},
@@ -255,6 +267,12 @@ class DnnlConvImpl final : public DnnlConv {
         part.conv.execute(part_stream, args);
         part_stream.wait();
         if (plan.rows) nhwc_to_rows(dst, plan.dst_blocked, M, OH, OW, part.out_row, part.out_rows, y + n * M * OH * OW);
+        if (plan.blocked_rows) {
+          const int64_t out_run = part.out_rows * OW * kChannelBlock;
+          for (int64_t ob = 0; ob < round_up8(M) / kChannelBlock; ++ob)
+            std::memcpy(y8 + n * dst_image + (ob * OH + part.out_row) * OW * kChannelBlock, dst + ob * out_run,
+                        sizeof(float) * out_run);
+        }
       } catch (const dnnl::error&) {
         failed = true;  // a chunk must not throw (work_sharing.h)
       }
@@ -380,8 +398,17 @@ class DnnlConvImpl final : public DnnlConv {
     // more than its share (1x1 Convs at one thread, the parts run one after another against one part: 144->24 at
     // 56x56 in three parts 1.82x, 96->24 1.77x, 32->16 at 112x112 in two 1.44x; parts of 16 or more channels
     // 1.02-1.16x; mobilenetv2, 2026-11-25), so such a part holds at least two units (16 channels).
-    const int64_t P = G > 1 ? part_count(work, units, threads, kGroupedPartWork)
-                            : part_count(work, std::max<int64_t>(1, units / 2), threads);
+    int64_t P = G > 1 ? part_count(work, units, threads, kGroupedPartWork)
+                      : part_count(work, std::max<int64_t>(1, units / 2), threads);
+    // A pointwise Conv with too few output channels for a part per thread (mobilenetv2's 16- and 24-channel
+    // projections, 0.7 ms of its 7.7 at one thread, ran whole on one thread) is cut along its rows instead: rows of
+    // an nChw8c image are a strided slice, which oneDNN runs only in its reference loops, so each part copies its
+    // rows into a dense image first and its output rows back (run_parts). Each output value is the same sum over
+    // the input channels whatever the image's height (tests/kernels/conv_dnnl_test.cc checks it bitwise).
+    const bool pointwise = G == 1 && KH == 1 && KW == 1 && g.strides[0] == 1 && g.strides[1] == 1 && g.pads[0] == 0 &&
+                           g.pads[1] == 0 && g.pads[2] == 0 && g.pads[3] == 0;
+    const int64_t R = pointwise && P < threads ? part_count(work, g.out[0], threads) : 1;
+    if (R > 1) P = R;
     OmpThreads one(1);
     auto plan = std::make_shared<Plan>();
     plan->act_in_primitive = act_in_primitive;
@@ -391,7 +418,28 @@ class DnnlConvImpl final : public DnnlConv {
     const auto f32 = memory::data_type::f32;
     try {
       set_layouts(*plan, user_src, user_dst, src8, dst8);
-      for (int64_t p = 0; p < P; ++p) {
+      plan->blocked_rows = R > 1;
+      for (int64_t p = 0; R > 1 && p < P; ++p) {
+        const int64_t r0 = p * g.out[0] / P, rows = (p + 1) * g.out[0] / P - r0;
+        const memory::dims src{1, C, rows, g.in[1]}, dst{1, M, rows, g.out[1]}, w{M, C, 1, 1};
+        const dnnl::convolution_forward::primitive_desc pd(
+            conv_desc(memory::desc(src, f32, Tag::nChw8c), memory::desc(w, f32, Tag::any),
+                      memory::desc({M}, f32, Tag::x), memory::desc(dst, f32, Tag::nChw8c)),
+            attr, cpu_engine());
+        const std::string impl = pd.impl_info_str();
+        if (impl.find("gemm") != std::string::npos || impl.find("ref") != std::string::npos) return nullptr;
+        // parts that ask for the same weight layout share one reordered copy
+        memory weights;
+        for (const Part& other : plan->parts)
+          if (other.pd.weights_desc() == pd.weights_desc()) weights = other.weights;
+        if (!weights) {
+          weights = memory(pd.weights_desc(), cpu_engine());
+          memory wsrc(memory::desc(w, f32, Tag::oihw), cpu_engine(), const_cast<float*>(W_.data<float>()));
+          dnnl::reorder(wsrc, weights).execute(stream, wsrc, weights);
+        }
+        plan->parts.push_back(Part{0, 0, 0, r0, rows, r0, rows, pd, dnnl::convolution_forward(pd), weights});
+      }
+      for (int64_t p = 0; R == 1 && p < P; ++p) {
         const int64_t u0 = p * units / P, u1 = (p + 1) * units / P;
         // output channels [m0, m0 + mp) of groups [g0, g0 + gp), input channels [c0, c0 + cp)
         const int64_t g0 = G > 1 ? u0 * per_unit : 0, gp = G > 1 ? std::min(G, u1 * per_unit) - g0 : 1;
