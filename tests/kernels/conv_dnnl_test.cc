@@ -109,19 +109,35 @@ TEST_CASE("oneDNN Conv cut into parts gives the 1-thread result bitwise at 2, 3 
       {"dense 3x3 s2, 2 images", {2, 64, 29, 29}, {48, 64, 3, 3}, 1, {2, 2}, {1, 1}, {1, 1, 1, 1}},
       {"dense 3x3 dilated", {1, 48, 13, 13}, {64, 48, 3, 3}, 1, {1, 1}, {2, 2}, {2, 2, 2, 2}},
   };
+  // Relu6 runs in the primitive; HardSwish and a per-channel clamp and affine (as runtime/fuse_conv.h folds them)
+  // run on each part's outputs after it
   const runtime::FusedActivation relu6{Kind::Clip, 0.f, 6.f};
   for (const auto& c : cases)
-    for (int l = 0; l < 4; ++l) {
-      const bool src_blocked = l & 1, dst_blocked = l & 2;
-      DYNAMIC_SECTION(c.what << (src_blocked ? ", nChw8c" : ", NCHW") << " to " << (dst_blocked ? "nChw8c" : "NCHW")) {
+    for (int l = 0; l < 8; ++l) {
+      const bool src_blocked = l & 1, dst_blocked = l & 2, channels = l & 4;
+      DYNAMIC_SECTION(c.what << (src_blocked ? ", nChw8c" : ", NCHW") << " to " << (dst_blocked ? "nChw8c" : "NCHW")
+                             << (channels ? ", HardSwish and a per-channel clamp" : ", Relu6")) {
         if ((src_blocked && c.x[1] % 8 != 0) || (dst_blocked && c.w[0] % 8 != 0)) continue;
         const Tensor X = random_tensor(c.x, 11, -3.f, 3.f), W = random_tensor(c.w, 12), B = random_tensor({c.w[0]}, 13);
-        auto conv = make_dnnl_conv(W, c.group, true, relu6);
+        runtime::FusedActivation act = relu6;
+        if (channels) {
+          auto ch = std::make_shared<runtime::FusedActivation::Channels>();
+          for (int64_t m = 0; m < c.w[0]; ++m) {
+            ch->lo.push_back(-0.1f * static_cast<float>(m % 3));
+            ch->hi.push_back(0.5f + 0.1f * static_cast<float>(m));
+            ch->scale.push_back(1.f + 0.25f * static_cast<float>(m % 4));
+            ch->shift.push_back(0.125f * static_cast<float>(m % 5));
+          }
+          act = runtime::FusedActivation{Kind::HardSwish};
+          act.channels = ch;
+        }
+        auto conv = make_dnnl_conv(W, c.group, true, act);
 #ifdef QTOOL_TEST_HAVE_DNNL
         REQUIRE(conv);
         const ConvLayouts layouts{src_blocked, dst_blocked};
         Tensor want = conv_ref(X, W, &B, {c.strides, c.dilations, c.pads, c.group});
-        apply_activation(relu6, want.data<float>(), want.numel());
+        const int64_t M = c.w[0], plane = want.numel() / (c.x[0] * M);
+        for (int64_t nm = 0; nm < c.x[0] * M; ++nm) apply_conv_epilogue(act, want.data<float>() + nm * plane, plane, nm % M);
         const Tensor one = run_dnnl(*conv, c, X, &B, 1, layouts);
         CHECK(max_abs_diff(one, want) < 1e-4);
         for (int threads : {2, 3, 8}) {

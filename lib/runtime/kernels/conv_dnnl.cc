@@ -168,6 +168,7 @@ class DnnlConvImpl final : public DnnlConv {
     if (!plan) return false;
     if (!plan->parts.empty()) {
       run_parts(*plan, g, N, C, x, b, y, threads);
+      if (!plan->dst_reorder) return true;  // each part ran the epilogue on its own outputs
     } else {
       run_whole(*plan, g, N, C, x, b, y, plan->whole_threads);
     }
@@ -273,6 +274,14 @@ class DnnlConvImpl final : public DnnlConv {
             std::memcpy(y8 + n * dst_image + (ob * OH + part.out_row) * OW * kChannelBlock, dst + ob * out_run,
                         sizeof(float) * out_run);
         }
+        // The epilogue of the part's outputs while they are in this thread's cache, where they are in place (no
+        // reorder after the parts; the caller's epilogue() runs otherwise).
+        if (!plan.dst_reorder) {
+          const bool by_rows = plan.rows || plan.blocked_rows;
+          const int64_t m1 = by_rows ? M : part.m0 + part.pd.dst_desc().dims()[1];
+          part_epilogue(plan, y + n * dst_image, plan.rows ? plan.dst_blocked : true, OH, OW, by_rows ? 0 : part.m0,
+                        m1, by_rows ? part.out_row : 0, by_rows ? part.out_row + part.out_rows : OH);
+        }
       } catch (const dnnl::error&) {
         failed = true;  // a chunk must not throw (work_sharing.h)
       }
@@ -320,6 +329,22 @@ class DnnlConvImpl final : public DnnlConv {
       plan.dst_reorder->execute(stream, conv_dst, dst);
     }
     stream.wait();
+  }
+
+  // epilogue() on output channels [m0, m1) and rows [r0, r1) of one image at y, NCHW or nChw8c (`blocked`; m0 a
+  // multiple of 8 there): the same operations on each value.
+  void part_epilogue(const Plan& plan, float* y, bool blocked, int64_t OH, int64_t OW, int64_t m0, int64_t m1,
+                     int64_t r0, int64_t r1) const {
+    if (!act_.channels && plan.act_in_primitive) return;
+    FusedActivation rest = act_;
+    if (plan.act_in_primitive) rest.kind = FusedActivation::Kind::None;
+    const int64_t plane = OH * OW, n = (r1 - r0) * OW;
+    if (blocked) {
+      for (int64_t m = m0; m < m1; m += kChannelBlock)
+        apply_conv_epilogue_blocked(rest, y + m * plane + r0 * OW * kChannelBlock, n, m);
+    } else {
+      for (int64_t m = m0; m < m1; ++m) apply_conv_epilogue(rest, y + m * plane + r0 * OW, n, m);
+    }
   }
 
   // The activation when it is not a post-op of the primitive, and the per-channel clamp and affine.
