@@ -371,6 +371,24 @@ class DnnlConvImpl final : public DnnlConv {
     }
   }
 
+  // False for im2col + GEMM and the reference loops: slower than a direct kernel on oneDNN's own layouts.
+  static bool direct(const dnnl::convolution_forward::primitive_desc& pd) {
+    const std::string impl = pd.impl_info_str();
+    return impl.find("gemm") == std::string::npos && impl.find("ref") == std::string::npos;
+  }
+
+  // All of W (in user_w's layout) reordered into pd's weight layout: a copy another part of the plan already made
+  // for that layout (row parts differ only in their rows), else a new one.
+  memory shared_weights(const Plan& plan, const dnnl::convolution_forward::primitive_desc& pd,
+                        const memory::desc& user_w, dnnl::stream& stream) const {
+    for (const Part& other : plan.parts)
+      if (other.pd.weights_desc() == pd.weights_desc()) return other.weights;
+    memory weights(pd.weights_desc(), cpu_engine());
+    memory wsrc(user_w, cpu_engine(), const_cast<float*>(W_.data<float>()));
+    dnnl::reorder(wsrc, weights).execute(stream, wsrc, weights);
+    return weights;
+  }
+
   // The activations' layouts and the parts' (src8, dst8), with the copies between them where they differ.
   static void set_layouts(Plan& plan, const memory::desc& user_src, const memory::desc& user_dst,
                           const memory::desc& src8, const memory::desc& dst8) {
@@ -451,17 +469,8 @@ class DnnlConvImpl final : public DnnlConv {
             conv_desc(memory::desc(src, f32, Tag::nChw8c), memory::desc(w, f32, Tag::any),
                       memory::desc({M}, f32, Tag::x), memory::desc(dst, f32, Tag::nChw8c)),
             attr, cpu_engine());
-        const std::string impl = pd.impl_info_str();
-        if (impl.find("gemm") != std::string::npos || impl.find("ref") != std::string::npos) return nullptr;
-        // parts that ask for the same weight layout share one reordered copy
-        memory weights;
-        for (const Part& other : plan->parts)
-          if (other.pd.weights_desc() == pd.weights_desc()) weights = other.weights;
-        if (!weights) {
-          weights = memory(pd.weights_desc(), cpu_engine());
-          memory wsrc(memory::desc(w, f32, Tag::oihw), cpu_engine(), const_cast<float*>(W_.data<float>()));
-          dnnl::reorder(wsrc, weights).execute(stream, wsrc, weights);
-        }
+        if (!direct(pd)) return nullptr;
+        const memory weights = shared_weights(*plan, pd, memory::desc(w, f32, Tag::oihw), stream);
         plan->parts.push_back(Part{0, 0, 0, r0, rows, r0, rows, pd, dnnl::convolution_forward(pd), weights});
       }
       for (int64_t p = 0; R == 1 && p < P; ++p) {
@@ -478,9 +487,7 @@ class DnnlConvImpl final : public DnnlConv {
             conv_desc(memory::desc(src, f32, Tag::nChw8c), memory::desc(w, f32, Tag::any),
                       memory::desc({mp}, f32, Tag::x), memory::desc(dst, f32, Tag::nChw8c)),
             attr, cpu_engine());
-        // im2col + GEMM or the reference loops: slower than a direct kernel on oneDNN's own layouts
-        const std::string impl = pd.impl_info_str();
-        if (impl.find("gemm") != std::string::npos || impl.find("ref") != std::string::npos) return nullptr;
+        if (!direct(pd)) return nullptr;
         Part part{m0, c0 * g.in[0] * g.in[1], m0 * g.out[0] * g.out[1], 0, 0, 0, 0, pd, dnnl::convolution_forward(pd),
                   memory(pd.weights_desc(), cpu_engine())};
         memory wsrc(user_w, cpu_engine(), const_cast<float*>(W_.data<float>()) + m0 * Cg * kv);
@@ -538,17 +545,8 @@ class DnnlConvImpl final : public DnnlConv {
                       memory::desc({M}, f32, Tag::x), memory::desc(dst, f32, Tag::nhwc), {ih0 - first, g.pads[1]},
                       {last - ih1, g.pads[3]}),
             attr, cpu_engine());
-        const std::string impl = pd.impl_info_str();
-        if (impl.find("gemm") != std::string::npos || impl.find("ref") != std::string::npos) return nullptr;
-        // parts whose rows ask for the same weight layout share one reordered copy
-        memory weights;
-        for (const Part& other : plan->parts)
-          if (other.pd.weights_desc() == pd.weights_desc()) weights = other.weights;
-        if (!weights) {
-          weights = memory(pd.weights_desc(), cpu_engine());
-          memory wsrc(user_w, cpu_engine(), const_cast<float*>(W_.data<float>()));
-          dnnl::reorder(wsrc, weights).execute(stream, wsrc, weights);
-        }
+        if (!direct(pd)) return nullptr;
+        const memory weights = shared_weights(*plan, pd, user_w, stream);
         plan->parts.push_back(Part{0, ih0 * Wd * C, oh0 * OW * M, ih0, ih1 - ih0 + 1, oh0, oh1 - oh0, pd,
                                    dnnl::convolution_forward(pd), weights});
       }
