@@ -92,9 +92,10 @@ TEST_CASE("oneDNN Conv matches the reference twin, bitwise the same with 1 and 2
 
 // Convs large enough to be cut into parts (conv_dnnl.cc: one part at one thread, several at more; pointwise Convs
 // with fewer than 32 output channels along rows of nChw8c), in plain and channel-blocked layouts: the reference's
-// values, and the 1-thread result bitwise at 2, 3 and 8 threads. The general 3x3 and the last three are dense: on a CPU with AVX-512 oneDNN's own layout for them is NHWC, and they run as parts
-// along output rows, each with the pads its rows need (none between parts, a dilated halo at the image's ends), each
-// copying its own rows of a channel-blocked input and output (every combination of the two sides' layouts).
+// values, and the 1-thread result bitwise at 2, 3 and 8 threads. The general 3x3 and the last three are dense: on a CPU
+// with AVX-512 oneDNN's own layout for them is NHWC, and they run as parts along output rows, each with the pads its
+// rows need (none between parts, a dilated halo at the image's ends), each copying its own rows of a channel-blocked
+// input and output (every combination of the two sides' layouts).
 TEST_CASE("oneDNN Conv cut into parts gives the 1-thread result bitwise at 2, 3 and 8 threads") {
   const DnnlCase cases[] = {
       {"pointwise", {1, 64, 28, 28}, {128, 64, 1, 1}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}},
@@ -137,7 +138,8 @@ TEST_CASE("oneDNN Conv cut into parts gives the 1-thread result bitwise at 2, 3 
         const ConvLayouts layouts{src_blocked, dst_blocked};
         Tensor want = conv_ref(X, W, &B, {c.strides, c.dilations, c.pads, c.group});
         const int64_t M = c.w[0], plane = want.numel() / (c.x[0] * M);
-        for (int64_t nm = 0; nm < c.x[0] * M; ++nm) apply_conv_epilogue(act, want.data<float>() + nm * plane, plane, nm % M);
+        for (int64_t nm = 0; nm < c.x[0] * M; ++nm)
+          apply_conv_epilogue(act, want.data<float>() + nm * plane, plane, nm % M);
         const Tensor one = run_dnnl(*conv, c, X, &B, 1, layouts);
         CHECK(max_abs_diff(one, want) < 1e-4);
         for (int threads : {2, 3, 8}) {

@@ -66,8 +66,7 @@ float* copy_scratch(size_t n) {
 
 // Rows [r0, r0 + rows) of one image of C channels and H x W pixels, NCHW or nChw8c (`blocked`), as an NHWC image
 // of `rows` rows at out.
-void rows_to_nhwc(const float* x, bool blocked, int64_t C, int64_t H, int64_t W, int64_t r0, int64_t rows,
-                  float* out) {
+void rows_to_nhwc(const float* x, bool blocked, int64_t C, int64_t H, int64_t W, int64_t r0, int64_t rows, float* out) {
   if (blocked) {
     for (int64_t cb = 0; cb < C / kChannelBlock; ++cb)
       for (int64_t h = 0; h < rows; ++h) {
@@ -87,8 +86,7 @@ void rows_to_nhwc(const float* x, bool blocked, int64_t C, int64_t H, int64_t W,
 
 // The NHWC image of `rows` rows at x (C channels, W columns) into rows [r0, r0 + rows) of an image of H rows, NCHW
 // or nChw8c (`blocked`), at out.
-void nhwc_to_rows(const float* x, bool blocked, int64_t C, int64_t H, int64_t W, int64_t r0, int64_t rows,
-                  float* out) {
+void nhwc_to_rows(const float* x, bool blocked, int64_t C, int64_t H, int64_t W, int64_t r0, int64_t rows, float* out) {
   if (blocked) {
     for (int64_t cb = 0; cb < C / kChannelBlock; ++cb)
       for (int64_t h = 0; h < rows; ++h) {
@@ -279,8 +277,8 @@ class DnnlConvImpl final : public DnnlConv {
         if (!plan.dst_reorder) {
           const bool by_rows = plan.rows || plan.blocked_rows;
           const int64_t m1 = by_rows ? M : part.m0 + part.pd.dst_desc().dims()[1];
-          part_epilogue(plan, y + n * dst_image, plan.rows ? plan.dst_blocked : true, OH, OW, by_rows ? 0 : part.m0,
-                        m1, by_rows ? part.out_row : 0, by_rows ? part.out_row + part.out_rows : OH);
+          part_epilogue(plan, y + n * dst_image, plan.rows ? plan.dst_blocked : true, OH, OW, by_rows ? 0 : part.m0, m1,
+                        by_rows ? part.out_row : 0, by_rows ? part.out_row + part.out_rows : OH);
         }
       } catch (const dnnl::error&) {
         failed = true;  // a chunk must not throw (work_sharing.h)
@@ -430,7 +428,8 @@ class DnnlConvImpl final : public DnnlConv {
     }
     const int64_t units = G > 1 ? (G + per_unit - 1) / per_unit : (M + kChannelBlock - 1) / kChannelBlock;
     // Work of one image in GEMM-class multiply-adds; short dot products (depthwise) run at elementwise speed, about
-    // four times slower (threading.h's two minimums). A part holds at least kPartWork of it (kGroupedPartWork with groups).
+    // four times slower (threading.h's two minimums). A part holds at least kPartWork of it (kGroupedPartWork with
+    // groups).
     const int64_t kv = KH * KW, macs = M * g.out[0] * g.out[1] * Cg * kv;
     const int64_t work = Cg * kv < 64 ? macs * (kParallelMinMacs / kParallelMinWork) : macs;
     // part_count: one part on one thread, with more a multiple of the thread count. Parts of one Conv differ only
@@ -488,7 +487,15 @@ class DnnlConvImpl final : public DnnlConv {
                       memory::desc({mp}, f32, Tag::x), memory::desc(dst, f32, Tag::nChw8c)),
             attr, cpu_engine());
         if (!direct(pd)) return nullptr;
-        Part part{m0, c0 * g.in[0] * g.in[1], m0 * g.out[0] * g.out[1], 0, 0, 0, 0, pd, dnnl::convolution_forward(pd),
+        Part part{m0,
+                  c0 * g.in[0] * g.in[1],
+                  m0 * g.out[0] * g.out[1],
+                  0,
+                  0,
+                  0,
+                  0,
+                  pd,
+                  dnnl::convolution_forward(pd),
                   memory(pd.weights_desc(), cpu_engine())};
         memory wsrc(user_w, cpu_engine(), const_cast<float*>(W_.data<float>()) + m0 * Cg * kv);
         dnnl::reorder(wsrc, part.weights).execute(stream, wsrc, part.weights);
@@ -641,9 +648,9 @@ class DnnlConvImpl final : public DnnlConv {
     OmpThreads scope(whole_threads);
     try {
       const dnnl::convolution_forward::primitive_desc pd =
-          whole_threads > 1 ? dnnl::convolution_forward::primitive_desc(conv_desc(any_src, any_w, bias, any_dst), attr,
-                                                                        cpu_engine())
-                            : *whole;
+          whole_threads > 1
+              ? dnnl::convolution_forward::primitive_desc(conv_desc(any_src, any_w, bias, any_dst), attr, cpu_engine())
+              : *whole;
       auto plan = std::make_shared<Plan>();
       plan->pd = pd;
       plan->conv = dnnl::convolution_forward(pd);
