@@ -64,20 +64,14 @@ class Helpers {
       ++own;
     }
     tl_in_loop = false;
-    // Only chunks a helper has claimed are left, each started at most one chunk's time ago unless the helper was
-    // preempted: spin for them until kWaitChunks chunk times (the caller's own chunks are the yardstick) plus
-    // kWaitSlack have passed, then sleep. Sleeping after a fixed ~8 us (512 pauses, as before) added a futex wake-up
-    // of the caller, 25-40 us on the 2-vCPU VM, to a quarter of mobilenetv2's loops at 2 threads (docs/benchmarks.md,
-    // 2026-11-25 16:15). No yield while spinning: with other processes on the cores it would hand ours a time slice.
+    // Only chunks a helper has claimed are left: spin about 20 us for them, then sleep.
     const Clock::time_point own_end = Clock::now();
-    const auto per_chunk = own ? (own_end - start) / own : Clock::duration::zero();
-    const Clock::time_point look_until = own_end + kWaitChunks * per_chunk + kWaitSlack;
     bool slept = false;
-    for (;;) {
+    for (int spin = 0;; ++spin) {
       const uint32_t d = done_.load(std::memory_order_acquire);
       if (d == n) break;
-      if (Clock::now() < look_until) {
-        for (int i = 0; i < 32; ++i) cpu_relax();
+      if (spin < 512) {
+        cpu_relax();
       } else {
         slept = true;
         done_.wait(d, std::memory_order_acquire);
@@ -89,6 +83,7 @@ class Helpers {
     // contended, so loops run on the calling thread alone for the next kBackoff.
     if (slept) {
       const auto waited = Clock::now() - own_end;
+      const auto per_chunk = own ? (own_end - start) / own : Clock::duration::zero();
       if (waited > 4 * per_chunk + std::chrono::microseconds(100)) {
         backoff_until_ = Clock::now() + kBackoff;
         spin_from_.store((backoff_until_ + kQuietBeforeSpin).time_since_epoch().count(), std::memory_order_relaxed);
@@ -101,8 +96,6 @@ class Helpers {
   static constexpr uint32_t kClosed = 0xffffffffu;
   static constexpr std::chrono::milliseconds kBackoff{50};
   static constexpr std::chrono::microseconds kSpin{100};
-  static constexpr int kWaitChunks = 2;
-  static constexpr std::chrono::microseconds kWaitSlack{20};
   static constexpr std::chrono::seconds kQuietBeforeSpin{1};
 
   Helpers() = default;
