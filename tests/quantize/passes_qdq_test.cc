@@ -448,6 +448,52 @@ TEST_CASE("passes: opset 9 -> 13 converts Clip, Squeeze, Slice and Softmax and k
   CHECK(max_diff(before, run1(m, x)) < 1e-6);
 }
 
+TEST_CASE("passes: opsets 7-9 -> 13 convert Upsample to Resize, TopK's k and BatchNormalization's spatial") {
+  // Found by tests/quantize/zoo.py unet_nearest_upsample_o9 (torch's opset-9 export of nn.Upsample): quantize had
+  // refused Upsample (and opset-10 Resize, and TopK / BatchNormalization from opsets before 10 / 9) with exit 2.
+  for (const int64_t opset : {7, 9}) {
+    for (const std::string mode : {"nearest", "linear"}) {
+      INFO(opset << " " << mode);
+      Builder b(opset);
+      b.input("x", {1, 2, 3, 4});
+      add_bn_params(b, 2, 5);
+      auto& bn = b.node("BatchNormalization", {"x", "g", "beta", "mean", "var"}, {"bn"});
+      if (opset < 9) attr_i(bn, "spatial", 1);
+      auto& up = b.node("Upsample", opset == 9 ? std::vector<std::string>{"bn", "sc"} : std::vector<std::string>{"bn"},
+                        {"u"});
+      auto* a = up.add_attribute();
+      a->set_name("mode"), a->set_type(onnx::AttributeProto::STRING), a->set_s(mode);
+      if (opset == 9) {
+        b.init("sc", Tensor::from_vector<float>({4}, {1, 1, 2, 3}));
+      } else {
+        auto* s = up.add_attribute();
+        s->set_name("scales"), s->set_type(onnx::AttributeProto::FLOATS);
+        for (float v : {1.f, 1.f, 2.f, 3.f}) s->add_floats(v);
+      }
+      auto& topk = b.node("TopK", {"u"}, {"y", "idx"});
+      attr_i(topk, "k", 5);
+      b.output("y");
+      const Tensor x = random_tensor({1, 2, 3, 4}, 12);
+      const Tensor before = run1(b.m, x);
+      onnx::ModelProto m = b.m;
+      prepare_model(m, 13);
+      CHECK(Graph(m).opset() == 13);
+      CHECK(count_op(m, "Upsample") == 0);
+      for (const auto& n : m.graph().node()) {
+        INFO(n.op_type());
+        CHECK(!find_attr(n, "spatial"));
+        if (n.op_type() == "Resize") {
+          CHECK(n.input_size() == 3);
+          CHECK(attr_string(n, "coordinate_transformation_mode", "") == "asymmetric");
+        }
+        if (n.op_type() == "TopK") CHECK((n.input_size() == 2 && !find_attr(n, "k")));
+      }
+      CHECK(before.shape() == Shape{1, 2, 6, 5});
+      CHECK(max_diff(before, run1(m, x)) < 1e-6);
+    }
+  }
+}
+
 TEST_CASE("passes: opset 13 -> 21 gives a Split without split sizes its num_outputs") {
   // torch exports GLU as an even Split with no sizes; from opset 18 ONNX Runtime refuses that without num_outputs
   // (found by tests/quantize/zoo.py video_conv3d_o13 under configs/int4-weight-only.json, which targets opset 21).

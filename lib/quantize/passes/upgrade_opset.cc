@@ -151,13 +151,42 @@ class PadToInputs final : public Converter {
   }
 };
 
-// Resize (11): inputs (X, scales) -> (X, roi, scales); opset 10 Resize is "asymmetric" nearest/linear.
+void set_attr_string(onnx::NodeProto& n, const std::string& name, const std::string& v) {
+  remove_attr(n, name);
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s(v);
+}
+
+// Upsample (7-9; deprecated at 10) -> Resize in its opset-10 form (X, scales), same mode: both map an output index x
+// to x / scale (asymmetric) and nearest takes floor. Upsample 7/8 give the scales as an attribute: it becomes a float
+// initializer. ResizeV11 below then takes the node on to opset 11's inputs when the target asks for it.
+class UpsampleToResize final : public Converter {
+ public:
+  using Converter::Converter;
+  std::string_view name() const override { return "opset10_upsample_to_resize"; }
+  std::vector<std::string_view> op_types() const override { return {"Upsample"}; }
+  void rewrite(Graph& g, int i) const override {
+    auto& n = g.node(i);
+    if (const auto* a = find_attr(n, "scales")) {
+      std::vector<float> v(a->floats().begin(), a->floats().end());
+      const std::string name = g.unique_name(name_base(n) + "_scales");
+      g.set_initializer(name, Tensor::from_vector<float>({static_cast<int64_t>(v.size())}, v));
+      g.set_input(i, 1, name);
+      remove_attr(n, "scales");
+    }
+    n.set_op_type("Resize");
+  }
+};
+
+// Resize (11): inputs (X, scales) -> (X, roi, scales); opset 10 Resize is "asymmetric" nearest/linear. Every Resize
+// of a model below opset 11 has the opset-10 form (Upsample included, converted above).
 class ResizeV11 final : public Converter {
  public:
   using Converter::Converter;
   std::string_view name() const override { return "opset11_resize_inputs"; }
   std::vector<std::string_view> op_types() const override { return {"Resize"}; }
-  bool match(const Graph& g, int i) const override { return Converter::match(g, i) && from_ == 10; }
   void rewrite(Graph& g, int i) const override {
     auto& n = g.node(i);
     const std::string scales = n.input(1);
@@ -168,14 +197,35 @@ class ResizeV11 final : public Converter {
     set_attr_string(n, "coordinate_transformation_mode", "asymmetric");
     if (attr_string(n, "mode", "nearest") == "nearest") set_attr_string(n, "nearest_mode", "floor");
   }
+};
 
- private:
-  static void set_attr_string(onnx::NodeProto& n, const std::string& name, const std::string& v) {
-    remove_attr(n, name);
-    auto* a = n.add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto::STRING);
-    a->set_s(v);
+// TopK (10): the k attribute -> a 1-D int64 input.
+class TopKToInput final : public Converter {
+ public:
+  using Converter::Converter;
+  std::string_view name() const override { return "opset10_topk_input"; }
+  std::vector<std::string_view> op_types() const override { return {"TopK"}; }
+  void rewrite(Graph& g, int i) const override {
+    auto& n = g.node(i);
+    const auto* a = find_attr(n, "k");
+    if (!a) return;  // refused below: TopK without k is not a valid opset 1-9 node
+    const std::string name = g.unique_name(name_base(n) + "_k");
+    g.set_initializer(name, Tensor::from_vector<int64_t>({1}, {a->i()}));
+    g.set_input(i, 1, name);
+    remove_attr(n, "k");
+  }
+};
+
+// BatchNormalization (9): the `spatial` attribute went away; spatial = 1 (the default: one mean/var per channel) is
+// what opset 9 always does. spatial = 0 (per activation) stays refused.
+class BatchNormSpatial9 final : public Converter {
+ public:
+  using Converter::Converter;
+  std::string_view name() const override { return "opset9_batchnorm_spatial"; }
+  std::vector<std::string_view> op_types() const override { return {"BatchNormalization"}; }
+  void rewrite(Graph& g, int i) const override {
+    auto& n = g.node(i);
+    if (attr_int(n, "spatial", 1) == 1) remove_attr(n, "spatial");
   }
 };
 
@@ -237,13 +287,21 @@ class SoftmaxAxis13 final : public Converter {
   std::map<std::string, int> ranks_;
 };
 
-// Ops with changes no converter handles: upgrading past `since` is refused.
+// Ops with changes no converter handles: upgrading past `since` is refused, for the nodes `left` says the converters
+// could not take (all when null).
 struct Blocked {
   std::string_view op;
   int64_t since;
+  bool (*left)(const onnx::NodeProto&) = nullptr;
 };
-constexpr Blocked kBlocked[] = {{"Upsample", 10},          {"TopK", 10},    {"Scan", 9},   {"Loop", 11}, {"If", 11},
-                                {"BatchNormalization", 9}, {"Dropout", 12}, {"Resize", 11}};
+bool topk_k_left(const onnx::NodeProto& n) { return n.input_size() < 2; }
+bool bn_spatial_left(const onnx::NodeProto& n) { return find_attr(n, "spatial") != nullptr; }
+const Blocked kBlocked[] = {{"TopK", 10, topk_k_left},
+                            {"Scan", 9},
+                            {"Loop", 11},
+                            {"If", 11},
+                            {"BatchNormalization", 9, bn_spatial_left},
+                            {"Dropout", 12}};
 
 std::map<std::string, int> infer_ranks(const onnx::ModelProto& model) {
   std::map<std::string, int> ranks;
@@ -269,9 +327,12 @@ void upgrade_opset(Graph& g, int64_t target) {
   const int64_t from = g.opset();
   if (from >= target) return;
   std::vector<std::unique_ptr<Converter>> converters;
+  converters.push_back(std::make_unique<BatchNormSpatial9>(9, from));
   converters.push_back(std::make_unique<SliceToInputs>(10, from));
+  converters.push_back(std::make_unique<TopKToInput>(10, from));
   converters.push_back(std::make_unique<ClipToInputs>(11, from));
   converters.push_back(std::make_unique<PadToInputs>(11, from));
+  converters.push_back(std::make_unique<UpsampleToResize>(10, from));
   converters.push_back(std::make_unique<ResizeV11>(11, from));
   converters.push_back(std::make_unique<DropoutToIdentity>(12, from));
   converters.push_back(std::make_unique<AxesToInput>(13, from));
@@ -286,7 +347,7 @@ void upgrade_opset(Graph& g, int64_t target) {
     const auto& n = g.node(i);
     if (!n.domain().empty() && n.domain() != "ai.onnx") continue;
     for (const auto& b : kBlocked)
-      if (n.op_type() == b.op && from < b.since && target >= b.since)
+      if (n.op_type() == b.op && from < b.since && target >= b.since && (!b.left || b.left(n)))
         throw UnsupportedError(describe(n) + ": cannot upgrade " + std::string(b.op) + " from opset " +
                                std::to_string(from) + " to " + std::to_string(target) +
                                " (its semantics changed at opset " + std::to_string(b.since) +
