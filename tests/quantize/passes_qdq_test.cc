@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "calib/softmax_inputs.h"
+#include "core/error.h"
 #include "onnx/tensor_proto.h"
 #include "quantize/graph.h"
 #include "quantize/passes/passes.h"
@@ -492,6 +493,28 @@ TEST_CASE("passes: opsets 7-9 -> 13 convert Upsample to Resize, TopK's k and Bat
       CHECK(before.shape() == Shape{1, 2, 6, 5});
       CHECK(max_diff(before, run1(m, x)) < 1e-6);
     }
+  }
+}
+
+TEST_CASE(
+    "passes: an opset-10 nearest Resize that shrinks becomes nearest_mode ceil, one that grows and shrinks is "
+    "refused") {
+  for (const bool mixed : {false, true}) {
+    Builder b(10);
+    b.input("x", {1, 1, 5, 5});
+    b.init("sc", Tensor::from_vector<float>({4}, {1, 1, 0.6f, mixed ? 1.5f : 0.6f}));
+    b.node("Resize", {"x", "sc"}, {"y"});
+    b.output("y");
+    onnx::ModelProto m = b.m;
+    if (mixed) {
+      CHECK_THROWS_AS(prepare_model(m, 13), qtool::UnsupportedError);
+      continue;
+    }
+    const Tensor x = random_tensor({1, 1, 5, 5}, 13);
+    const Tensor before = run1(b.m, x);
+    prepare_model(m, 13);
+    CHECK(attr_string(m.graph().node(0), "nearest_mode", "") == "ceil");
+    CHECK(max_diff(before, run1(m, x)) == 0);
   }
 }
 

@@ -160,8 +160,9 @@ void set_attr_string(onnx::NodeProto& n, const std::string& name, const std::str
 }
 
 // Upsample (7-9; deprecated at 10) -> Resize in its opset-10 form (X, scales), same mode: both map an output index x
-// to x / scale (asymmetric) and nearest takes floor. Upsample 7/8 give the scales as an attribute: it becomes a float
-// initializer. ResizeV11 below then takes the node on to opset 11's inputs when the target asks for it.
+// to x / scale (asymmetric) and nearest takes floor (Upsample's scales are >= 1). Upsample 7/8 give the scales as an
+// attribute: it becomes a float initializer. ResizeV11 below then takes the node on to opset 11's inputs when the
+// target asks for it.
 class UpsampleToResize final : public Converter {
  public:
   using Converter::Converter;
@@ -195,7 +196,22 @@ class ResizeV11 final : public Converter {
     g.set_input(i, 1, roi);
     g.set_input(i, 2, scales);
     set_attr_string(n, "coordinate_transformation_mode", "asymmetric");
-    if (attr_string(n, "mode", "nearest") == "nearest") set_attr_string(n, "nearest_mode", "floor");
+    if (attr_string(n, "mode", "nearest") == "nearest") set_attr_string(n, "nearest_mode", nearest_mode(g, n, scales));
+  }
+
+ private:
+  // Nearest before opset 11 (ONNX Runtime's "simple" mode) takes floor along an axis that grows and ceil along one
+  // that shrinks; opset 11 has one nearest_mode for all axes. Scales computed at run time: floor (upsampling).
+  static std::string nearest_mode(const Graph& g, const onnx::NodeProto& n, const std::string& scales) {
+    if (!g.is_float_initializer(scales)) return "floor";
+    const Tensor t = g.initializer_tensor(scales);
+    bool grows = false, shrinks = false;
+    for (float v : t.span<float>()) grows = grows || v > 1, shrinks = shrinks || v < 1;
+    if (grows && shrinks)
+      throw UnsupportedError(describe(n) +
+                             ": nearest Resize that grows some axes and shrinks others has no opset-11 "
+                             "form (floor and ceil at once); re-export the model with opset >= 11");
+    return shrinks ? "ceil" : "floor";
   }
 };
 
