@@ -525,6 +525,26 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("passes: opset 18 -> 21 gives GroupNormalization its scale and bias per channel") {
+  // GroupNormalization-21 reads one scale / bias per channel, 18 one per group (found by tests/quantize/zoo.py
+  // norm_embedding_o18 under configs/int4-weight-only.json, which targets opset 21: exit 2, "scale has 4 values").
+  Builder b(18);
+  b.input("x", {2, 8, 3, 3});
+  b.init("gs", Tensor::from_vector<float>({4}, {0.5f, 1.0f, 1.5f, 2.0f}));
+  b.init("gb", Tensor::from_vector<float>({4}, {-1.0f, 0.0f, 0.5f, 1.0f}));
+  attr_i(b.node("GroupNormalization", {"x", "gs", "gb"}, {"y"}), "num_groups", 4);
+  b.output("y");
+  const Tensor x = random_tensor({2, 8, 3, 3}, 14);
+  const Tensor before = run1(b.m, x);
+  onnx::ModelProto m = b.m;
+  prepare_model(m, 21);
+  CHECK(Graph(m).opset() == 21);
+  const Tensor s = Graph(m).initializer_tensor(m.graph().node(0).input(1));
+  REQUIRE(s.numel() == 8);
+  CHECK((s.data<float>()[2] == 1.0f && s.data<float>()[3] == 1.0f && s.data<float>()[7] == 2.0f));
+  CHECK(peak_relative_diff(before, run1(m, x)) <= 1e-6);
+}
+
 TEST_CASE("passes: opset 13 -> 21 gives a Split without split sizes its num_outputs") {
   // torch exports GLU as an even Split with no sizes; from opset 18 ONNX Runtime refuses that without num_outputs
   // (found by tests/quantize/zoo.py video_conv3d_o13 under configs/int4-weight-only.json, which targets opset 21).

@@ -319,23 +319,63 @@ const Blocked kBlocked[] = {{"TopK", 10, topk_k_left},
                             {"BatchNormalization", 9, bn_spatial_left},
                             {"Dropout", 12}};
 
-std::map<std::string, int> infer_ranks(const onnx::ModelProto& model) {
+// Ranks, and the size of axis 1 where shape inference gives it (0 where not), of the model's tensors.
+struct Shapes {
   std::map<std::string, int> ranks;
+  std::map<std::string, int64_t> channels;
+};
+Shapes infer_shapes(const onnx::ModelProto& model) {
+  Shapes out;
   onnx::ModelProto copy = model;
   try {
     onnx::shape_inference::InferShapes(copy);
   } catch (const std::exception&) {
-    return ranks;  // ranks stay unknown; converters fall back to the always-correct rewrite
+    return out;  // shapes stay unknown; converters fall back to the always-correct rewrite or refuse
   }
   auto add = [&](const onnx::ValueInfoProto& vi) {
-    if (vi.type().has_tensor_type() && vi.type().tensor_type().has_shape())
-      ranks[vi.name()] = vi.type().tensor_type().shape().dim_size();
+    if (!vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape()) return;
+    const auto& shape = vi.type().tensor_type().shape();
+    out.ranks[vi.name()] = shape.dim_size();
+    if (shape.dim_size() > 1 && shape.dim(1).has_dim_value()) out.channels[vi.name()] = shape.dim(1).dim_value();
   };
   for (const auto& vi : copy.graph().value_info()) add(vi);
   for (const auto& vi : copy.graph().input()) add(vi);
   for (const auto& vi : copy.graph().output()) add(vi);
-  return ranks;
+  return out;
 }
+
+// GroupNormalization (21): scale and bias hold one value per channel instead of one per group; each group's value is
+// repeated over its C / G channels. C comes from shape inference; where it cannot say, the node is refused.
+class GroupNormPerChannel21 final : public Converter {
+ public:
+  GroupNormPerChannel21(int64_t since, int64_t from, std::map<std::string, int64_t> channels)
+      : Converter(since, from), channels_(std::move(channels)) {}
+  std::string_view name() const override { return "opset21_group_norm_per_channel"; }
+  std::vector<std::string_view> op_types() const override { return {"GroupNormalization"}; }
+  void rewrite(Graph& g, int i) const override {
+    auto& n = g.node(i);
+    const int64_t groups = attr_int(n, "num_groups", 0);
+    const auto c = channels_.find(n.input(0));
+    const bool known = c != channels_.end() && c->second > 0 && groups > 0 && c->second % groups == 0;
+    for (int k = 1; k <= 2; ++k) {
+      if (n.input_size() <= k || !g.is_float_initializer(n.input(k)) || !known)
+        throw UnsupportedError(
+            describe(n) + ": cannot upgrade GroupNormalization from opset " + std::to_string(from_) +
+            " to 21 (scale and bias per channel since 21) without " +
+            "constant scale and bias and a known channel count; re-export the model with opset >= 21");
+      const Tensor t = g.initializer_tensor(n.input(k));
+      if (t.numel() != groups) continue;  // already per channel (C = G)
+      std::vector<float> v;
+      for (float x : t.span<float>()) v.insert(v.end(), static_cast<size_t>(c->second / groups), x);
+      const std::string name = g.unique_name(n.input(k) + "_per_channel");
+      g.set_initializer(name, Tensor::from_vector<float>({c->second}, v));
+      g.set_input(i, k, name);
+    }
+  }
+
+ private:
+  std::map<std::string, int64_t> channels_;
+};
 
 }  // namespace
 
@@ -355,8 +395,13 @@ void upgrade_opset(Graph& g, int64_t target) {
   converters.push_back(std::make_unique<ReduceAxesToInput>(18, from));
   converters.push_back(std::make_unique<SplitNumOutputs>(18, from));
   converters.push_back(std::make_unique<GridSampleModes20>(20, from));
-  if (from < 13 && target >= 13)
-    converters.push_back(std::make_unique<SoftmaxAxis13>(13, from, infer_ranks(g.model())));
+  if ((from < 13 && target >= 13) || (from < 21 && target >= 21)) {
+    Shapes shapes = infer_shapes(g.model());
+    if (from < 13 && target >= 13)
+      converters.push_back(std::make_unique<SoftmaxAxis13>(13, from, std::move(shapes.ranks)));
+    if (from < 21 && target >= 21)
+      converters.push_back(std::make_unique<GroupNormPerChannel21>(21, from, std::move(shapes.channels)));
+  }
   for (const auto& c : converters)
     if (c->since() <= target) run_pass(g, *c);
   for (int i = 0; i < g.node_count(); ++i) {
