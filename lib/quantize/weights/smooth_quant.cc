@@ -215,6 +215,7 @@ struct Site {
   std::string x;
   int64_t k = 0;
   std::vector<Reader> readers;
+  std::vector<int> others;  // readers of x's values that have no weight to take s (a post-norm residual Add)
   Plan plan;
 };
 
@@ -226,15 +227,18 @@ std::optional<Site> site_of(const Graph& g, const std::string& x) {
   for (int r : g.consumers(x)) {
     if (shape_reader(g.node(r))) continue;  // sees x's shape only
     auto reader = weight_reader(g, g.node(r), x);
-    if (!reader) return std::nullopt;
+    if (!reader) {
+      s.others.push_back(r);
+      continue;
+    }
     const int64_t k = g.initializer(reader->weight)->dims(reader->k_axis);
     if (s.k != 0 && k != s.k) return std::nullopt;
     s.k = k;
     s.readers.push_back(*reader);
   }
+  if (s.readers.empty()) return std::nullopt;
   auto p = plan(g, x, s.k);
   if (!p) return std::nullopt;
-  if (s.readers.empty()) return std::nullopt;
   s.plan = std::move(*p);
   return s;
 }
@@ -335,6 +339,18 @@ std::optional<std::vector<double>> input_rounding(const std::map<std::string, Sm
   return dx;
 }
 
+// A reader without a weight (a post-norm residual Add) reads x itself: its relative rounding error |dx|^2 / |x|^2,
+// before smoothing and after (the rounding of x / s multiplied back by s_j, as x * s restores x for it).
+std::pair<double, double> compensated_error(const std::vector<float>& rows, const std::vector<double>& dx_before,
+                                            const std::vector<double>& dx_after, const std::vector<float>& s) {
+  double ref = 0, before = 0, after = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const double a = dx_after[i] * s[i % s.size()];
+    ref += double(rows[i]) * rows[i], before += dx_before[i] * dx_before[i], after += a * a;
+  }
+  return ref > 0 ? std::pair{before / ref, after / ref} : std::pair{0.0, 0.0};
+}
+
 }  // namespace
 
 std::vector<std::string> smoothable_inputs(const Graph& g) {
@@ -417,6 +433,7 @@ std::map<std::string, SmoothingStats> smoothing_statistics(const onnx::ModelProt
 
 SmoothingReport smooth_activations(Graph& g, const std::map<std::string, SmoothingStats>& stats, double alpha) {
   SmoothingReport report;
+  int inserted = 0;
   for (const std::string& x : smoothable_inputs(g)) {
     const auto st = stats.find(x);
     const std::optional<Site> site = site_of(g, x);  // again: an earlier site may have taken a shared constant
@@ -462,6 +479,11 @@ SmoothingReport smooth_activations(Graph& g, const std::map<std::string, Smoothi
       before += rounding_error(rows, *dx_before, w, nullptr);
       after += rounding_error(smoothed_rows, *dx_after, w, &s_fit);
     }
+    if (!site->others.empty()) {  // each reads x's rounding, after smoothing multiplied back by s_j
+      const auto [b, a] = compensated_error(rows, *dx_before, *dx_after, s_fit);
+      before += b * static_cast<double>(site->others.size());
+      after += a * static_cast<double>(site->others.size());
+    }
     report.tensors.push_back({x, before, after, after < before});
     if (!(after < before)) continue;
     const std::vector<float> s = scales(st->second.abs_max);
@@ -471,8 +493,22 @@ SmoothingReport smooth_activations(Graph& g, const std::map<std::string, Smoothi
       g.set_initializer(r.weight, scaled(g.initializer_tensor(r.weight), r.k_axis, s));
     for (const Edit& e : site->plan.edits)
       g.set_initializer(e.tensor, scaled(g.initializer_tensor(e.tensor), e.kind == Edit::Columns ? 1 : -1, inv));
+    if (!site->others.empty()) {  // x * s restores x for the readers without a weight
+      const std::string scale = g.unique_name(x + "_smooth_inverse"), restored = g.unique_name(x + "_unsmoothed");
+      g.set_initializer(scale, Tensor::from_vector<float>({site->k}, s));
+      onnx::NodeProto mul;
+      mul.set_op_type("Mul");
+      mul.set_name(g.unique_name(x + "_Unsmooth"));
+      mul.add_input(x), mul.add_input(scale), mul.add_output(restored);
+      g.insert_before(*std::min_element(site->others.begin(), site->others.end()), mul);
+      for (int r : site->others)
+        for (int k = 0; k < g.node(r).input_size(); ++k)
+          if (g.node(r).input(k) == x) g.set_input(r, k, restored);
+      ++inserted;
+    }
     ++report.applied;
   }
+  if (inserted) g.compact();
   return report;
 }
 
