@@ -695,9 +695,10 @@ class QdqBuilder {
                            "round it, and the op costs the same in float");
     if (plan_rescale(i, q)) return;
     if (!has_weight && elementwise_op(node) && inputs_made_in_float(node, role))
-      return keep_float(i, "its inputs are made in float (no integer kernel produces them): as an integer op it would "
-                           "round each input and its constants first; float costs the same, and its integer readers' "
-                           "Q/DQ goes on its output");
+      return keep_float(i,
+                        "its inputs are made in float (no integer kernel produces them): as an integer op it would "
+                        "round each input and its constants first; float costs the same, and its integer readers' "
+                        "Q/DQ goes on its output");
 
     // Compute ops: every data input must be quantizable.
     std::vector<int> data = role.data_inputs;
@@ -1131,7 +1132,8 @@ class QdqBuilder {
     for (int k = 0; k < n.input_size(); ++k) {
       const std::string& t = n.input(k);
       if (t.empty() || g_.is_initializer(t)) continue;
-      if (!role.data_inputs.empty() && std::find(role.data_inputs.begin(), role.data_inputs.end(), k) == role.data_inputs.end())
+      if (!role.data_inputs.empty() &&
+          std::find(role.data_inputs.begin(), role.data_inputs.end(), k) == role.data_inputs.end())
         continue;
       if (made_as_integers_.count(t)) return false;
       any = true;

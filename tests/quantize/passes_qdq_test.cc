@@ -1329,8 +1329,8 @@ TEST_CASE("qdq: arithmetic on what an integer kernel made keeps its integer form
   b.node("Conv", {"a", "w2"}, {"y"});
   b.output("y");
   onnx::ModelProto m = b.m;
-  const QdqReport rep =
-      insert_qdq(m, QConfig::builtin_default(), minmax_ranges({{"x", -1, 1}, {"c", -2, 2}, {"a", -3, 3}, {"y", -4, 4}}));
+  const QdqReport rep = insert_qdq(m, QConfig::builtin_default(),
+                                   minmax_ranges({{"x", -1, 1}, {"c", -2, 2}, {"a", -3, 3}, {"y", -4, 4}}));
   CHECK(rep.quantized_ops.at("Add") == 1);
   CHECK(writer(m, "c_q") != nullptr);
   CHECK(writer(m, "a_q") != nullptr);
