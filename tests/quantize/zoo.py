@@ -3,9 +3,10 @@
 few built with onnx.helper for ops torch 1.13 cannot export (opset 18/21 GroupNormalization, STFT; 'onnx' option),
 each run through qtool as a new user would (issue 12: models qtool was not tuned on).
 
-usage: zoo.py [--all] [--json FILE] [--config QCONFIG.json] [NAME ...]
+usage: zoo.py [--all] [--json FILE] [--config QCONFIG.json] [--calib-samples N] [--eval-rows M] [--seed S] [NAME ...]
   default: the cases marked fast (the ctest run); --all: every case; NAME ...: just those; --config: quantize with
-  that config instead of the default.
+  that config instead of the default; --calib-samples N (4) calibration samples of batch 2 and --eval-rows M (3)
+  held-out rows, drawn with --seed S (2): more of both (32, 64) to measure a change above 3 rows' noise.
 
 Per model, on seeded inputs with batch > 1 (a calibration set of a few samples and a disjoint evaluation batch):
   1. `qtool run` on the float model against ONNX Runtime 1.30: within float tolerance (see FLOAT_TOL);
@@ -1404,10 +1405,16 @@ def export(name, work):
     return path, inputs
 
 
+# --calib-samples, --eval-rows, --seed (main): the default is the ctest run's small set; more of both (e.g. 32 and 64)
+# measure a change's effect above the noise of 3 held-out rows.
+CALIB_SAMPLES, EVAL_ROWS, DATA_SEED = 4, 3, 2
+
+
 def batches(name, inputs, work):
-    """Calibration: 4 samples of batch 2 (one .npz each; static batch: 8 rows of one array per input); evaluation:
-    one disjoint batch of 3 (static: 1). Returns the --data arguments and {input: eval .npy}."""
-    rng = np.random.default_rng(2)
+    """Calibration: CALIB_SAMPLES (4) samples of batch 2 (one .npz each; static batch: twice as many rows of one array
+    per input); evaluation: one disjoint batch of EVAL_ROWS (3; static: 1). Returns the --data arguments and
+    {input: eval .npy}."""
+    rng = np.random.default_rng(DATA_SEED)
     seqfirst = 'seqfirst' in name
 
     def one(batch):
@@ -1417,7 +1424,7 @@ def batches(name, inputs, work):
             d[n] = np.swapaxes(a, 0, 1).copy() if seqfirst else a
         return d
     if options(name).get('static'):  # one array per input, axis 0 = samples of batch 1
-        calib = one(8)
+        calib = one(2 * CALIB_SAMPLES)
         calib_args = []
         for n, a in calib.items():
             f = os.path.join(work, f'{name}_calib_{n}.npy')
@@ -1427,13 +1434,13 @@ def batches(name, inputs, work):
     else:
         calib_dir = os.path.join(work, name + '_calib')
         os.makedirs(calib_dir, exist_ok=True)
-        for i in range(4):
+        for i in range(CALIB_SAMPLES):
             d = one(2)
             if options(name).get('fp16_model'):
                 d = {k: a.astype(np.float16) if a.dtype == np.float32 else a for k, a in d.items()}
             np.savez(os.path.join(calib_dir, f'sample_{i:04d}.npz'), **d)
         calib_args = ['--data', calib_dir]
-        ev = one(3)
+        ev = one(EVAL_ROWS)
     for n, shape in options(name).get('eval_shape', {}).items():  # a size the calibration never saw
         kind = next(k for m, _, k in inputs if m == n)
         ev[n] = make_input(kind, shape, len(ev[n]), rng)
@@ -1552,6 +1559,21 @@ def main():
     if '--config' in args:
         config = os.path.abspath(args[args.index('--config') + 1])
         args = [a for a in args if a not in ('--config', config) and os.path.abspath(a) != config]
+    global CALIB_SAMPLES, EVAL_ROWS, DATA_SEED
+    for flag in ('--calib-samples', '--eval-rows', '--seed'):
+        if flag in args:
+            v = args[args.index(flag) + 1]
+            if not v.isdigit() or (flag != '--seed' and int(v) < 1):
+                sys.stderr.write(f'zoo.py: {flag} needs a positive integer, got {v!r}\n')
+                return 2
+            if flag == '--calib-samples':
+                CALIB_SAMPLES = int(v)
+            elif flag == '--eval-rows':
+                EVAL_ROWS = int(v)
+            else:
+                DATA_SEED = int(v)
+            i = args.index(flag)
+            args = args[:i] + args[i + 2:]
     names = [a for a in args if not a.startswith('--')]
     unknown = [n for n in names if n not in CASES]
     if unknown:
