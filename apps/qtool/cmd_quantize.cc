@@ -325,9 +325,11 @@ Action add_quantize_command(CLI::App& app) {
       const quantize::SmoothingReport r = quantize::smooth_for_calibration(
           *m.proto, cfg, few_samples(), runtime::resolve_threads(a->calibration.threads));
       for (const auto& t : r.tensors)
-        spdlog::debug("smoothing {}: estimated readers' error {:.3g} -> {:.3g}: {}", t.name, t.error_before,
-                      t.error_after, t.applied ? "smoothed" : "kept");
-      spdlog::info("smoothing: {} of {} MatMul / Gemm inputs", r.applied, r.tensors.size());
+        spdlog::debug("smoothing {}{}: estimated readers' error {:.3g} -> {:.3g}: {}", t.name,
+                      t.divided ? " (by an inserted Mul)" : "", t.error_before, t.error_after,
+                      t.applied ? "smoothed" : "kept");
+      spdlog::info("smoothing: {} of {} MatMul / Gemm inputs ({} by an inserted Mul)", r.applied, r.tensors.size(),
+                   r.divided);
       equalized = equalized || r.applied > 0;
     }
     calib::CalibrationTable ranges;

@@ -29,6 +29,17 @@ std::map<std::string, SoftmaxAxis> find_softmax_inputs(const onnx::ModelProto& m
     return (n.domain().empty() || n.domain() == "ai.onnx") && (n.op_type() == "Cast" || n.op_type() == "Identity") &&
            n.input_size() >= 1 && n.output_size() == 1;
   };
+  // Flatten(axis a) -> Softmax over the second axis normalises the flattened dimensions from a on, as an opset < 13
+  // Softmax at axis a does (what upgrading one to opset 13 writes where the input's rank is unknown).
+  auto flattens = [](const onnx::NodeProto& n) {
+    return (n.domain().empty() || n.domain() == "ai.onnx") && n.op_type() == "Flatten" && n.input_size() >= 1 &&
+           n.output_size() == 1;
+  };
+  auto flatten_axis = [](const onnx::NodeProto& n) {
+    for (const auto& a : n.attribute())
+      if (a.name() == "axis") return a.i();
+    return int64_t{1};
+  };
   auto spec_of = [&](const onnx::NodeProto& n) {
     SoftmaxAxis s;
     s.coerce_2d = opset < 13;
@@ -44,11 +55,16 @@ std::map<std::string, SoftmaxAxis> find_softmax_inputs(const onnx::ModelProto& m
     std::optional<SoftmaxAxis> spec;
     bool ok = !outputs.count(t) && readers.count(t) && depth < 16;
     for (const onnx::NodeProto* r : ok ? readers[t] : std::vector<const onnx::NodeProto*>{}) {
+      if ((r->domain().empty() || r->domain() == "ai.onnx") && (r->op_type() == "Shape" || r->op_type() == "Size"))
+        continue;  // sees t's shape only (the Reshape back after a Flatten -> Softmax reads it)
       std::optional<SoftmaxAxis> s;
       if (softmax_like(*r) && r->input(0) == t)
         s = spec_of(*r);
       else if (forwards(*r) && r->input(0) == t)
         s = rows_of(r->output(0), depth + 1);
+      else if (flattens(*r) && r->input(0) == t)
+        if (const auto f = rows_of(r->output(0), depth + 1); f && (f->axis == 1 || f->axis == -1))
+          s = SoftmaxAxis{flatten_axis(*r), true};  // the 2-D output's rows are its input's trailing dims
       if (!s || (spec && (spec->axis != s->axis || spec->coerce_2d != s->coerce_2d))) {
         ok = false;
         break;
@@ -60,14 +76,15 @@ std::map<std::string, SoftmaxAxis> find_softmax_inputs(const onnx::ModelProto& m
   std::map<std::string, SoftmaxAxis> out;
   for (const auto& n : g.node()) {
     if (!softmax_like(n) || n.input_size() < 1 || n.input(0).empty()) continue;
-    // From the Softmax input back through forwarders: each of those tensors is normalised by the same Softmax.
+    // From the Softmax input back through forwarders and a Flatten: each of those tensors is normalised by the same
+    // Softmax.
     std::string t = n.input(0);
     for (int depth = 0; depth < 16; ++depth) {
       const auto spec = rows_of(t, 0);
       if (!spec) break;
       out[t] = *spec;
       auto p = producer.find(t);
-      if (p == producer.end() || !forwards(*p->second)) break;
+      if (p == producer.end() || !(forwards(*p->second) || flattens(*p->second))) break;
       t = p->second->input(0);
     }
   }

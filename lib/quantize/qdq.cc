@@ -18,6 +18,7 @@
 #include "quantize/saturation.h"
 #include "quantize/weights/double_quant.h"
 #include "quantize/weights/layer_inputs.h"
+#include "quantize/weights/smooth_quant.h"
 #include "quantize/weights/weight_quantizer.h"
 
 namespace qtool::quantize {
@@ -68,7 +69,13 @@ class QdqBuilder {
     if (!g_.outer()) check_names();
     const int n = g_.node_count();
     nq_.resize(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i) nq_[i] = cfg_.resolve(g_.node(i).name(), g_.node(i).op_type());
+    for (int i = 0; i < n; ++i) {
+      const onnx::NodeProto& node = g_.node(i);
+      if (node.op_type() == "Mul" && node.doc_string() == kSmoothingDivisor)  // float whatever the rules say
+        nq_[i].applied = {"$.weight_algorithms.smooth_quant_alpha"};
+      else
+        nq_[i] = cfg_.resolve(node.name(), node.op_type());
+    }
     fused_.assign(static_cast<size_t>(n), false);
     report_.nodes.resize(static_cast<size_t>(n));
     plan_shared_ranges();
@@ -619,6 +626,10 @@ class QdqBuilder {
     e.op_type = node.op_type();
     e.rules = nq_[i].applied;
     const NodeQuant& q = nq_[i];
+    if (node.doc_string() == kSmoothingDivisor && node.op_type() == "Mul")
+      return keep_float(i,
+                        "smoothing divisor (weight_algorithms.smooth_quant_alpha): divides its input by s per "
+                        "channel in float; the MatMul / Gemm weights after it hold s");
     if (!q.quantized) return keep_float(i, "rule keeps it float");
     if (in_qdq_form(node))
       return keep_float(i, "already in Q/DQ form (reads a DequantizeLinear output or feeds a QuantizeLinear): "
@@ -645,6 +656,7 @@ class QdqBuilder {
       if (!p || output_values(out)) return keep_float(i, "its output is kept float");
       if (read_as_coordinates(out)) return keep_float(i, kCoordinatesNote);
       add_act(out, *p);
+      made_as_integers_.insert(out);
       e.quantized = true;
       e.note = "fused: its producer's output has no Q/DQ";
       return;
@@ -657,8 +669,10 @@ class QdqBuilder {
       const QParams p = it->second.params;
       for (const auto& out : node.output())
         if (!out.empty() && !g_.is_graph_output(out) && tensor_settings(out, *q.activation) &&
-            !read_as_coordinates(out))
+            !read_as_coordinates(out)) {
           add_act(out, p);
+          made_as_integers_.insert(out);
+        }
       e.quantized = true;
       e.note = "pass-through: output keeps the input's scale and zero point";
       return;
@@ -680,6 +694,11 @@ class QdqBuilder {
       return keep_float(i, "no integer kernel reads its output (its readers run in float): a Q/DQ pair would only "
                            "round it, and the op costs the same in float");
     if (plan_rescale(i, q)) return;
+    if (!has_weight && elementwise_op(node) && inputs_made_in_float(node, role))
+      return keep_float(i,
+                        "its inputs are made in float (no integer kernel produces them): as an integer op it would "
+                        "round each input and its constants first; float costs the same, and its integer readers' "
+                        "Q/DQ goes on its output");
 
     // Compute ops: every data input must be quantizable.
     std::vector<int> data = role.data_inputs;
@@ -786,16 +805,19 @@ class QdqBuilder {
       const auto& cons = g_.consumers(out);
       if (coordinates_out) {
         e.note = kCoordinatesNote;
+      } else if (float_output_fuses(node) &&
+                 (read_only_by_contrib_ops(out) || (no_integer_reader(out) && !read_by_bias_add(node)))) {
+        // Before the fused activation: a MatMul -> Relu whose output only float ops read (a smoothing divisor)
+        // keeps both float, as without the Relu.
+        e.note = "output kept float: only ops that run in float read it (ORT runs DQ -> " + node.op_type() +
+                 " with a float output as one integer kernel)";
       } else if (!output_values(out) && cons.size() == 1 && fusable_activation(cons[0])) {
         fused_[cons[0]] = true;
         e.note = "output quantized after " + g_.node(cons[0]).op_type();
-      } else if (float_output_fuses(node) &&
-                 (read_only_by_contrib_ops(out) || (no_integer_reader(out) && !read_by_bias_add(node)))) {
-        e.note = "output kept float: only ops that run in float read it (ORT runs DQ -> " + node.op_type() +
-                 " with a float output as one integer kernel)";
       } else if (!output_values(out)) {
         if (auto p = act_params(out, *q.output)) {
           add_act(out, *p);
+          made_as_integers_.insert(out);
           e.tensors.push_back(explain(out, "output", *p));
         }
       }
@@ -854,6 +876,7 @@ class QdqBuilder {
     if (!std::isnormal(py.scale.data<float>()[0])) return false;
     add_act(x, *px);
     add_act(y, py);
+    made_as_integers_.insert(y);
     rescale_[y] = {i, x};
     NodeExplain& e = report_.nodes[i];
     e.tensors.push_back(explain(x, "input", *px));
@@ -1094,8 +1117,37 @@ class QdqBuilder {
     return n;
   }
   // Every reader of `t` reads `to` instead.
-  void redirect_consumers(const std::string& t, const std::string& to) {
+  // Elementwise arithmetic: its integer form (QLinearAdd, QLinearMul) costs what the float op does, so it pays only
+  // where its inputs arrive as integers anyway.
+  static bool elementwise_op(const onnx::NodeProto& n) {
+    static const std::set<std::string> ops = {"Add", "Sub", "Mul", "Div", "Sum", "Mean", "Max", "Min"};
+    return (n.domain().empty() || n.domain() == "ai.onnx") && ops.count(n.op_type());
+  }
+  // Every activation input of n (constants aside) is made in float: a graph input, or the output of a node that
+  // quantizes nothing there (made_as_integers_: the outputs a Q follows where their producer is planned, which
+  // comes first in graph order). A norm written out (x - mean) / std * g + b: its g and b would be rounded on one
+  // per-tensor grid each (a gain vector with 24x channels puts the unit gains 0.09 apart) and its input once more.
+  bool inputs_made_in_float(const onnx::NodeProto& n, const OpRole& role) const {
+    bool any = false;
+    for (int k = 0; k < n.input_size(); ++k) {
+      const std::string& t = n.input(k);
+      if (t.empty() || g_.is_initializer(t)) continue;
+      if (!role.data_inputs.empty() &&
+          std::find(role.data_inputs.begin(), role.data_inputs.end(), k) == role.data_inputs.end())
+        continue;
+      if (made_as_integers_.count(t)) return false;
+      any = true;
+    }
+    return any;
+  }
+
+  // The readers of t read `to` (its DequantizeLinear) instead. With only_quantized, readers that run in float keep
+  // reading t: t exists in float anyway (its producer runs in float), and its rounding would only add error to them.
+  // A post-norm encoder's residual Add read the norm output's Q/DQ, made for the next block's projections: the
+  // norm's rounding on an outlier-set grid went into the residual stream at every block (zoo BERT, issue 12).
+  void redirect_consumers(const std::string& t, const std::string& to, bool only_quantized = false) {
     for (int c : g_.consumers(t)) {
+      if (only_quantized && !report_.nodes[static_cast<size_t>(c)].quantized) continue;
       auto& cn = g_.node(c);
       for (int k = 0; k < cn.input_size(); ++k)
         if (cn.input(k) == t) cn.set_input(k, to);
@@ -1138,7 +1190,7 @@ class QdqBuilder {
         continue;
       }
       const Names nm = names_for(t, p);
-      redirect_consumers(t, nm.dq);
+      redirect_consumers(t, nm.dq, !made_as_integers_.count(t));
       q_of[t] = nm.q;
       onnx::NodeProto qn = make_qdq_node("QuantizeLinear", t, nm, nm.q, t);
       onnx::NodeProto dqn = make_qdq_node("DequantizeLinear", nm.q, nm, nm.dq, t);
@@ -1176,6 +1228,7 @@ class QdqBuilder {
   std::vector<bool> float_out_;  // see plan_float_outputs
   std::vector<bool> tail_;       // plan_output_tail
   std::map<std::string, ActQ> act_;
+  std::set<std::string> made_as_integers_;  // outputs a QuantizeLinear follows where their producer runs as integers
   std::vector<std::string> act_order_;
   std::map<int, std::string> clamp_inputs_;
   std::map<std::string, std::pair<int, std::string>> rescale_;     // y -> (its Mul node, x): see plan_rescale

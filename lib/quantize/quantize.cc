@@ -7,17 +7,18 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include "core/error.h"
 #include "onnx/model_walk.h"
 #include "onnx/tensor_proto.h"
 #include "quantize/provenance.h"
 #include "quantize/share_body_initializers.h"
-#include "quantize/weights/layer_inputs.h"
 #include "quantize/weights/bias_correction.h"
-#include "quantize/weights/conv_gptq.h"
 #include "quantize/weights/clamp_equalization.h"
+#include "quantize/weights/conv_gptq.h"
 #include "quantize/weights/cross_layer_equalization.h"
+#include "quantize/weights/layer_inputs.h"
 #include "quantize/weights/smooth_quant.h"
 
 namespace qtool::quantize {
@@ -59,7 +60,24 @@ bool needs_activation_ranges(const onnx::ModelProto& model, const QConfig& confi
 }
 
 bool needs_layer_inputs(const onnx::ModelProto& model, const QConfig& config) {
-  return !gptq_layer_inputs(model, config).empty() || !conv_gptq_weights(model, config).empty();
+  // Asked before preparation, which folds weights computed from constants (float16 weights behind a Cast, as float16
+  // converters keep float inputs) into initializers: those count as weights here. The view holds names only.
+  onnx::ModelProto view;
+  *view.mutable_opset_import() = model.opset_import();
+  auto* g = view.mutable_graph();
+  std::set<std::string> constants;
+  for (const auto& t : model.graph().initializer()) constants.insert(t.name());
+  for (const auto& n : model.graph().node()) {
+    bool constant = n.op_type() == "Constant" || n.input_size() > 0;
+    for (const auto& in : n.input()) constant = constant && (in.empty() || constants.count(in));
+    auto* c = g->add_node();
+    c->set_op_type(n.op_type()), c->set_name(n.name()), c->set_domain(n.domain());
+    *c->mutable_input() = n.input();
+    *c->mutable_output() = n.output();
+    if (constant) constants.insert(n.output().begin(), n.output().end());
+  }
+  for (const auto& name : constants) g->add_initializer()->set_name(name);
+  return !gptq_layer_inputs(view, config).empty() || !conv_gptq_weights(view, config).empty();
 }
 
 int equalize_for_calibration(onnx::ModelProto& model, const QConfig& config) {

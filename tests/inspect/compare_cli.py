@@ -132,15 +132,18 @@ check(json.loads(ok("inspect", QUANT, "--against", FLOAT, "--random", "2", "--sh
                     "--no-sensitivity"))["sensitivity"] is None, "--no-sensitivity: sensitivity null")
 
 # Recurrent state (an output declared like an input, stateN <- state): compared in closed loop, without argmax/KL.
-# logits = MatMul(s, w), an integer kernel, so s and the Add's inputs are quantized (Tanh alone would read s in float).
+# logits = MatMul(s, w), an integer kernel, so s is quantized (Tanh alone would read s in float), and s = x w_in +
+# state adds an integer MatMul's output, so the Add runs as an integer op and its inputs are quantized too (an Add
+# of two graph inputs would stay float: qdq.cc, inputs_made_in_float).
 T = onnx.TensorProto
 rnn = helper.make_model(helper.make_graph(
-    [helper.make_node("Add", ["x", "state"], ["s"]), helper.make_node("Tanh", ["s"], ["stateN"]),
-     helper.make_node("MatMul", ["s", "w"], ["logits"])], "rnn",
+    [helper.make_node("MatMul", ["x", "w_in"], ["xw"]), helper.make_node("Add", ["xw", "state"], ["s"]),
+     helper.make_node("Tanh", ["s"], ["stateN"]), helper.make_node("MatMul", ["s", "w"], ["logits"])], "rnn",
     [helper.make_tensor_value_info("x", T.FLOAT, ["N", 4]), helper.make_tensor_value_info("state", T.FLOAT, ["N", 4])],
     [helper.make_tensor_value_info("logits", T.FLOAT, ["N", 4]),
      helper.make_tensor_value_info("stateN", T.FLOAT, ["N", 4])],
-    [helper.make_tensor("w", T.FLOAT, [4, 4], [0.5, -1.0, 2.0, 0.25] * 4)]), opset_imports=[helper.make_opsetid("", 13)])
+    [helper.make_tensor("w", T.FLOAT, [4, 4], [0.5, -1.0, 2.0, 0.25] * 4),
+     helper.make_tensor("w_in", T.FLOAT, [4, 4], [1.0, 0.5, -0.5, 0.25] * 4)]), opset_imports=[helper.make_opsetid("", 13)])
 rnn_path, rnn_q = os.path.join(scratch, "rnn.onnx"), os.path.join(scratch, "rnn_int8.onnx")
 onnx.save(rnn, rnn_path)
 shapes = ["--shape", "x=1,4", "--shape", "state=1,4"]

@@ -53,6 +53,15 @@ TEST_CASE("Resize opset 18 axes with keep_aspect_ratio_policy matches ONNX Runti
                 12.83333f, 13.5f,    14.0f,    13.0f,     13.5f,     14.16667f, 14.83333f, 15.5f,    16.0f});
 }
 
+TEST_CASE("Resize opset 10 nearest takes floor along an axis that grows and ceil along one that shrinks, as ORT") {
+  // ONNX Runtime's "simple" nearest mode for Resize-10 / Upsample: rows 0 / 0.6 and 1 / 0.6 = 1.67 -> 0 and 2;
+  // columns j / 1.5 -> 0 0 1 2 2 3.
+  runtime::NodeAttrs a;
+  a.values["mode"] = attr_str("nearest");
+  auto y = run_kernel("Resize", 10, a, {x16(), Tensor::from_vector<float>({4}, {1, 1, 0.6f, 1.5f})});
+  check_values(y[0], {1, 1, 2, 6}, {1, 1, 2, 3, 3, 4, 9, 9, 10, 11, 11, 12});
+}
+
 TEST_CASE("Resize opset 18 tf_crop_and_resize on one axis extrapolates outside the box") {
   runtime::NodeAttrs a;
   a.values["mode"] = attr_str("cubic");

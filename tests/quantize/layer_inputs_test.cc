@@ -75,6 +75,16 @@ std::vector<Sample> samples() {
   return s;
 }
 
+// Weight-only int4 with GPTQ on every MatMul / Gemm (blocks of 8).
+QConfig gptq_int4() {
+  return QConfig::parse(R"({"format": "qtool-qconfig", "version": 1,
+    "global": {"activation": null, "bias": null,
+               "weight": {"dtype": "int4", "symmetric": true, "granularity": "per_block", "block_size": 8,
+                          "algorithm": "gptq"}},
+    "op_types": {"*": null, "MatMul": {}, "Gemm": {}}})",
+                        "gptq.json");
+}
+
 bool same(const LayerHessian& a, const LayerHessian& b) { return a.k == b.k && a.rows == b.rows && a.h == b.h; }
 
 }  // namespace
@@ -135,12 +145,7 @@ TEST_CASE("gptq hessians: a layer whose Hessian alone exceeds the budget is name
 }
 
 TEST_CASE("gptq hessians: quantize_model writes the same bytes with a budget that forces one group per layer input") {
-  const QConfig cfg = QConfig::parse(R"({"format": "qtool-qconfig", "version": 1,
-    "global": {"activation": null, "bias": null,
-               "weight": {"dtype": "int4", "symmetric": true, "granularity": "per_block", "block_size": 8,
-                          "algorithm": "gptq"}},
-    "op_types": {"*": null, "MatMul": {}, "Gemm": {}}})",
-                                     "gptq.json");
+  const QConfig cfg = gptq_int4();
   auto quantized = [&](int64_t budget) {
     onnx::ModelProto m = chain();
     QuantizeOptions o;
@@ -162,4 +167,34 @@ TEST_CASE("gptq hessians: quantize_model writes the same bytes with a budget tha
     int4 += x.dtype() == DType::Int4;
   }
   CHECK(int4 == 8);  // the 4 weights' codes and zero points
+}
+
+TEST_CASE("gptq: needs_layer_inputs sees a weight stored behind a Cast (float16 converters) before preparation") {
+  // quantize decides whether to load the calibration samples before preparation folds Cast(w_fp16) into an
+  // initializer: it had answered no, and quantize_model then refused ("needs calibration inputs") although --data
+  // was given (tests/quantize/zoo.py mobilenetv3_fp16_weights_o13 under configs/int4-weight-only.json).
+  const QConfig cfg = gptq_int4();
+  onnx::ModelProto m = chain();
+  CHECK(needs_layer_inputs(m, cfg));
+  auto& g = *m.mutable_graph();
+  for (auto& n : *g.mutable_node())  // every MatMul / Gemm weight w becomes Cast(w_h)
+    if (n.op_type() == "MatMul" || n.op_type() == "Gemm") n.set_input(1, n.input(1) + "_cast");
+  std::vector<onnx::NodeProto> casts;
+  for (auto& t : *g.mutable_initializer()) {
+    onnx::NodeProto c;
+    c.set_op_type("Cast"), c.add_input(t.name() + "_h"), c.add_output(t.name() + "_cast");
+    casts.push_back(c);
+    t.set_name(t.name() + "_h");
+  }
+  const auto nodes = g.node();
+  auto with_casts = [&] {
+    g.clear_node();
+    for (const auto& c : casts) *g.add_node() = c;
+    for (const auto& n : nodes) *g.add_node() = n;
+  };
+  with_casts();
+  CHECK(needs_layer_inputs(m, cfg));          // Cast of an initializer: a weight after constant folding
+  for (auto& c : casts) c.set_input(0, "x");  // Cast of an activation: no weight
+  with_casts();
+  CHECK_FALSE(needs_layer_inputs(m, cfg));
 }

@@ -1,22 +1,25 @@
 #!/usr/bin/python3
-"""A zoo of small, realistic architectures built in torch (seeded random weights), exported at opsets 11 to 17, and a
+"""A zoo of small, realistic architectures built in torch (seeded random weights), exported at opsets 7 to 17, and a
 few built with onnx.helper for ops torch 1.13 cannot export (opset 18/21 GroupNormalization, STFT; 'onnx' option),
 each run through qtool as a new user would (issue 12: models qtool was not tuned on).
 
-usage: zoo.py [--all] [--json FILE] [--config QCONFIG.json] [NAME ...]
+usage: zoo.py [--all] [--json FILE] [--config QCONFIG.json] [--calib-samples N] [--eval-rows M] [--seed S] [NAME ...]
   default: the cases marked fast (the ctest run); --all: every case; NAME ...: just those; --config: quantize with
-  that config instead of the default.
+  that config instead of the default; --calib-samples N (4) calibration samples of batch 2 and --eval-rows M (3)
+  held-out rows, drawn with --seed S (2): more of both (32, 64) to measure a change above 3 rows' noise.
 
 Per model, on seeded inputs with batch > 1 (a calibration set of a few samples and a disjoint evaluation batch):
   1. `qtool run` on the float model against ONNX Runtime 1.30: within float tolerance (see FLOAT_TOL);
-  2. `qtool quantize MODEL -o Q --data ...` with the default config: exit 0, or 2/4 with a one-line message
-     (recorded, not a failure);
+  2. `qtool quantize MODEL -o Q --data ...` with the default config: exit 0 (with --config: exit 0, or 2/4 with a
+     one-line message, recorded, not a failure);
   3. ONNX Runtime loads and runs Q; the SQNR of Q's output against float on the evaluation batch is reported
      (random weights: indicative; no bar is fitted to it).
 Fails (exit 1) on: a crash or exit 3 of any qtool command, exit 2 of `qtool run` on the float model (every op here is
-a standard ONNX op a deployment model contains), a float mismatch, ORT refusing or failing to run Q, and a float
-output Q no longer follows at all (SQNR < COLLAPSE_DB: the error as large as the signal, as when ORT's
-QLinearSoftmax wrote zeros; int8 rounding on these models is 20-70 dB away from it).
+a standard ONNX op a deployment model contains), exit 2 or 4 of `qtool quantize` under the default config (an
+opset-9 Upsample refused, or the accuracy guard giving up, as on BERT at opset 11 under a calibration bug), a float
+mismatch, ORT refusing or failing to run Q, and a float output Q no longer follows at all (SQNR < COLLAPSE_DB: the
+error as large as the signal, as when ORT's QLinearSoftmax wrote zeros; int8 rounding on these models is 20-70 dB
+away from it).
 """
 import json
 import math
@@ -898,15 +901,296 @@ class WhisperEncoder(nn.Module):
         return self.norm(x)
 
 
+class Wav2Vec2(nn.Module):
+    """wav2vec2 / HuBERT audio encoder as Hugging Face exports it: a strided Conv1d feature extractor on the raw
+    waveform (the first layer followed by a GroupNorm with one group per channel, GELU after each), LayerNorm and a
+    feature projection, the grouped convolutional position embedding (kernel 16, 4 groups, the last frame dropped for
+    the even kernel, GELU) added to the features, LayerNorm, post-norm transformer layers (GELU MLP)."""
+    def __init__(self, d=32, heads=4, layers=2):
+        super().__init__()
+        self.heads = heads
+        convs = [(1, 16, 10, 5), (16, 16, 3, 2), (16, 16, 3, 2), (16, 16, 2, 2)]
+        self.fe = nn.ModuleList([nn.Conv1d(ci, co, k, s, bias=False) for ci, co, k, s in convs])
+        self.gn = nn.GroupNorm(16, 16)
+        self.fln, self.fproj = nn.LayerNorm(16), nn.Linear(16, d)
+        self.pos = nn.Conv1d(d, d, 16, 1, 8, groups=4)
+        self.ln0 = nn.LayerNorm(d)
+        self.layers = nn.ModuleList([nn.ModuleDict({
+            'q': nn.Linear(d, d), 'k': nn.Linear(d, d), 'v': nn.Linear(d, d), 'o': nn.Linear(d, d),
+            'ln1': nn.LayerNorm(d), 'fc1': nn.Linear(d, 4 * d), 'fc2': nn.Linear(4 * d, d), 'ln2': nn.LayerNorm(d)})
+            for _ in range(layers)])
+        trained_norm_gains(self)
+
+    def forward(self, x):
+        for i, conv in enumerate(self.fe):
+            x = conv(x)
+            x = F.gelu(self.gn(x) if i == 0 else x)
+        h = self.fproj(self.fln(x.transpose(1, 2)))
+        p = F.gelu(self.pos(h.transpose(1, 2))[:, :, :-1])
+        h = self.ln0(h + p.transpose(1, 2))
+        b, n, d = h.shape
+        nh = self.heads
+        for L in self.layers:
+            q, k, v = (L[m](h).view(b, n, nh, -1).transpose(1, 2) for m in 'qkv')
+            a = torch.softmax((q * (d // nh) ** -0.5) @ k.transpose(-1, -2), -1)
+            h = L['ln1'](h + L['o']((a @ v).transpose(1, 2).reshape(b, n, d)))
+            h = L['ln2'](h + L['fc2'](F.gelu(L['fc1'](h))))
+        return h
+
+
+class BertHF(nn.Module):
+    """BERT-base as Hugging Face exports it: word + token_type + position embeddings (position ids sliced from a
+    buffer), LayerNorm; the int64 attention_mask turned into an additive mask (Unsqueeze, Cast, 1 - mask, times -10000
+    (older transformers) or the float32 minimum (newer)); post-norm layers, erf GELU; the pooler (Linear + Tanh on
+    the first token) beside the sequence output."""
+    def __init__(self, fill=-10000.0, vocab=100, d=32, heads=4, ff=64, layers=2, maxpos=32):
+        super().__init__()
+        self.heads, self.fill = heads, fill
+        self.word, self.typ, self.posemb = nn.Embedding(vocab, d), nn.Embedding(2, d), nn.Embedding(maxpos, d)
+        self.register_buffer('position_ids', torch.arange(maxpos)[None])
+        self.eln = nn.LayerNorm(d)
+        self.layers = nn.ModuleList([nn.ModuleDict({
+            'q': nn.Linear(d, d), 'k': nn.Linear(d, d), 'v': nn.Linear(d, d), 'o': nn.Linear(d, d),
+            'ln1': nn.LayerNorm(d), 'fc1': nn.Linear(d, ff), 'fc2': nn.Linear(ff, d), 'ln2': nn.LayerNorm(d)})
+            for _ in range(layers)])
+        self.pool = nn.Linear(d, d)
+        trained_norm_gains(self)
+
+    def forward(self, input_ids, token_type_ids, attention_mask):
+        b, n = input_ids.shape
+        nh = self.heads
+        h = self.eln(self.word(input_ids) + self.typ(token_type_ids) + self.posemb(self.position_ids[:, :n]))
+        ext = (1.0 - attention_mask[:, None, None, :].to(torch.float32)) * self.fill
+        d = h.shape[-1]
+        for L in self.layers:
+            q, k, v = (L[m](h).view(b, n, nh, -1).transpose(1, 2) for m in 'qkv')
+            a = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(d // nh) + ext, -1)
+            h = L['ln1'](h + L['o']((a @ v).transpose(1, 2).reshape(b, n, d)))
+            h = L['ln2'](h + L['fc2'](F.gelu(L['fc1'](h))))
+        return h, torch.tanh(self.pool(h[:, 0]))
+
+
+class DETR(nn.Module):
+    """DETR's decoder on a small conv backbone: features flattened to a sequence with a learned position embedding
+    added (a transformer encoder layer over it), learned object queries, decoder layers (self-attention among the
+    queries, cross-attention to the memory, FFN, post-norm), then two outputs: class logits (nc + 1 with no-object)
+    and boxes from a 3-layer MLP + Sigmoid (cx cy w h in 0..1)."""
+    def __init__(self, d=32, queries=10, nc=5):
+        super().__init__()
+        self.backbone = nn.Sequential(conv_bn(3, 16, s=2), conv_bn(16, 32, s=2), conv_bn(32, 32, s=2))
+        self.inproj = nn.Conv2d(32, d, 1)
+        self.pos = nn.Parameter(torch.randn(1, 16, d) * 0.5)
+        self.query = nn.Parameter(torch.randn(queries, d))
+        self.enc = nn.TransformerEncoderLayer(d, 4, 64, dropout=0.0, batch_first=True)
+        self.sa = nn.MultiheadAttention(d, 4, batch_first=True)
+        self.ca = nn.MultiheadAttention(d, 4, batch_first=True)
+        self.n1, self.n2, self.n3 = nn.LayerNorm(d), nn.LayerNorm(d), nn.LayerNorm(d)
+        self.ffn = nn.Sequential(nn.Linear(d, 64), nn.ReLU(), nn.Linear(64, d))
+        self.cls = nn.Linear(d, nc + 1)
+        self.box = nn.Sequential(nn.Linear(d, d), nn.ReLU(), nn.Linear(d, d), nn.ReLU(), nn.Linear(d, 4))
+
+    def forward(self, x):
+        f = self.inproj(self.backbone(x)).flatten(2).transpose(1, 2)
+        mem = self.enc(f + self.pos)
+        q = self.query.unsqueeze(0).expand(x.shape[0], -1, -1)
+        t = torch.zeros_like(q)
+        t = self.n1(t + self.sa(t + q, t + q, t, need_weights=False)[0])
+        t = self.n2(t + self.ca(t + q, mem + self.pos, mem, need_weights=False)[0])
+        t = self.n3(t + self.ffn(t))
+        return self.cls(t), torch.sigmoid(self.box(t))
+
+
+class MobileViT(nn.Module):
+    """MobileViT block: conv stem, local 3x3 + 1x1 convs, unfold into 2x2 patches by Reshape/Transpose (pixels at the
+    same patch offset form one sequence), a pre-norm transformer layer (SiLU MLP), fold back, 1x1 conv, Concat with
+    the block input, 3x3 fusion conv, pool, Linear."""
+    def __init__(self, c=16, d=24, p=2):
+        super().__init__()
+        self.p = p
+        self.stem = nn.Sequential(conv_bn(3, c, s=2, act=nn.SiLU), InvertedResidual(c, 2, nn.SiLU))
+        self.local = nn.Sequential(conv_bn(c, c, act=nn.SiLU), nn.Conv2d(c, d, 1, bias=False))
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.o = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.mlp = nn.Sequential(nn.Linear(d, 2 * d), nn.SiLU(), nn.Linear(2 * d, d))
+        self.back, self.fuse = conv_bn(d, c, k=1, act=nn.SiLU), conv_bn(2 * c, c, act=nn.SiLU)
+        self.head = nn.Linear(c, 10)
+
+    def forward(self, x):
+        x = self.stem(x)
+        y = self.local(x)
+        b, d, h, w = y.shape
+        p, nh = self.p, 2
+        y = y.reshape(b, d, h // p, p, w // p, p).permute(0, 3, 5, 2, 4, 1).reshape(b * p * p, -1, d)
+        bp, n, _ = y.shape
+        q, k, v = self.qkv(self.ln1(y)).reshape(bp, n, 3, nh, -1).permute(2, 0, 3, 1, 4)
+        a = torch.softmax(q @ k.transpose(-1, -2) * (d // nh) ** -0.5, -1)
+        y = y + self.o((a @ v).transpose(1, 2).reshape(bp, n, d))
+        y = y + self.mlp(self.ln2(y))
+        y = y.reshape(b, p, p, h // p, w // p, d).permute(0, 5, 3, 1, 4, 2).reshape(b, d, h, w)
+        x = self.fuse(torch.cat([x, self.back(y)], 1))
+        return self.head(x.mean((2, 3)))
+
+
+class ASPP(nn.Module):
+    """DeepLabv3: a stride-8 backbone, ASPP (1x1, three 3x3 convs dilated 2/4/6, image pooling: global average,
+    1x1, bilinear Resize back), Concat of the five branches, 1x1 projection, classifier, bilinear Resize to the
+    input size."""
+    def __init__(self, nc=4):
+        super().__init__()
+        self.backbone = nn.Sequential(conv_bn(3, 16, s=2), conv_bn(16, 24, s=2), conv_bn(24, 32, s=2), conv_bn(32, 32))
+        self.branches = nn.ModuleList([conv_bn(32, 16, k=1)] + [conv_bn(32, 16, dil=r) for r in (2, 4, 6)])
+        self.pool = nn.Sequential(nn.AdaptiveAvgPool2d(1), conv_bn(32, 16, k=1))
+        self.project = conv_bn(5 * 16, 16, k=1)
+        self.cls = nn.Sequential(conv_bn(16, 16), nn.Conv2d(16, nc, 1))
+
+    def forward(self, x):
+        f = self.backbone(x)
+        g = F.interpolate(self.pool(f), size=f.shape[2:], mode='bilinear', align_corners=False)
+        y = self.cls(self.project(torch.cat([br(f) for br in self.branches] + [g], 1)))
+        return F.interpolate(y, size=x.shape[2:], mode='bilinear', align_corners=False)
+
+
+class DenseInception(nn.Module):
+    """Concat-heavy CNN: a DenseNet block (BN-ReLU-Conv1x1-BN-ReLU-Conv3x3, each layer's output concatenated to all
+    before it), a transition (BN, ReLU, 1x1, AvgPool), an Inception block (1x1 / 1x1-3x3 / 1x1-5x5 / MaxPool-1x1
+    branches concatenated), global pool, Linear."""
+    def __init__(self, growth=8):
+        super().__init__()
+        self.stem = conv_bn(3, 16)
+        self.dense = nn.ModuleList()
+        c = 16
+        for _ in range(4):
+            self.dense.append(nn.Sequential(nn.BatchNorm2d(c), nn.ReLU(), nn.Conv2d(c, 2 * growth, 1, bias=False),
+                                            nn.BatchNorm2d(2 * growth), nn.ReLU(),
+                                            nn.Conv2d(2 * growth, growth, 3, 1, 1, bias=False)))
+            c += growth
+        self.trans = nn.Sequential(nn.BatchNorm2d(c), nn.ReLU(), nn.Conv2d(c, 24, 1, bias=False), nn.AvgPool2d(2))
+        self.b1 = conv_bn(24, 8, k=1)
+        self.b2 = nn.Sequential(conv_bn(24, 8, k=1), conv_bn(8, 12))
+        self.b3 = nn.Sequential(conv_bn(24, 4, k=1), conv_bn(4, 8, k=5))
+        self.b4 = nn.Sequential(nn.MaxPool2d(3, 1, 1), conv_bn(24, 8, k=1))
+        self.fc = nn.Linear(36, 10)
+
+    def forward(self, x):
+        x = self.stem(x)
+        for layer in self.dense:
+            x = torch.cat([x, layer(x)], 1)
+        x = self.trans(x)
+        x = torch.cat([self.b1(x), self.b2(x), self.b3(x), self.b4(x)], 1)
+        return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
+
+
+class SSD(nn.Module):
+    """SSD-style multi-scale heads: three feature scales, per scale a box conv (4 x anchors) and a class conv
+    (classes x anchors), each permuted to channels-last and reshaped to [B, -1, 4] / [B, -1, C]; boxes concatenated
+    with boxes, scores with scores, Softmax over the classes. Two outputs: box regressions and class probabilities."""
+    def __init__(self, nc=5, anchors=(4, 6, 6)):
+        super().__init__()
+        self.nc = nc
+        self.f = nn.ModuleList([nn.Sequential(conv_bn(3, 16, s=2), conv_bn(16, 24, s=2)), conv_bn(24, 32, s=2),
+                                conv_bn(32, 32, s=2)])
+        chans = (24, 32, 32)
+        self.box = nn.ModuleList([nn.Conv2d(c, 4 * a, 3, 1, 1) for c, a in zip(chans, anchors)])
+        self.cls = nn.ModuleList([nn.Conv2d(c, nc * a, 3, 1, 1) for c, a in zip(chans, anchors)])
+        with torch.no_grad():  # box regressions in encoded units (variance 0.1/0.2 divides them): several units
+            for b in self.box:
+                b.weight.mul_(4.0)
+
+    def forward(self, x):
+        boxes, scores = [], []
+        for f, bh, ch in zip(self.f, self.box, self.cls):
+            x = f(x)
+            n = x.shape[0]
+            boxes.append(bh(x).permute(0, 2, 3, 1).reshape(n, -1, 4))
+            scores.append(ch(x).permute(0, 2, 3, 1).reshape(n, -1, self.nc))
+        return torch.cat(boxes, 1), torch.softmax(torch.cat(scores, 1), -1)
+
+
+class ActCNN(nn.Module):
+    """A CNN whose activations are not ReLU: per-channel PReLU, LeakyReLU(0.01), ELU, Mish (Softplus, Tanh, Mul at
+    opset < 18), a depthwise conv, global pool, Linear."""
+    def __init__(self):
+        super().__init__()
+        self.f = nn.Sequential(conv_bn(3, 16, s=2, act=None), nn.PReLU(16), conv_bn(16, 16, act=nn.LeakyReLU),
+                               conv_bn(16, 32, s=2, act=nn.ELU), conv_bn(32, 32, groups=32, act=nn.Mish),
+                               conv_bn(32, 32, k=1, act=None), nn.PReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                               nn.Linear(32, 10))
+        with torch.no_grad():  # trained PReLU slopes differ per channel, some negative
+            self.f[1].weight.uniform_(-0.2, 0.6)
+
+    def forward(self, x):
+        return self.f(x)
+
+
+class CRNN(nn.Module):
+    """CRNN text recogniser: a conv stack on a 32-pixel-high grey line (pools 2x2 then 2x1) down to height 1,
+    squeezed and permuted to time-major [W, B, C], a bidirectional 2-layer LSTM, a Linear per step, LogSoftmax over
+    the CTC classes (blank included), permuted back to [B, W, classes]."""
+    def __init__(self, nc=37):
+        super().__init__()
+        self.f = nn.Sequential(conv_bn(1, 16), nn.MaxPool2d(2, 2), conv_bn(16, 32), nn.MaxPool2d(2, 2),
+                               conv_bn(32, 48), nn.MaxPool2d((2, 1), (2, 1)), conv_bn(48, 48),
+                               nn.MaxPool2d((2, 1), (2, 1)), nn.Conv2d(48, 64, (2, 1)), nn.BatchNorm2d(64), nn.ReLU())
+        self.rnn = nn.LSTM(64, 32, 2, bidirectional=True)
+        self.out = nn.Linear(64, nc)
+
+    def forward(self, x):
+        f = self.f(x).squeeze(2).permute(2, 0, 1)
+        y, _ = self.rnn(f)
+        return F.log_softmax(self.out(y), -1).permute(1, 0, 2)
+
+
+class MixedRanks(nn.Module):
+    """Glue of mixed ranks: einsums of rank 3 x 2, 3 x 1 and 2 x 3, MatMul of rank 4 by rank 3 (broadcast), Expand
+    of a learned vector and Tile (repeat) of the pooled one, Where against a data-dependent mask, CumSum, TopK
+    values, and two int64 ArgMax outputs beside the float ones."""
+    def __init__(self, d=16):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(d, d) * 0.3)
+        self.att = nn.Parameter(torch.randn(d) * 0.5)
+        self.lin, self.proj = nn.Linear(d, d), nn.Linear(d, 8)
+        self.m = nn.Parameter(torch.randn(2, d, d) * 0.3)
+
+    def forward(self, x):
+        b, n, d = x.shape
+        h = torch.tanh(torch.einsum('bnd,de->bne', x, self.w))
+        s = torch.softmax(torch.einsum('bnd,d->bn', h, self.att), -1)
+        pooled = torch.einsum('bn,bnd->bd', s, h)
+        g = (h.unsqueeze(1) @ self.m).mean(1)
+        e = self.att.expand(b, n, d)
+        t = pooled.unsqueeze(1).repeat(1, n, 1)
+        y = torch.where(g > 0, g + e, t - g)
+        c = torch.cumsum(self.lin(y), 1)
+        top, _ = torch.topk(c.mean(-1), 4, -1)
+        logits = self.proj(c)
+        return logits, top, logits.argmax(-1), s.argmax(-1)
+
+
 def img(c, h, w):
     return [('x', (c, h, w), 'normal')]
+
+
+
+class TopKHead(nn.Module):
+    """A retrieval / ranking head: Linear scores, Softmax, the 3 best per row (TopK: k an attribute before opset 10)
+    as values and int64 indices."""
+    def __init__(self):
+        super().__init__()
+        self.f = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 8))
+
+    def forward(self, x):
+        return torch.topk(torch.softmax(self.f(x), -1), 3, -1)
+
+BERT_INPUTS = [('input_ids', (16,), 'tokens:100'), ('token_type_ids', (16,), 'tokens:2'),
+               ('attention_mask', (16,), 'attn')]
 
 
 # name: (builder, inputs [(name, per-sample shape, kind)], opset, fast, dynamic axes beyond batch {input: {axis: name}}
 #        [, options: static = batch fixed at export (calibration samples are batch-1 rows of one array per input),
 #                    fp16_weights = weights stored float16 behind Cast nodes, as fp16 converters keep io types,
 #                    fp16_model = the whole model in float16, inputs and outputs included (converters' default),
-#                    eval_shape = {input: per-sample shape} evaluated at a size calibration never saw])
+#                    eval_shape = {input: per-sample shape} evaluated at a size calibration never saw,
+#                    outputs = the graph output names when not "y"])
 CASES = {
     'resnet_o13': (ResNet, img(3, 32, 32), 13, True, {}),
     'resnet_o11': (ResNet, img(3, 32, 32), 11, False, {}),
@@ -978,6 +1262,31 @@ CASES = {
                                {'tokens': {1: 'T'}, 'h': {1: 'T'}}, {'eval_shape': {'tokens': (32,)}}),
     'clip_text_eot_o14': (CLIPText, [('tokens', (12,), 'tokens:64')], 14, False, {}),
     'whisper_encoder_o17': (WhisperEncoder, [('x', (16, 64), 'normal')], 17, False, {}),
+    'wav2vec2_audio_o14': (Wav2Vec2, [('x', (1, 1600), 'normal')], 14, False, {}),
+    'bert_hf_mask10000_o11': (lambda: BertHF(-10000.0), BERT_INPUTS, 11, True, {},
+                              {'outputs': ['y', 'pooled']}),
+    'bert_hf_finfo_min_o14': (lambda: BertHF(torch.finfo(torch.float32).min), BERT_INPUTS, 14, False, {},
+                              {'outputs': ['y', 'pooled']}),
+    'detr_decoder_o13': (DETR, img(3, 32, 32), 13, False, {}, {'outputs': ['logits', 'boxes']}),
+    'mobilevit_unfold_o13': (MobileViT, img(3, 32, 32), 13, False, {}),
+    'deeplabv3_aspp_o11': (ASPP, img(3, 32, 32), 11, False, {}),
+    'densenet_inception_o13': (DenseInception, img(3, 24, 24), 13, False, {}),
+    'ssd_multiscale_o13': (SSD, img(3, 64, 64), 13, True, {}, {'outputs': ['boxes', 'scores']}),
+    'act_cnn_prelu_elu_mish_o13': (ActCNN, img(3, 32, 32), 13, False, {}),
+    'crnn_ctc_o13': (CRNN, [('x', (1, 32, 64), 'normal')], 13, False, {}),
+    'mixed_ranks_o13': (MixedRanks, [('x', (10, 16), 'normal')], 13, True, {},
+                        {'outputs': ['logits', 'top', 'cls', 'att_arg']}),
+    'resnet_o9': (ResNet, img(3, 32, 32), 9, False, {}),
+    'mobilenetv2_o7': (MobileNet, img(3, 32, 32), 7, False, {}),
+    'unet_nearest_upsample_o9': (lambda: UNet(('nearest', None)), img(3, 32, 32), 9, True, {}),
+    'unet_bilinear_o10': (lambda: UNet(('bilinear', False)), img(3, 32, 32), 10, False, {}),
+    'lstm_o9': (lambda: Recurrent(nn.LSTM, False), [('x', (12, 20), 'normal')], 9, False, {}),
+    'densenet_inception_o7': (DenseInception, img(3, 24, 24), 7, False, {}),
+    'misc_topk_o9': (TopKHead, [('x', (10, 16), 'normal')], 9, False, {}, {'outputs': ['top', 'idx']}),
+    'act_cnn_o10': (ActCNN, img(3, 32, 32), 10, False, {}),
+    'ssd_multiscale_o9': (SSD, img(3, 64, 64), 9, False, {}, {'outputs': ['boxes', 'scores']}),
+    'bert_hf_mask10000_o10': (lambda: BertHF(-10000.0), BERT_INPUTS, 10, False, {},
+                              {'outputs': ['y', 'pooled']}),
 }
 # A case that fails for a reason not fixed yet: name -> the reason (documented in docs/reliability.md). The check
 # still runs and prints its result; it does not fail the test.
@@ -991,6 +1300,10 @@ def make_input(kind, shape, batch, rng):
         return rng.integers(0, int(kind.split(':')[1]), (batch,) + shape).astype(np.int64)
     if kind == 'state':  # LSTM state [layers, B, hidden]: batch on axis 1
         return rng.normal(0, 0.5, (shape[0], batch) + shape[1:]).astype(np.float32)
+    if kind == 'attn':  # Hugging Face attention_mask: int64, 1 = token, 0 = padding (the last 0..n/2 of each row)
+        n = shape[-1]
+        lens = rng.integers(n // 2, n + 1, batch)
+        return (np.arange(n)[None, :] < lens[:, None]).astype(np.int64)
     if kind == 'pad':  # key padding mask: True = padding, the last 0..n/2 positions of each row
         n = shape[-1]
         lens = rng.integers(n // 2, n + 1, batch)
@@ -1073,7 +1386,7 @@ def export(name, work):
     path = os.path.join(work, name + '.onnx')
     names = [n for n, _, _ in inputs]
     outs = {Yolo: ['y', 'score', 'cls'], DetectorNMS: ['boxes', 'scores', 'selected'], StatefulLSTM: ['y', 'h', 'c'], Siamese: ['y', 'emb'],
-            Upsample1d: ['y', 'x_out'], T5Encoder: ['y', 'h']}.get(build, ['y'])
+            Upsample1d: ['y', 'x_out'], T5Encoder: ['y', 'h']}.get(build, options(name).get('outputs', ['y']))
     axes = {n: {0: 'B', **dyn.get(n, {})} for n in names + outs}
     if build is DetectorNMS:  # selected indices: [num_selected, 3]
         axes['selected'] = {0: 'S'}
@@ -1092,10 +1405,16 @@ def export(name, work):
     return path, inputs
 
 
+# --calib-samples, --eval-rows, --seed (main): the default is the ctest run's small set; more of both (e.g. 32 and 64)
+# measure a change's effect above the noise of 3 held-out rows.
+CALIB_SAMPLES, EVAL_ROWS, DATA_SEED = 4, 3, 2
+
+
 def batches(name, inputs, work):
-    """Calibration: 4 samples of batch 2 (one .npz each; static batch: 8 rows of one array per input); evaluation:
-    one disjoint batch of 3 (static: 1). Returns the --data arguments and {input: eval .npy}."""
-    rng = np.random.default_rng(2)
+    """Calibration: CALIB_SAMPLES (4) samples of batch 2 (one .npz each; static batch: twice as many rows of one array
+    per input); evaluation: one disjoint batch of EVAL_ROWS (3; static: 1). Returns the --data arguments and
+    {input: eval .npy}."""
+    rng = np.random.default_rng(DATA_SEED)
     seqfirst = 'seqfirst' in name
 
     def one(batch):
@@ -1105,7 +1424,7 @@ def batches(name, inputs, work):
             d[n] = np.swapaxes(a, 0, 1).copy() if seqfirst else a
         return d
     if options(name).get('static'):  # one array per input, axis 0 = samples of batch 1
-        calib = one(8)
+        calib = one(2 * CALIB_SAMPLES)
         calib_args = []
         for n, a in calib.items():
             f = os.path.join(work, f'{name}_calib_{n}.npy')
@@ -1115,13 +1434,13 @@ def batches(name, inputs, work):
     else:
         calib_dir = os.path.join(work, name + '_calib')
         os.makedirs(calib_dir, exist_ok=True)
-        for i in range(4):
+        for i in range(CALIB_SAMPLES):
             d = one(2)
             if options(name).get('fp16_model'):
                 d = {k: a.astype(np.float16) if a.dtype == np.float32 else a for k, a in d.items()}
             np.savez(os.path.join(calib_dir, f'sample_{i:04d}.npz'), **d)
         calib_args = ['--data', calib_dir]
-        ev = one(3)
+        ev = one(EVAL_ROWS)
     for n, shape in options(name).get('eval_shape', {}).items():  # a size the calibration never saw
         kind = next(k for m, _, k in inputs if m == n)
         ev[n] = make_input(kind, shape, len(ev[n]), rng)
@@ -1206,6 +1525,8 @@ def check_case(name, work, config=None):
         rec['quantize_message'] = last_line(err)
         if len([ln for ln in err.strip().splitlines() if ln.startswith('error')]) > 1:
             problems.append('quantize exit %d with more than one error line' % rc)
+        if not config:  # every op here is standard, and the default int8 is meant to serve every case
+            problems.append(f'quantize exit {rc} under the default config: {rec["quantize_message"]}')
     elif rc != 0:
         problems.append(f'qtool quantize exit {rc}: {last_line(err)}')
     else:
@@ -1238,6 +1559,21 @@ def main():
     if '--config' in args:
         config = os.path.abspath(args[args.index('--config') + 1])
         args = [a for a in args if a not in ('--config', config) and os.path.abspath(a) != config]
+    global CALIB_SAMPLES, EVAL_ROWS, DATA_SEED
+    for flag in ('--calib-samples', '--eval-rows', '--seed'):
+        if flag in args:
+            v = args[args.index(flag) + 1]
+            if not v.isdigit() or (flag != '--seed' and int(v) < 1):
+                sys.stderr.write(f'zoo.py: {flag} needs a positive integer, got {v!r}\n')
+                return 2
+            if flag == '--calib-samples':
+                CALIB_SAMPLES = int(v)
+            elif flag == '--eval-rows':
+                EVAL_ROWS = int(v)
+            else:
+                DATA_SEED = int(v)
+            i = args.index(flag)
+            args = args[:i] + args[i + 2:]
     names = [a for a in args if not a.startswith('--')]
     unknown = [n for n in names if n not in CASES]
     if unknown:

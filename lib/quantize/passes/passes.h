@@ -40,7 +40,9 @@ int remove_dead_nodes(Graph& g);
 // Nodes with only initializer inputs run once in qtool's interpreter (lib/runtime) and become initializers.
 int fold_constants(Graph& g);
 // Raises the default-domain opset to `target`, converting the ops whose semantics changed on the way
-// (Clip 11, Slice 10, Pad 11, Resize 11, Dropout 12, Squeeze/Unsqueeze/ReduceSum/Split/Softmax 13).
+// (BatchNormalization 9, Slice/TopK 10, Upsample -> Resize 10, Clip/Pad/Resize 11, Dropout 12,
+// Squeeze/Unsqueeze/ReduceSum/Split/Softmax 13, Reduce* axes / Split num_outputs 18, GridSample modes 20,
+// GroupNormalization per-channel scale 21).
 // An op whose change qtool cannot convert is an UnsupportedError naming the node.
 void upgrade_opset(Graph& g, int64_t target);
 

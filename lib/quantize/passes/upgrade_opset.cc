@@ -151,13 +151,43 @@ class PadToInputs final : public Converter {
   }
 };
 
-// Resize (11): inputs (X, scales) -> (X, roi, scales); opset 10 Resize is "asymmetric" nearest/linear.
+void set_attr_string(onnx::NodeProto& n, const std::string& name, const std::string& v) {
+  remove_attr(n, name);
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s(v);
+}
+
+// Upsample (7-9; deprecated at 10) -> Resize in its opset-10 form (X, scales), same mode: both map an output index x
+// to x / scale (asymmetric) and nearest takes floor (Upsample's scales are >= 1). Upsample 7/8 give the scales as an
+// attribute: it becomes a float initializer. ResizeV11 below then takes the node on to opset 11's inputs when the
+// target asks for it.
+class UpsampleToResize final : public Converter {
+ public:
+  using Converter::Converter;
+  std::string_view name() const override { return "opset10_upsample_to_resize"; }
+  std::vector<std::string_view> op_types() const override { return {"Upsample"}; }
+  void rewrite(Graph& g, int i) const override {
+    auto& n = g.node(i);
+    if (const auto* a = find_attr(n, "scales")) {
+      std::vector<float> v(a->floats().begin(), a->floats().end());
+      const std::string name = g.unique_name(name_base(n) + "_scales");
+      g.set_initializer(name, Tensor::from_vector<float>({static_cast<int64_t>(v.size())}, v));
+      g.set_input(i, 1, name);
+      remove_attr(n, "scales");
+    }
+    n.set_op_type("Resize");
+  }
+};
+
+// Resize (11): inputs (X, scales) -> (X, roi, scales); opset 10 Resize is "asymmetric" nearest/linear. Every Resize
+// of a model below opset 11 has the opset-10 form (Upsample included, converted above).
 class ResizeV11 final : public Converter {
  public:
   using Converter::Converter;
   std::string_view name() const override { return "opset11_resize_inputs"; }
   std::vector<std::string_view> op_types() const override { return {"Resize"}; }
-  bool match(const Graph& g, int i) const override { return Converter::match(g, i) && from_ == 10; }
   void rewrite(Graph& g, int i) const override {
     auto& n = g.node(i);
     const std::string scales = n.input(1);
@@ -166,16 +196,52 @@ class ResizeV11 final : public Converter {
     g.set_input(i, 1, roi);
     g.set_input(i, 2, scales);
     set_attr_string(n, "coordinate_transformation_mode", "asymmetric");
-    if (attr_string(n, "mode", "nearest") == "nearest") set_attr_string(n, "nearest_mode", "floor");
+    if (attr_string(n, "mode", "nearest") == "nearest") set_attr_string(n, "nearest_mode", nearest_mode(g, n, scales));
   }
 
  private:
-  static void set_attr_string(onnx::NodeProto& n, const std::string& name, const std::string& v) {
-    remove_attr(n, name);
-    auto* a = n.add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto::STRING);
-    a->set_s(v);
+  // Nearest before opset 11 (ONNX Runtime's "simple" mode) takes floor along an axis that grows and ceil along one
+  // that shrinks; opset 11 has one nearest_mode for all axes. Scales computed at run time: floor (upsampling).
+  static std::string nearest_mode(const Graph& g, const onnx::NodeProto& n, const std::string& scales) {
+    if (!g.is_float_initializer(scales)) return "floor";
+    const Tensor t = g.initializer_tensor(scales);
+    bool grows = false, shrinks = false;
+    for (float v : t.span<float>()) grows = grows || v > 1, shrinks = shrinks || v < 1;
+    if (grows && shrinks)
+      throw UnsupportedError(describe(n) +
+                             ": nearest Resize that grows some axes and shrinks others has no opset-11 "
+                             "form (floor and ceil at once); re-export the model with opset >= 11");
+    return shrinks ? "ceil" : "floor";
+  }
+};
+
+// TopK (10): the k attribute -> a 1-D int64 input.
+class TopKToInput final : public Converter {
+ public:
+  using Converter::Converter;
+  std::string_view name() const override { return "opset10_topk_input"; }
+  std::vector<std::string_view> op_types() const override { return {"TopK"}; }
+  void rewrite(Graph& g, int i) const override {
+    auto& n = g.node(i);
+    const auto* a = find_attr(n, "k");
+    if (!a) return;  // refused below: TopK without k is not a valid opset 1-9 node
+    const std::string name = g.unique_name(name_base(n) + "_k");
+    g.set_initializer(name, Tensor::from_vector<int64_t>({1}, {a->i()}));
+    g.set_input(i, 1, name);
+    remove_attr(n, "k");
+  }
+};
+
+// BatchNormalization (9): the `spatial` attribute went away; spatial = 1 (the default: one mean/var per channel) is
+// what opset 9 always does. spatial = 0 (per activation) stays refused.
+class BatchNormSpatial9 final : public Converter {
+ public:
+  using Converter::Converter;
+  std::string_view name() const override { return "opset9_batchnorm_spatial"; }
+  std::vector<std::string_view> op_types() const override { return {"BatchNormalization"}; }
+  void rewrite(Graph& g, int i) const override {
+    auto& n = g.node(i);
+    if (attr_int(n, "spatial", 1) == 1) remove_attr(n, "spatial");
   }
 };
 
@@ -237,31 +303,79 @@ class SoftmaxAxis13 final : public Converter {
   std::map<std::string, int> ranks_;
 };
 
-// Ops with changes no converter handles: upgrading past `since` is refused.
+// Ops with changes no converter handles: upgrading past `since` is refused, for the nodes `left` says the converters
+// could not take (all when null).
 struct Blocked {
   std::string_view op;
   int64_t since;
+  bool (*left)(const onnx::NodeProto&) = nullptr;
 };
-constexpr Blocked kBlocked[] = {{"Upsample", 10},          {"TopK", 10},    {"Scan", 9},   {"Loop", 11}, {"If", 11},
-                                {"BatchNormalization", 9}, {"Dropout", 12}, {"Resize", 11}};
+bool topk_k_left(const onnx::NodeProto& n) { return n.input_size() < 2; }
+bool bn_spatial_left(const onnx::NodeProto& n) { return find_attr(n, "spatial") != nullptr; }
+const Blocked kBlocked[] = {{"TopK", 10, topk_k_left},
+                            {"Scan", 9},
+                            {"Loop", 11},
+                            {"If", 11},
+                            {"BatchNormalization", 9, bn_spatial_left},
+                            {"Dropout", 12}};
 
-std::map<std::string, int> infer_ranks(const onnx::ModelProto& model) {
+// Ranks, and the size of axis 1 where shape inference gives it (0 where not), of the model's tensors.
+struct Shapes {
   std::map<std::string, int> ranks;
+  std::map<std::string, int64_t> channels;
+};
+Shapes infer_shapes(const onnx::ModelProto& model) {
+  Shapes out;
   onnx::ModelProto copy = model;
   try {
     onnx::shape_inference::InferShapes(copy);
   } catch (const std::exception&) {
-    return ranks;  // ranks stay unknown; converters fall back to the always-correct rewrite
+    return out;  // shapes stay unknown; converters fall back to the always-correct rewrite or refuse
   }
   auto add = [&](const onnx::ValueInfoProto& vi) {
-    if (vi.type().has_tensor_type() && vi.type().tensor_type().has_shape())
-      ranks[vi.name()] = vi.type().tensor_type().shape().dim_size();
+    if (!vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape()) return;
+    const auto& shape = vi.type().tensor_type().shape();
+    out.ranks[vi.name()] = shape.dim_size();
+    if (shape.dim_size() > 1 && shape.dim(1).has_dim_value()) out.channels[vi.name()] = shape.dim(1).dim_value();
   };
   for (const auto& vi : copy.graph().value_info()) add(vi);
   for (const auto& vi : copy.graph().input()) add(vi);
   for (const auto& vi : copy.graph().output()) add(vi);
-  return ranks;
+  return out;
 }
+
+// GroupNormalization (21): scale and bias hold one value per channel instead of one per group; each group's value is
+// repeated over its C / G channels. C comes from shape inference; where it cannot say, the node is refused.
+class GroupNormPerChannel21 final : public Converter {
+ public:
+  GroupNormPerChannel21(int64_t since, int64_t from, std::map<std::string, int64_t> channels)
+      : Converter(since, from), channels_(std::move(channels)) {}
+  std::string_view name() const override { return "opset21_group_norm_per_channel"; }
+  std::vector<std::string_view> op_types() const override { return {"GroupNormalization"}; }
+  void rewrite(Graph& g, int i) const override {
+    auto& n = g.node(i);
+    const int64_t groups = attr_int(n, "num_groups", 0);
+    const auto c = channels_.find(n.input(0));
+    const bool known = c != channels_.end() && c->second > 0 && groups > 0 && c->second % groups == 0;
+    for (int k = 1; k <= 2; ++k) {
+      if (n.input_size() <= k || !g.is_float_initializer(n.input(k)) || !known)
+        throw UnsupportedError(
+            describe(n) + ": cannot upgrade GroupNormalization from opset " + std::to_string(from_) +
+            " to 21 (scale and bias per channel since 21) without " +
+            "constant scale and bias and a known channel count; re-export the model with opset >= 21");
+      const Tensor t = g.initializer_tensor(n.input(k));
+      if (t.numel() != groups) continue;  // already per channel (C = G)
+      std::vector<float> v;
+      for (float x : t.span<float>()) v.insert(v.end(), static_cast<size_t>(c->second / groups), x);
+      const std::string name = g.unique_name(n.input(k) + "_per_channel");
+      g.set_initializer(name, Tensor::from_vector<float>({c->second}, v));
+      g.set_input(i, k, name);
+    }
+  }
+
+ private:
+  std::map<std::string, int64_t> channels_;
+};
 
 }  // namespace
 
@@ -269,24 +383,32 @@ void upgrade_opset(Graph& g, int64_t target) {
   const int64_t from = g.opset();
   if (from >= target) return;
   std::vector<std::unique_ptr<Converter>> converters;
+  converters.push_back(std::make_unique<BatchNormSpatial9>(9, from));
   converters.push_back(std::make_unique<SliceToInputs>(10, from));
+  converters.push_back(std::make_unique<TopKToInput>(10, from));
   converters.push_back(std::make_unique<ClipToInputs>(11, from));
   converters.push_back(std::make_unique<PadToInputs>(11, from));
+  converters.push_back(std::make_unique<UpsampleToResize>(10, from));
   converters.push_back(std::make_unique<ResizeV11>(11, from));
   converters.push_back(std::make_unique<DropoutToIdentity>(12, from));
   converters.push_back(std::make_unique<AxesToInput>(13, from));
   converters.push_back(std::make_unique<ReduceAxesToInput>(18, from));
   converters.push_back(std::make_unique<SplitNumOutputs>(18, from));
   converters.push_back(std::make_unique<GridSampleModes20>(20, from));
-  if (from < 13 && target >= 13)
-    converters.push_back(std::make_unique<SoftmaxAxis13>(13, from, infer_ranks(g.model())));
+  if ((from < 13 && target >= 13) || (from < 21 && target >= 21)) {
+    Shapes shapes = infer_shapes(g.model());
+    if (from < 13 && target >= 13)
+      converters.push_back(std::make_unique<SoftmaxAxis13>(13, from, std::move(shapes.ranks)));
+    if (from < 21 && target >= 21)
+      converters.push_back(std::make_unique<GroupNormPerChannel21>(21, from, std::move(shapes.channels)));
+  }
   for (const auto& c : converters)
     if (c->since() <= target) run_pass(g, *c);
   for (int i = 0; i < g.node_count(); ++i) {
     const auto& n = g.node(i);
     if (!n.domain().empty() && n.domain() != "ai.onnx") continue;
     for (const auto& b : kBlocked)
-      if (n.op_type() == b.op && from < b.since && target >= b.since)
+      if (n.op_type() == b.op && from < b.since && target >= b.since && (!b.left || b.left(n)))
         throw UnsupportedError(describe(n) + ": cannot upgrade " + std::string(b.op) + " from opset " +
                                std::to_string(from) + " to " + std::to_string(target) +
                                " (its semantics changed at opset " + std::to_string(b.since) +

@@ -211,31 +211,44 @@ std::optional<Reader> weight_reader(const Graph& g, const onnx::NodeProto& n, co
   return Reader{n.input(1), gemm && attr_int(n, "transB", 0) != 0 ? 1 : 0};
 }
 
+// Where 1/s goes. Folded: into constants that produce x (`plan`), exact in float, no node added. Divided: no
+// producer can take it (x is also read by a residual Add or a graph output, or made by a GELU, a ReLU, an attention
+// product), so a Mul(x, 1/s) is inserted before the weight readers, which read its output instead; x is unchanged
+// for its other readers. The Mul runs in float (its constant would need per-channel grids: kSmoothingDivisor) and its
+// output takes the readers' Q/DQ in place of x's.
 struct Site {
   std::string x;
   int64_t k = 0;
   std::vector<Reader> readers;
+  std::vector<int> reader_nodes;
   Plan plan;
+  bool divided = false;
 };
 
 std::optional<Site> site_of(const Graph& g, const std::string& x) {
-  if (g.is_graph_output(x) || g.used_by_subgraph(x) || g.is_initializer(x) || g.consumers(x).empty())
-    return std::nullopt;
+  if (g.used_by_subgraph(x) || g.is_initializer(x) || g.consumers(x).empty()) return std::nullopt;
   Site s;
   s.x = x;
+  bool others = g.is_graph_output(x);  // readers that must keep x itself
   for (int r : g.consumers(x)) {
     if (shape_reader(g.node(r))) continue;  // sees x's shape only
     auto reader = weight_reader(g, g.node(r), x);
-    if (!reader) return std::nullopt;
+    if (!reader) {
+      others = true;
+      continue;
+    }
     const int64_t k = g.initializer(reader->weight)->dims(reader->k_axis);
     if (s.k != 0 && k != s.k) return std::nullopt;
     s.k = k;
     s.readers.push_back(*reader);
+    s.reader_nodes.push_back(r);
   }
-  auto p = plan(g, x, s.k);
-  if (!p) return std::nullopt;
   if (s.readers.empty()) return std::nullopt;
-  s.plan = std::move(*p);
+  if (auto p = others ? std::nullopt : plan(g, x, s.k)) {
+    s.plan = std::move(*p);
+    return s;
+  }
+  s.divided = true;
   return s;
 }
 
@@ -373,9 +386,10 @@ std::map<std::string, SmoothingStats> smoothing_statistics(const onnx::ModelProt
   const std::set<std::string> observed(tensors.begin(), tensors.end());
   const runtime::Session session(model, {.threads = threads, .observed = observed});
   const bool split = samples.size() > 1;
-  // Rows kept per held-out sample: an even spread of its rows (sequence positions, tokens), max_rows in all.
+  // Rows kept per held-out sample: an even spread of its rows (sequence positions, tokens), max_rows in all, and at
+  // most kSmoothingRowBytes over all tensors (a large model's wide inputs: 2048 rows of 4096 floats are 32 MiB each).
   const auto held_out = static_cast<int64_t>(split ? samples.size() / 2 : 1);
-  const int64_t per_sample = std::max<int64_t>(1, max_rows / held_out);
+  const auto per_tensor_bytes = kSmoothingRowBytes / static_cast<int64_t>(observed.size());
   bool fit = true, score = true;
   runtime::RunOptions ro;
   ro.tap = [&](const std::string& name, const Tensor& v) {
@@ -401,7 +415,8 @@ std::map<std::string, SmoothingStats> smoothing_statistics(const onnx::ModelProt
       if (fit) st.fit_min[j] = std::min(st.fit_min[j], x), st.fit_max[j] = std::max(st.fit_max[j], x);
     }
     if (!score) return;
-    const int64_t take = std::min(rows, per_sample);
+    const int64_t cap = std::clamp<int64_t>(per_tensor_bytes / (k * int64_t{sizeof(float)}), 1, max_rows);
+    const int64_t take = std::min(rows, std::max<int64_t>(1, cap / held_out));
     for (int64_t t = 0; t < take; ++t) {
       const float* row = d + (t * rows / take) * k;
       st.rows.insert(st.rows.end(), row, row + k);
@@ -419,14 +434,17 @@ SmoothingReport smooth_activations(Graph& g, const std::map<std::string, Smoothi
   SmoothingReport report;
   for (const std::string& x : smoothable_inputs(g)) {
     const auto st = stats.find(x);
-    const std::optional<Site> site = site_of(g, x);  // again: an earlier site may have taken a shared constant
+    std::optional<Site> site = site_of(g, x);  // again: an earlier site may have taken a shared constant
     if (st == stats.end() || !site || static_cast<int64_t>(st->second.abs_max.size()) != site->k) continue;
     const bool channels_kept = std::all_of(site->plan.selections.begin(), site->plan.selections.end(), [&](const auto& sel) {
       const auto y = stats.find(sel.input);
       return y != stats.end() && y->second.rank > 0 && static_cast<int64_t>(y->second.abs_max.size()) == site->k &&
              keeps_channels(g, g.node(sel.node), y->second.rank);
     });
-    if (!channels_kept) continue;
+    if (!channels_kept) {  // a selection mixes channels on the way: the norm's channel j is not x's, so divide x
+      site->plan = Plan{};
+      site->divided = true;
+    }
     std::vector<Tensor> weights;
     for (const Reader& r : site->readers) weights.push_back(as_k_by_n(g.initializer_tensor(r.weight), r.k_axis));
     std::vector<double> w_max(static_cast<size_t>(site->k), 0.0);
@@ -462,8 +480,13 @@ SmoothingReport smooth_activations(Graph& g, const std::map<std::string, Smoothi
       before += rounding_error(rows, *dx_before, w, nullptr);
       after += rounding_error(smoothed_rows, *dx_after, w, &s_fit);
     }
-    report.tensors.push_back({x, before, after, after < before});
-    if (!(after < before)) continue;
+    // A divided site adds a float pass over x (the Mul), and its estimate leaves things out: a clear gain on enough
+    // held-out rows (kDividedMinGainDb, kDividedMinRows).
+    const bool apply = site->divided ? static_cast<int64_t>(rows.size()) >= kDividedMinRows * site->k &&
+                                           after * std::pow(10.0, kDividedMinGainDb / 10) < before
+                                     : after < before;
+    report.tensors.push_back({x, before, after, apply, site->divided});
+    if (!apply) continue;
     const std::vector<float> s = scales(st->second.abs_max);
     std::vector<float> inv(s.size());
     for (size_t j = 0; j < s.size(); ++j) inv[j] = 1.0f / s[j];
@@ -471,8 +494,23 @@ SmoothingReport smooth_activations(Graph& g, const std::map<std::string, Smoothi
       g.set_initializer(r.weight, scaled(g.initializer_tensor(r.weight), r.k_axis, s));
     for (const Edit& e : site->plan.edits)
       g.set_initializer(e.tensor, scaled(g.initializer_tensor(e.tensor), e.kind == Edit::Columns ? 1 : -1, inv));
+    if (site->divided) {
+      const std::string divisor = g.unique_name(x + "_smooth_inv"), y = g.unique_name(x + "_smoothed");
+      g.set_initializer(divisor, Tensor::from_vector<float>({site->k}, inv));
+      onnx::NodeProto mul;
+      mul.set_op_type("Mul");
+      mul.set_name(g.unique_name(x + "/SmoothQuantDivide"));
+      mul.set_doc_string(kSmoothingDivisor);
+      mul.add_input(x);
+      mul.add_input(divisor);
+      mul.add_output(y);
+      g.insert_before(*std::min_element(site->reader_nodes.begin(), site->reader_nodes.end()), std::move(mul));
+      for (int r : site->reader_nodes) g.set_input(r, 0, y);
+      ++report.divided;
+    }
     ++report.applied;
   }
+  g.compact();
   return report;
 }
 

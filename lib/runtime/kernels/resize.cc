@@ -8,7 +8,8 @@
 // Then: nearest picks one input index (nearest_mode round_prefer_floor|round_prefer_ceil|floor|ceil);
 // linear weights floor(x), floor(x)+1 by 1-t, t; cubic uses floor(x)-1 .. floor(x)+2 with Keys weights
 // (cubic_coeff_a), taps outside the input either clamped to the edge or, with exclude_outside, dropped
-// and the weights renormalised. Opset 10 and Upsample use asymmetric coordinates and floor for nearest.
+// and the weights renormalised. Opset 10 and Upsample use asymmetric coordinates and, for nearest, floor where the
+// axis grows and ceil where it shrinks (ONNX Runtime's "simple" mode, the reference for these old opsets).
 // Opset 18: `axes` restricts scales/sizes/roi to some axes; keep_aspect_ratio_policy not_larger /
 // not_smaller scales every listed axis by one factor. antialias = 1 is not supported.
 //
@@ -58,6 +59,7 @@ struct ResizeAttrs {
   float extrapolation = 0.f;
   AspectPolicy policy = AspectPolicy::Stretch;
   std::vector<int64_t> axes;
+  bool legacy_nearest = false;  // Upsample / opset-10 Resize: floor, but ceil along an axis that shrinks
 };
 
 double to_input_coord(Coord c, double x, double scale, int64_t in, int64_t out, double roi_start, double roi_end) {
@@ -122,7 +124,7 @@ AxisTaps make_taps(const ResizeAttrs& a, int64_t in, int64_t out, double scale, 
       continue;
     }
     if (a.mode == Mode::Nearest) {
-      idx[0] = clamp(nearest_index(a.nearest, x));
+      idx[0] = clamp(nearest_index(a.legacy_nearest && scale < 1 ? NearestMode::Ceil : a.nearest, x));
       w[0] = 1;
     } else if (a.mode == Mode::Linear) {
       const double f = std::floor(x), r = x - f;
@@ -241,6 +243,7 @@ ResizeAttrs parse_attrs(const NodeInfo& node, bool legacy) {
   if (legacy) {
     a.coord = Coord::Asymmetric;
     a.nearest = NearestMode::Floor;
+    a.legacy_nearest = true;
     return a;
   }
   const std::string c = node.attrs.get_string("coordinate_transformation_mode", "half_pixel");
