@@ -90,14 +90,18 @@ TEST_CASE("oneDNN Conv matches the reference twin, bitwise the same with 1 and 2
     }
 }
 
-// Convs large enough to be cut into parts (conv_dnnl.cc: one part at one thread, several at more), in plain and
-// channel-blocked layouts: the reference's values, and the 1-thread result bitwise at 2, 3 and 8 threads. The general
-// 3x3 and the last three are dense: on a CPU with AVX-512 oneDNN's own layout for them is NHWC, and they run as parts
-// along output rows, each with the pads its rows need (none between parts, a dilated halo at the image's ends).
+// Convs large enough to be cut into parts (conv_dnnl.cc: one part at one thread, several at more; pointwise Convs
+// with fewer than 32 output channels along rows of nChw8c), in plain and channel-blocked layouts: the reference's
+// values, and the 1-thread result bitwise at 2, 3 and 8 threads. The general 3x3 and the last three are dense: on a CPU
+// with AVX-512 oneDNN's own layout for them is NHWC, and they run as parts along output rows, each with the pads its
+// rows need (none between parts, a dilated halo at the image's ends), each copying its own rows of a channel-blocked
+// input and output (every combination of the two sides' layouts).
 TEST_CASE("oneDNN Conv cut into parts gives the 1-thread result bitwise at 2, 3 and 8 threads") {
   const DnnlCase cases[] = {
       {"pointwise", {1, 64, 28, 28}, {128, 64, 1, 1}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}},
       {"pointwise, 2 images, 20 output channels", {2, 96, 30, 30}, {40, 96, 1, 1}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}},
+      {"pointwise by rows, 24 output channels", {1, 64, 56, 56}, {24, 64, 1, 1}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}},
+      {"pointwise by rows, 2 images, 36 to 16", {2, 36, 100, 100}, {16, 36, 1, 1}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}},
       {"general 3x3", {1, 32, 28, 28}, {64, 32, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}},
       {"grouped 3x3, 4 groups", {1, 64, 28, 28}, {64, 16, 3, 3}, 4, {1, 1}, {1, 1}, {1, 1, 1, 1}},
       {"depthwise 3x3", {1, 96, 56, 56}, {96, 1, 3, 3}, 96, {1, 1}, {1, 1}, {1, 1, 1, 1}},
@@ -106,18 +110,36 @@ TEST_CASE("oneDNN Conv cut into parts gives the 1-thread result bitwise at 2, 3 
       {"dense 3x3 s2, 2 images", {2, 64, 29, 29}, {48, 64, 3, 3}, 1, {2, 2}, {1, 1}, {1, 1, 1, 1}},
       {"dense 3x3 dilated", {1, 48, 13, 13}, {64, 48, 3, 3}, 1, {1, 1}, {2, 2}, {2, 2, 2, 2}},
   };
+  // Relu6 runs in the primitive; HardSwish and a per-channel clamp and affine (as runtime/fuse_conv.h folds them)
+  // run on each part's outputs after it
   const runtime::FusedActivation relu6{Kind::Clip, 0.f, 6.f};
   for (const auto& c : cases)
-    for (bool blocked : {false, true}) {
-      DYNAMIC_SECTION(c.what << (blocked ? ", nChw8c" : ", NCHW")) {
-        if (blocked && (c.x[1] % 8 != 0 || c.w[0] % 8 != 0)) continue;
+    for (int l = 0; l < 8; ++l) {
+      const bool src_blocked = l & 1, dst_blocked = l & 2, channels = l & 4;
+      DYNAMIC_SECTION(c.what << (src_blocked ? ", nChw8c" : ", NCHW") << " to " << (dst_blocked ? "nChw8c" : "NCHW")
+                             << (channels ? ", HardSwish and a per-channel clamp" : ", Relu6")) {
+        if ((src_blocked && c.x[1] % 8 != 0) || (dst_blocked && c.w[0] % 8 != 0)) continue;
         const Tensor X = random_tensor(c.x, 11, -3.f, 3.f), W = random_tensor(c.w, 12), B = random_tensor({c.w[0]}, 13);
-        auto conv = make_dnnl_conv(W, c.group, true, relu6);
+        runtime::FusedActivation act = relu6;
+        if (channels) {
+          auto ch = std::make_shared<runtime::FusedActivation::Channels>();
+          for (int64_t m = 0; m < c.w[0]; ++m) {
+            ch->lo.push_back(-0.1f * static_cast<float>(m % 3));
+            ch->hi.push_back(0.5f + 0.1f * static_cast<float>(m));
+            ch->scale.push_back(1.f + 0.25f * static_cast<float>(m % 4));
+            ch->shift.push_back(0.125f * static_cast<float>(m % 5));
+          }
+          act = runtime::FusedActivation{Kind::HardSwish};
+          act.channels = ch;
+        }
+        auto conv = make_dnnl_conv(W, c.group, true, act);
 #ifdef QTOOL_TEST_HAVE_DNNL
         REQUIRE(conv);
-        const ConvLayouts layouts{blocked, blocked};
+        const ConvLayouts layouts{src_blocked, dst_blocked};
         Tensor want = conv_ref(X, W, &B, {c.strides, c.dilations, c.pads, c.group});
-        apply_activation(relu6, want.data<float>(), want.numel());
+        const int64_t M = c.w[0], plane = want.numel() / (c.x[0] * M);
+        for (int64_t nm = 0; nm < c.x[0] * M; ++nm)
+          apply_conv_epilogue(act, want.data<float>() + nm * plane, plane, nm % M);
         const Tensor one = run_dnnl(*conv, c, X, &B, 1, layouts);
         CHECK(max_abs_diff(one, want) < 1e-4);
         for (int threads : {2, 3, 8}) {

@@ -64,21 +64,73 @@ float* copy_scratch(size_t n) {
   return buf.data();
 }
 
+// Rows [r0, r0 + rows) of one image of C channels and H x W pixels, NCHW or nChw8c (`blocked`), as an NHWC image
+// of `rows` rows at out.
+void rows_to_nhwc(const float* x, bool blocked, int64_t C, int64_t H, int64_t W, int64_t r0, int64_t rows, float* out) {
+  if (blocked) {
+    for (int64_t cb = 0; cb < C / kChannelBlock; ++cb)
+      for (int64_t h = 0; h < rows; ++h) {
+        const float* s = x + (cb * H + r0 + h) * W * kChannelBlock;
+        float* d = out + h * W * C + cb * kChannelBlock;
+        for (int64_t w = 0; w < W; ++w) std::memcpy(d + w * C, s + w * kChannelBlock, kChannelBlock * sizeof(float));
+      }
+    return;
+  }
+  for (int64_t h = 0; h < rows; ++h)
+    for (int64_t c = 0; c < C; ++c) {
+      const float* s = x + (c * H + r0 + h) * W;
+      float* d = out + h * W * C + c;
+      for (int64_t w = 0; w < W; ++w) d[w * C] = s[w];
+    }
+}
+
+// The NHWC image of `rows` rows at x (C channels, W columns) into rows [r0, r0 + rows) of an image of H rows, NCHW
+// or nChw8c (`blocked`), at out.
+void nhwc_to_rows(const float* x, bool blocked, int64_t C, int64_t H, int64_t W, int64_t r0, int64_t rows, float* out) {
+  if (blocked) {
+    for (int64_t cb = 0; cb < C / kChannelBlock; ++cb)
+      for (int64_t h = 0; h < rows; ++h) {
+        const float* s = x + h * W * C + cb * kChannelBlock;
+        float* d = out + (cb * H + r0 + h) * W * kChannelBlock;
+        for (int64_t w = 0; w < W; ++w) std::memcpy(d + w * kChannelBlock, s + w * C, kChannelBlock * sizeof(float));
+      }
+    return;
+  }
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t h = 0; h < rows; ++h) {
+      const float* s = x + h * W * C + c;
+      float* d = out + (c * H + r0 + h) * W;
+      for (int64_t w = 0; w < W; ++w) d[w] = s[w * C];
+    }
+}
+
+// The calling thread's buffer for a row part's own copies, apart from copy_scratch (which may hold the whole
+// images of the Conv that the part belongs to) and scratch_floats.
+float* rows_scratch(size_t n) {
+  thread_local std::vector<float> buf;
+  if (buf.size() < n) buf.resize(n);
+  return buf.data();
+}
+
 const dnnl::engine& cpu_engine() {
   static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   return engine;
 }
 
 // A part's least work (multiply-adds of one image): about 50 us on one thread, so the part's own dispatch (a few us)
-// stays small beside it. At most kMaxParts parts.
+// stays small beside it. At most kMaxParts parts. Parts of a Conv without groups each re-read the whole input, and
+// 2^21 was the best of 2^20, 2^21 and 2^22 for them (mobilenetv2, 2 threads, 2026-11-25); a part of a grouped Conv
+// reads only its own groups' channels, so it holds kGroupedPartWork (about 25 us, a few dispatches): mobilenetv2's
+// depthwise Convs from 14x14 down, 25-60 us each, ran as one part at two threads.
 constexpr int64_t kPartWork = int64_t{1} << 21;
+constexpr int64_t kGroupedPartWork = kPartWork / 2;
 constexpr int64_t kMaxParts = 8;
 
 // How many parts a Conv of `work` multiply-adds per image is cut into, at most `most`: one at one thread; at more, a
-// multiple of the thread count (parts of one size keep the threads equally busy), each of at least kPartWork.
-int64_t part_count(int64_t work, int64_t most, int threads) {
+// multiple of the thread count (parts of one size keep the threads equally busy), each of at least `least`.
+int64_t part_count(int64_t work, int64_t most, int threads, int64_t least = kPartWork) {
   if (threads <= 1) return 1;
-  const int64_t P = std::clamp<int64_t>(work / kPartWork, 1, std::min(kMaxParts, most));
+  const int64_t P = std::clamp<int64_t>(work / least, 1, std::min(kMaxParts, most));
   return P > 1 ? std::min(most, (P + threads - 1) / threads * threads) : P;
 }
 
@@ -114,6 +166,7 @@ class DnnlConvImpl final : public DnnlConv {
     if (!plan) return false;
     if (!plan->parts.empty()) {
       run_parts(*plan, g, N, C, x, b, y, threads);
+      if (!plan->dst_reorder) return true;  // each part ran the epilogue on its own outputs
     } else {
       run_whole(*plan, g, N, C, x, b, y, plan->whole_threads);
     }
@@ -128,6 +181,7 @@ class DnnlConvImpl final : public DnnlConv {
   struct Part {
     int64_t m0 = 0;                    // its first output channel (of the bias)
     int64_t src_off = 0, dst_off = 0;  // floats from an image's start to the part's first input / output value
+    int64_t in_row = 0, in_rows = 0, out_row = 0, out_rows = 0;  // row parts: its input and output rows
     dnnl::convolution_forward::primitive_desc pd;
     dnnl::convolution_forward conv;
     memory weights;  // W's rows of this part in pd.weights_desc()
@@ -145,6 +199,12 @@ class DnnlConvImpl final : public DnnlConv {
     // When not empty, the Conv runs as these parts on nChw8c (or NHWC) images, and pd, conv and weights are unused;
     // src_reorder / dst_reorder then copy the activations into and out of that layout.
     std::vector<Part> parts;
+    // Row parts: each part copies its own rows of the activations (in_rows, out_rows) into and out of NHWC, from and
+    // to nChw8c where these flags are set, else NCHW; no whole-image reorders on the calling thread.
+    bool rows = false, src_blocked = false, dst_blocked = false;
+    // Row parts of a pointwise Conv on nChw8c (build_parts): each part copies its rows of every channel block into a
+    // dense nChw8c image of its rows and its output rows back.
+    bool blocked_rows = false;
   };
 
   // The parts, one chunk per (image, part) on the kernels' own work sharing (work_sharing.h): each reads its input
@@ -171,6 +231,7 @@ class DnnlConvImpl final : public DnnlConv {
       if (plan.dst_reorder) y8 = aligned64(copies + src_floats);
     }
     std::atomic<bool> failed{false};
+    const int64_t H = g.in[0], Wd = g.in[1], OH = g.out[0], OW = g.out[1];
     parallel_for(N * P, threads, [&](int64_t np) {
       const Part& part = plan.parts[static_cast<size_t>(np % P)];
       const int64_t n = np / P;
@@ -178,15 +239,47 @@ class DnnlConvImpl final : public DnnlConv {
         OmpThreads one(1);
         dnnl::stream part_stream(cpu_engine());
         float* scratch = scratch_floats(aligned_floats(part.pd.scratchpad_desc()));
+        const float* src = x8 + n * src_image + part.src_off;
+        float* dst = y8 + n * dst_image + part.dst_off;
+        const int64_t in_floats = C * part.in_rows * Wd + 16;
+        if (plan.rows) {  // this thread's NHWC copies of the part's rows
+          float* rows = rows_scratch(static_cast<size_t>(in_floats + M * part.out_rows * OW + 16));
+          rows_to_nhwc(x + n * C * H * Wd, plan.src_blocked, C, H, Wd, part.in_row, part.in_rows, aligned64(rows));
+          src = aligned64(rows);
+          dst = aligned64(rows + in_floats);
+        } else if (plan.blocked_rows) {  // this thread's nChw8c copies of the part's rows
+          const int64_t in_run = part.in_rows * Wd * kChannelBlock, in_n = round_up8(C) / kChannelBlock * in_run + 16;
+          float* rows = rows_scratch(static_cast<size_t>(in_n + round_up8(M) * part.out_rows * OW + 16));
+          float* r = aligned64(rows);
+          for (int64_t cb = 0; cb < round_up8(C) / kChannelBlock; ++cb)
+            std::memcpy(r + cb * in_run, x8 + n * src_image + (cb * H + part.in_row) * Wd * kChannelBlock,
+                        sizeof(float) * in_run);
+          src = r;
+          dst = aligned64(rows + in_n);
+        }
         std::unordered_map<int, memory> args{
-            {DNNL_ARG_SRC,
-             memory(part.pd.src_desc(), cpu_engine(), const_cast<float*>(x8 + n * src_image + part.src_off))},
+            {DNNL_ARG_SRC, memory(part.pd.src_desc(), cpu_engine(), const_cast<float*>(src))},
             {DNNL_ARG_WEIGHTS, part.weights},
-            {DNNL_ARG_DST, memory(part.pd.dst_desc(), cpu_engine(), y8 + n * dst_image + part.dst_off)},
+            {DNNL_ARG_DST, memory(part.pd.dst_desc(), cpu_engine(), dst)},
             {DNNL_ARG_SCRATCHPAD, memory(part.pd.scratchpad_desc(), cpu_engine(), aligned64(scratch))}};
         if (b) args.emplace(DNNL_ARG_BIAS, memory(part.pd.bias_desc(), cpu_engine(), const_cast<float*>(b + part.m0)));
         part.conv.execute(part_stream, args);
         part_stream.wait();
+        if (plan.rows) nhwc_to_rows(dst, plan.dst_blocked, M, OH, OW, part.out_row, part.out_rows, y + n * M * OH * OW);
+        if (plan.blocked_rows) {
+          const int64_t out_run = part.out_rows * OW * kChannelBlock;
+          for (int64_t ob = 0; ob < round_up8(M) / kChannelBlock; ++ob)
+            std::memcpy(y8 + n * dst_image + (ob * OH + part.out_row) * OW * kChannelBlock, dst + ob * out_run,
+                        sizeof(float) * out_run);
+        }
+        // The epilogue of the part's outputs while they are in this thread's cache, where they are in place (no
+        // reorder after the parts; the caller's epilogue() runs otherwise).
+        if (!plan.dst_reorder) {
+          const bool by_rows = plan.rows || plan.blocked_rows;
+          const int64_t m1 = by_rows ? M : part.m0 + part.pd.dst_desc().dims()[1];
+          part_epilogue(plan, y + n * dst_image, plan.rows ? plan.dst_blocked : true, OH, OW, by_rows ? 0 : part.m0, m1,
+                        by_rows ? part.out_row : 0, by_rows ? part.out_row + part.out_rows : OH);
+        }
       } catch (const dnnl::error&) {
         failed = true;  // a chunk must not throw (work_sharing.h)
       }
@@ -236,6 +329,22 @@ class DnnlConvImpl final : public DnnlConv {
     stream.wait();
   }
 
+  // epilogue() on output channels [m0, m1) and rows [r0, r1) of one image at y, NCHW or nChw8c (`blocked`; m0 a
+  // multiple of 8 there): the same operations on each value.
+  void part_epilogue(const Plan& plan, float* y, bool blocked, int64_t OH, int64_t OW, int64_t m0, int64_t m1,
+                     int64_t r0, int64_t r1) const {
+    if (!act_.channels && plan.act_in_primitive) return;
+    FusedActivation rest = act_;
+    if (plan.act_in_primitive) rest.kind = FusedActivation::Kind::None;
+    const int64_t plane = OH * OW, n = (r1 - r0) * OW;
+    if (blocked) {
+      for (int64_t m = m0; m < m1; m += kChannelBlock)
+        apply_conv_epilogue_blocked(rest, y + m * plane + r0 * OW * kChannelBlock, n, m);
+    } else {
+      for (int64_t m = m0; m < m1; ++m) apply_conv_epilogue(rest, y + m * plane + r0 * OW, n, m);
+    }
+  }
+
   // The activation when it is not a post-op of the primitive, and the per-channel clamp and affine.
   void epilogue(const Plan& plan, const ConvGeom& g, int64_t N, float* y, int threads, ConvLayouts layouts) {
     const int64_t dst_n = N * W_.dim(0) * g.out[0] * g.out[1];
@@ -258,6 +367,24 @@ class DnnlConvImpl final : public DnnlConv {
       parallel_for(chunks, threads_for(n, threads),
                    [&](int64_t c) { apply_activation(act_, y + c * kChunk, std::min(kChunk, n - c * kChunk)); });
     }
+  }
+
+  // False for im2col + GEMM and the reference loops: slower than a direct kernel on oneDNN's own layouts.
+  static bool direct(const dnnl::convolution_forward::primitive_desc& pd) {
+    const std::string impl = pd.impl_info_str();
+    return impl.find("gemm") == std::string::npos && impl.find("ref") == std::string::npos;
+  }
+
+  // All of W (in user_w's layout) reordered into pd's weight layout: a copy another part of the plan already made
+  // for that layout (row parts differ only in their rows), else a new one.
+  memory shared_weights(const Plan& plan, const dnnl::convolution_forward::primitive_desc& pd,
+                        const memory::desc& user_w, dnnl::stream& stream) const {
+    for (const Part& other : plan.parts)
+      if (other.pd.weights_desc() == pd.weights_desc()) return other.weights;
+    memory weights(pd.weights_desc(), cpu_engine());
+    memory wsrc(user_w, cpu_engine(), const_cast<float*>(W_.data<float>()));
+    dnnl::reorder(wsrc, weights).execute(stream, wsrc, weights);
+    return weights;
   }
 
   // The activations' layouts and the parts' (src8, dst8), with the copies between them where they differ.
@@ -301,7 +428,8 @@ class DnnlConvImpl final : public DnnlConv {
     }
     const int64_t units = G > 1 ? (G + per_unit - 1) / per_unit : (M + kChannelBlock - 1) / kChannelBlock;
     // Work of one image in GEMM-class multiply-adds; short dot products (depthwise) run at elementwise speed, about
-    // four times slower (threading.h's two minimums). A part holds at least kPartWork of it.
+    // four times slower (threading.h's two minimums). A part holds at least kPartWork of it (kGroupedPartWork with
+    // groups).
     const int64_t kv = KH * KW, macs = M * g.out[0] * g.out[1] * Cg * kv;
     const int64_t work = Cg * kv < 64 ? macs * (kParallelMinMacs / kParallelMinWork) : macs;
     // part_count: one part on one thread, with more a multiple of the thread count. Parts of one Conv differ only
@@ -312,7 +440,17 @@ class DnnlConvImpl final : public DnnlConv {
     // more than its share (1x1 Convs at one thread, the parts run one after another against one part: 144->24 at
     // 56x56 in three parts 1.82x, 96->24 1.77x, 32->16 at 112x112 in two 1.44x; parts of 16 or more channels
     // 1.02-1.16x; mobilenetv2, 2026-11-25), so such a part holds at least two units (16 channels).
-    const int64_t P = part_count(work, G > 1 ? units : std::max<int64_t>(1, units / 2), threads);
+    int64_t P = G > 1 ? part_count(work, units, threads, kGroupedPartWork)
+                      : part_count(work, std::max<int64_t>(1, units / 2), threads);
+    // A pointwise Conv with too few output channels for a part per thread (mobilenetv2's 16- and 24-channel
+    // projections, 0.7 ms of its 7.7 at one thread, ran whole on one thread) is cut along its rows instead: rows of
+    // an nChw8c image are a strided slice, which oneDNN runs only in its reference loops, so each part copies its
+    // rows into a dense image first and its output rows back (run_parts). Each output value is the same sum over
+    // the input channels whatever the image's height (tests/kernels/conv_dnnl_test.cc checks it bitwise).
+    const bool pointwise = G == 1 && KH == 1 && KW == 1 && g.strides[0] == 1 && g.strides[1] == 1 && g.pads[0] == 0 &&
+                           g.pads[1] == 0 && g.pads[2] == 0 && g.pads[3] == 0;
+    const int64_t R = pointwise && P < threads ? part_count(work, g.out[0], threads) : 1;
+    if (R > 1) P = R;
     OmpThreads one(1);
     auto plan = std::make_shared<Plan>();
     plan->act_in_primitive = act_in_primitive;
@@ -322,7 +460,19 @@ class DnnlConvImpl final : public DnnlConv {
     const auto f32 = memory::data_type::f32;
     try {
       set_layouts(*plan, user_src, user_dst, src8, dst8);
-      for (int64_t p = 0; p < P; ++p) {
+      plan->blocked_rows = R > 1;
+      for (int64_t p = 0; R > 1 && p < P; ++p) {
+        const int64_t r0 = p * g.out[0] / P, rows = (p + 1) * g.out[0] / P - r0;
+        const memory::dims src{1, C, rows, g.in[1]}, dst{1, M, rows, g.out[1]}, w{M, C, 1, 1};
+        const dnnl::convolution_forward::primitive_desc pd(
+            conv_desc(memory::desc(src, f32, Tag::nChw8c), memory::desc(w, f32, Tag::any),
+                      memory::desc({M}, f32, Tag::x), memory::desc(dst, f32, Tag::nChw8c)),
+            attr, cpu_engine());
+        if (!direct(pd)) return nullptr;
+        const memory weights = shared_weights(*plan, pd, memory::desc(w, f32, Tag::oihw), stream);
+        plan->parts.push_back(Part{0, 0, 0, r0, rows, r0, rows, pd, dnnl::convolution_forward(pd), weights});
+      }
+      for (int64_t p = 0; R == 1 && p < P; ++p) {
         const int64_t u0 = p * units / P, u1 = (p + 1) * units / P;
         // output channels [m0, m0 + mp) of groups [g0, g0 + gp), input channels [c0, c0 + cp)
         const int64_t g0 = G > 1 ? u0 * per_unit : 0, gp = G > 1 ? std::min(G, u1 * per_unit) - g0 : 1;
@@ -336,10 +486,16 @@ class DnnlConvImpl final : public DnnlConv {
             conv_desc(memory::desc(src, f32, Tag::nChw8c), memory::desc(w, f32, Tag::any),
                       memory::desc({mp}, f32, Tag::x), memory::desc(dst, f32, Tag::nChw8c)),
             attr, cpu_engine());
-        // im2col + GEMM or the reference loops: slower than a direct kernel on oneDNN's own layouts
-        const std::string impl = pd.impl_info_str();
-        if (impl.find("gemm") != std::string::npos || impl.find("ref") != std::string::npos) return nullptr;
-        Part part{m0, c0 * g.in[0] * g.in[1], m0 * g.out[0] * g.out[1], pd, dnnl::convolution_forward(pd),
+        if (!direct(pd)) return nullptr;
+        Part part{m0,
+                  c0 * g.in[0] * g.in[1],
+                  m0 * g.out[0] * g.out[1],
+                  0,
+                  0,
+                  0,
+                  0,
+                  pd,
+                  dnnl::convolution_forward(pd),
                   memory(pd.weights_desc(), cpu_engine())};
         memory wsrc(user_w, cpu_engine(), const_cast<float*>(W_.data<float>()) + m0 * Cg * kv);
         dnnl::reorder(wsrc, part.weights).execute(stream, wsrc, part.weights);
@@ -356,9 +512,11 @@ class DnnlConvImpl final : public DnnlConv {
   // whole rows of the NHWC image (its input rows, the halo included, and its output rows are contiguous there), with
   // the pads its rows need. Channels cannot be cut in NHWC (a slice of them is strided, and oneDNN runs strided
   // tensors only in its reference loops). nullptr when some part has no direct primitive.
-  // Why: below kWholeParallelMacs the whole Conv runs on one OpenMP thread (three team wake-ups would cost more than
-  // they save), so at two threads the second one idled through mobilenetv2's 1x1 Convs from 28x28 down (about a
-  // third of its time). Rows keep every output value's sum over input channels and kernel taps as the whole image's
+  // Why: the whole Conv on oneDNN's OpenMP threads waits at every region's barrier for the woken worker (44-94 us on
+  // the 2-vCPU VM, a scheduler slice on a busy machine), so below kWholeParallelMacs it ran on one thread and the
+  // second one idled through mobilenetv2's 1x1 Convs from 28x28 down (about a third of its time); above, rows on the
+  // work sharing beat it too (2 threads, quiet: ppocrv4-rec 12.2-13.2 -> 10.8-11.3 ms, det 78-80 -> 73-79,
+  // 2026-11-25 16:25). Rows keep every output value's sum over input channels and kernel taps as the whole image's
   // primitive computes it (tests/kernels/conv_dnnl_test.cc checks 1 against 2, 3 and 8 threads bitwise).
   template <typename ConvDesc>
   std::shared_ptr<Plan> build_rows(const ConvGeom& g, int64_t C, int threads, const memory::desc& user_src,
@@ -379,8 +537,10 @@ class DnnlConvImpl final : public DnnlConv {
     const int64_t extent = (KH - 1) * g.dilations[0] + 1, s = g.strides[0], pad_top = g.pads[0];
     dnnl::stream stream(cpu_engine());
     try {
-      set_layouts(*plan, user_src, user_dst, memory::desc(user_src.dims(), f32, Tag::nhwc),
-                  memory::desc(user_dst.dims(), f32, Tag::nhwc));
+      // each part copies its own rows of the activations (run_parts), so no reorders
+      plan->rows = true;
+      plan->src_blocked = user_src == memory::desc(user_src.dims(), f32, Tag::nChw8c);
+      plan->dst_blocked = user_dst == memory::desc(user_dst.dims(), f32, Tag::nChw8c);
       for (int64_t p = 0; p < P; ++p) {
         const int64_t oh0 = p * OH / P, oh1 = (p + 1) * OH / P;
         // input rows [first, last] of output rows [oh0, oh1), then clipped to the image; the clipped rows are pads
@@ -392,18 +552,10 @@ class DnnlConvImpl final : public DnnlConv {
                       memory::desc({M}, f32, Tag::x), memory::desc(dst, f32, Tag::nhwc), {ih0 - first, g.pads[1]},
                       {last - ih1, g.pads[3]}),
             attr, cpu_engine());
-        const std::string impl = pd.impl_info_str();
-        if (impl.find("gemm") != std::string::npos || impl.find("ref") != std::string::npos) return nullptr;
-        // parts whose rows ask for the same weight layout share one reordered copy
-        memory weights;
-        for (const Part& other : plan->parts)
-          if (other.pd.weights_desc() == pd.weights_desc()) weights = other.weights;
-        if (!weights) {
-          weights = memory(pd.weights_desc(), cpu_engine());
-          memory wsrc(user_w, cpu_engine(), const_cast<float*>(W_.data<float>()));
-          dnnl::reorder(wsrc, weights).execute(stream, wsrc, weights);
-        }
-        plan->parts.push_back(Part{0, ih0 * Wd * C, oh0 * OW * M, pd, dnnl::convolution_forward(pd), weights});
+        if (!direct(pd)) return nullptr;
+        const memory weights = shared_weights(*plan, pd, user_w, stream);
+        plan->parts.push_back(Part{0, ih0 * Wd * C, oh0 * OW * M, ih0, ih1 - ih0 + 1, oh0, oh1 - oh0, pd,
+                                   dnnl::convolution_forward(pd), weights});
       }
       stream.wait();
     } catch (const dnnl::error&) {
@@ -462,7 +614,8 @@ class DnnlConvImpl final : public DnnlConv {
     // faster than the AVX2 ones that read nChw8c. Copies cost about one pass over the input and one over the output;
     // from kDenseMacs multiply-adds per element copied the faster kernel wins (ppocrv4-rec, -det and mobilenetv2
     // each ran fastest with the cut between 32 and 64 at 1 thread, 2026-11-25, docs/benchmarks.md). Such a Conv
-    // whose own layout is NHWC and too small for OpenMP threads runs as row parts on NHWC (build_rows).
+    // whose own layout is NHWC runs as row parts on NHWC (build_rows), whatever its size. oneDNN's own choice is
+    // asked for one thread, so that the choice cannot change with the thread count.
     const int64_t macs = N * M * g.out[0] * g.out[1] * (C / group_) * KH * KW;
     const int64_t copied = N * (C * g.in[0] * g.in[1] + M * g.out[0] * g.out[1]);
     // The whole Conv opens OpenMP regions (copies and convolution) whose barriers wait for woken workers; below
@@ -470,7 +623,7 @@ class DnnlConvImpl final : public DnnlConv {
     const int whole_threads = macs >= kWholeParallelMacs ? threads : 1;
     std::optional<dnnl::convolution_forward::primitive_desc> whole;
     {
-      OmpThreads scope(whole_threads);
+      OmpThreads one(1);
       try {
         whole.emplace(conv_desc(any_src, any_w, bias, any_dst), attr, cpu_engine());
       } catch (const dnnl::error&) {
@@ -480,20 +633,24 @@ class DnnlConvImpl final : public DnnlConv {
     const memory::desc src8(src_dims, memory::data_type::f32, Tag::nChw8c);
     const memory::desc dst8(dst_dims, memory::data_type::f32, Tag::nChw8c);
     const bool own_is_8c = whole && whole->src_desc() == src8 && whole->dst_desc() == dst8;
+    const memory::desc own_nhwc_src(src_dims, memory::data_type::f32, Tag::nhwc);
+    const memory::desc own_nhwc_dst(dst_dims, memory::data_type::f32, Tag::nhwc);
+    const bool own_is_nhwc = whole && whole->src_desc() == own_nhwc_src && whole->dst_desc() == own_nhwc_dst;
     if (!whole || own_is_8c || macs < kDenseMacs * copied) {
       if (auto plan = build_parts(g, C, threads, user_src, user_dst, src8, dst8, attr, act_in_primitive, conv_desc))
         return plan;
     }
     if (!whole) return nullptr;  // no oneDNN primitive for this shape: the own kernel runs it
-    const memory::desc own_nhwc_src(src_dims, memory::data_type::f32, Tag::nhwc);
-    const memory::desc own_nhwc_dst(dst_dims, memory::data_type::f32, Tag::nhwc);
-    if (whole_threads == 1 && whole->src_desc() == own_nhwc_src && whole->dst_desc() == own_nhwc_dst) {
+    if (own_is_nhwc) {
       if (auto plan = build_rows(g, C, threads, user_src, user_dst, attr, act_in_primitive, conv_desc_padded))
         return plan;
     }
     OmpThreads scope(whole_threads);
     try {
-      const dnnl::convolution_forward::primitive_desc& pd = *whole;
+      const dnnl::convolution_forward::primitive_desc pd =
+          whole_threads > 1
+              ? dnnl::convolution_forward::primitive_desc(conv_desc(any_src, any_w, bias, any_dst), attr, cpu_engine())
+              : *whole;
       auto plan = std::make_shared<Plan>();
       plan->pd = pd;
       plan->conv = dnnl::convolution_forward(pd);
@@ -524,8 +681,9 @@ class DnnlConvImpl final : public DnnlConv {
   static constexpr size_t kMaxPlans = 8;
   // Multiply-adds per element copied from which oneDNN's own layouts pay for the copies (see build).
   static constexpr int64_t kDenseMacs = 48;
-  // Multiply-adds from which the whole Conv runs on more than one OpenMP thread: 2^24 is about 0.5 ms on one
-  // thread, against three team wake-ups (44-94 us each where they are slow, docs/benchmarks.md 2026-11-25).
+  // Multiply-adds from which a whole Conv (one whose own layout is neither nChw8c nor NHWC) runs on more than one
+  // OpenMP thread: 2^24 is about 0.5 ms on one thread, against three team wake-ups (44-94 us each where they are
+  // slow, docs/benchmarks.md 2026-11-25).
   static constexpr int64_t kWholeParallelMacs = int64_t{1} << 24;
   std::mutex mutex_;
   std::map<Key, std::shared_ptr<const Plan>> plans_;  // nullptr: oneDNN declined this shape
