@@ -71,7 +71,7 @@ class QdqBuilder {
     nq_.resize(static_cast<size_t>(n));
     for (int i = 0; i < n; ++i) {
       const onnx::NodeProto& node = g_.node(i);
-      if (node.op_type() == "Mul" && node.doc_string() == kSmoothingDivisor)  // float whatever the rules say
+      if (smoothing_divisor(node))  // float whatever the rules say
         nq_[i].applied = {"$.weight_algorithms.smooth_quant_alpha"};
       else
         nq_[i] = cfg_.resolve(node.name(), node.op_type());
@@ -626,7 +626,7 @@ class QdqBuilder {
     e.op_type = node.op_type();
     e.rules = nq_[i].applied;
     const NodeQuant& q = nq_[i];
-    if (node.doc_string() == kSmoothingDivisor && node.op_type() == "Mul")
+    if (smoothing_divisor(node))
       return keep_float(i,
                         "smoothing divisor (weight_algorithms.smooth_quant_alpha): divides its input by s per "
                         "channel in float; the MatMul / Gemm weights after it hold s");
@@ -1116,7 +1116,10 @@ class QdqBuilder {
     n.add_input(in), n.add_input(nm.scale), n.add_input(nm.zero_point), n.add_output(out);
     return n;
   }
-  // Every reader of `t` reads `to` instead.
+  // A Mul that smoothing inserted before a MatMul's input (weights/smooth_quant.h).
+  static bool smoothing_divisor(const onnx::NodeProto& n) {
+    return n.op_type() == "Mul" && n.doc_string() == kSmoothingDivisor;
+  }
   // Elementwise arithmetic: its integer form (QLinearAdd, QLinearMul) costs what the float op does, so it pays only
   // where its inputs arrive as integers anyway.
   static bool elementwise_op(const onnx::NodeProto& n) {

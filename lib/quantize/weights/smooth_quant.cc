@@ -199,6 +199,7 @@ std::optional<Plan> plan(const Graph& g, const std::string& x, int64_t k, int de
 struct Reader {
   std::string weight;
   int k_axis = 0;
+  int node = -1;  // the reader's node index (site_of sets it)
 };
 std::optional<Reader> weight_reader(const Graph& g, const onnx::NodeProto& n, const std::string& x) {
   const bool gemm = n.op_type() == "Gemm";
@@ -220,7 +221,6 @@ struct Site {
   std::string x;
   int64_t k = 0;
   std::vector<Reader> readers;
-  std::vector<int> reader_nodes;
   Plan plan;
   bool divided = false;
 };
@@ -240,8 +240,8 @@ std::optional<Site> site_of(const Graph& g, const std::string& x) {
     const int64_t k = g.initializer(reader->weight)->dims(reader->k_axis);
     if (s.k != 0 && k != s.k) return std::nullopt;
     s.k = k;
+    reader->node = r;
     s.readers.push_back(*reader);
-    s.reader_nodes.push_back(r);
   }
   if (s.readers.empty()) return std::nullopt;
   if (auto p = others ? std::nullopt : plan(g, x, s.k)) {
@@ -504,8 +504,10 @@ SmoothingReport smooth_activations(Graph& g, const std::map<std::string, Smoothi
       mul.add_input(x);
       mul.add_input(divisor);
       mul.add_output(y);
-      g.insert_before(*std::min_element(site->reader_nodes.begin(), site->reader_nodes.end()), std::move(mul));
-      for (int r : site->reader_nodes) g.set_input(r, 0, y);
+      int first = g.node_count();
+      for (const Reader& r : site->readers) first = std::min(first, r.node);
+      g.insert_before(first, std::move(mul));
+      for (const Reader& r : site->readers) g.set_input(r.node, 0, y);
       ++report.divided;
     }
     ++report.applied;
