@@ -36,6 +36,19 @@ bool same_declared_type(const runtime::ValueDecl& a, const runtime::ValueDecl& b
   return true;
 }
 
+// Declared alike where both say: same dtype and rank, and no dim both give differently (exporters often leave a
+// state output's dims unnamed: Silero VAD v5 takes state [2, ?, 128] and returns stateN [?, ?, ?]).
+bool compatible_declared_type(const runtime::ValueDecl& a, const runtime::ValueDecl& b) {
+  if (a.dtype != b.dtype || a.dtype == DType::Undefined || !a.shape || !b.shape || a.shape->size() != b.shape->size())
+    return false;
+  for (size_t k = 0; k < a.shape->size(); ++k) {
+    const auto &x = (*a.shape)[k], &y = (*b.shape)[k];
+    if (x.value && y.value && x.value != y.value) return false;
+    if (!x.value && !y.value && !x.param.empty() && !y.param.empty() && x.param != y.param) return false;
+  }
+  return true;
+}
+
 // sum((f - q)^2) over the elements where the float model's f is finite; inf when shapes differ, q is not finite
 // where f is, or q differs from a non-finite f (NaN where f is NaN, the same infinity, count as exact: a model whose
 // float outputs hold NaN, e.g. GridSample at a NaN coordinate, is judged on its other elements).
@@ -105,6 +118,15 @@ AccuracyEvaluator::AccuracyEvaluator(const onnx::ModelProto& float_model, std::v
     if (!declared(graph->inputs, in))
       throw BadInputError("accuracy_guard.state: the model has no graph input named '" + in + "'");
   }
+  // Where the declarations leave a state pair open (compatible, not identical), one run of the first sample says
+  // whether the output comes back in the input's shape.
+  std::optional<std::map<std::string, Tensor>> probe;
+  const auto same_shape_on_first_sample = [&](const std::string& in, const std::string& out) {
+    if (samples_.empty() || !samples_.front().count(in)) return false;
+    if (!probe) probe = runtime::Session(graph, {.threads = threads_}).run(samples_.front());
+    const auto it = probe->find(out);
+    return it != probe->end() && it->second.shape() == samples_.front().at(in).shape();
+  };
   std::set<std::string> paired;
   for (const auto& out : graph->outputs) {
     if (!is_float(out.dtype)) continue;  // compared as float32 (a float16 model's outputs too)
@@ -114,12 +136,16 @@ AccuracyEvaluator::AccuracyEvaluator(const onnx::ModelProto& float_model, std::v
     if (!settings.state.empty()) {
       if (auto it = settings.state.find(out.name); it != settings.state.end()) input = it->second;
     } else {
-      // The input declared like it whose name shares the longest prefix with its name (state -> stateN, h0 -> hn).
+      // The input declared like it whose name shares the longest prefix with its name (state -> stateN, h0 -> hn):
+      // declared alike, or compatibly and the same shape on the first sample.
       size_t best_len = 0;
       for (const auto& in : graph->inputs) {
         const size_t len = static_cast<size_t>(
             std::mismatch(in.name.begin(), in.name.end(), out.name.begin(), out.name.end()).first - in.name.begin());
-        if (len > best_len && !paired.count(in.name) && same_declared_type(in, out)) input = in.name, best_len = len;
+        if (len > best_len && !paired.count(in.name) &&
+            (same_declared_type(in, out) ||
+             (compatible_declared_type(in, out) && same_shape_on_first_sample(in.name, out.name))))
+          input = in.name, best_len = len;
       }
     }
     if (!input.empty()) {

@@ -1723,6 +1723,38 @@ TEST_CASE("guard: an output declared like an input is recurrent state and is mea
                     "accuracy_guard.state: the model has no graph input named 'no_such_input'");
 }
 
+TEST_CASE("guard: a state output whose declared dims are unnamed pairs with its input when it comes back in its shape") {
+  // Silero VAD v5 declares state [2, ?, 128] and stateN [?, ?, ?]. sN = 0.5 s + x comes back in s's shape; sW
+  // (s and x side by side, [1, 8]) is declared the same way but does not, so it is an ordinary output.
+  Builder b(13);
+  b.input("x", {1, 4});
+  b.input("s", {1, 4});
+  b.init("a", Tensor::from_vector<float>({1}, {0.5f}));
+  b.node("Mul", {"s", "a"}, {"as"}, "mul");
+  b.node("Add", {"as", "x"}, {"sN"}, "add");
+  attr_i(b.node("Concat", {"s", "x"}, {"sW"}, "wide"), "axis", 1);
+  for (const std::string name : {"sW", "sN"}) {
+    auto* vi = b.m.mutable_graph()->add_output();
+    vi->set_name(name);
+    auto* tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(1);
+    tt->mutable_shape()->add_dim();  // unnamed, no value
+    tt->mutable_shape()->add_dim();
+  }
+  std::vector<Sample> samples;
+  for (uint32_t k = 0; k < 3; ++k)
+    samples.push_back({{"x", random_tensor({1, 4}, 70 + k)}, {"s", random_tensor({1, 4}, 80 + k)}});
+  const AccuracyGuardSettings gs{
+      .enabled = true, .min_sqnr_db = 10, .state_min_sqnr_db = 30, .max_float_tensors = 4, .state = {}};
+  const AccuracyEvaluator eval(b.m, samples, gs, 1);
+  REQUIRE(eval.outputs().size() == 2);
+  CHECK(eval.outputs()[0].output == "sW");
+  CHECK_FALSE(eval.outputs()[0].state);
+  CHECK(eval.outputs()[1].output == "sN");
+  CHECK(eval.outputs()[1].state);
+  CHECK(eval.outputs()[1].threshold_db == 30);
+}
+
 namespace {
 
 // Channel c of axis 0 multiplied by 10^((c + phase) mod 4 - 2): ranges four orders of magnitude apart, as in the

@@ -1,16 +1,21 @@
 #!/usr/bin/python3
 """Quantization inside If/Loop/Scan bodies (issue 12, docs/subgraphs.md), on small synthetic models, in ONNX Runtime 1.30.
 
-usage: subgraphs.py [if_branches] [name_clash] [loop_body] [scan_body]     (default: all). Exit 1 when a check fails.
+usage: subgraphs.py [if_branches] [if_constants] [name_clash] [loop_body] [scan_body]   (default: all). Exit 1 when a
+check fails.
 
 if_branches: every weight sits in the two branches of an If (then: body initializers; else: main-graph initializers
 that only the branch reads). After quantize both branches hold DQ and Q/DQ nodes, no float weight is left, ORT runs
 both conditions, and the output error stays within the bound the model's own int8 steps allow (derived below, not
-fitted). loop_body / scan_body: a MatMul in the body; the calibration table holds the body's activations, observed on
+fitted). if_constants: the same model with every weight a Constant node inside its branch (as spox writes Silero VAD
+v5), calibrated on samples that take only the then branch: the then branch's weights quantize as weights (before:
+exit 2, their Constant outputs looked like activations without a range), the else branch keeps its activations float,
+and ORT runs both. loop_body / scan_body: a MatMul in the body; the calibration table holds the body's activations, observed on
 every iteration, and the quantized body holds Q/DQ nodes with those ranges.
 """
 import json
 import os
+import subprocess
 import sys
 import tempfile
 
@@ -56,21 +61,29 @@ def mlp_weights(p, rng):
             p + 'w2': rng.normal(0, 1 / np.sqrt(H), (H, O)), p + 'b2': rng.normal(0, 0.1, O)}
 
 
-def if_model(path):
+def if_model(path, constants=False):
     """sel [B, 1], x [B, 16]: If(mean(sel) > 0) then MLP_t(x) else MLP_e(x). MLP_t's weights are then-branch
-    initializers; MLP_e's are main-graph initializers read only inside the else branch."""
+    initializers; MLP_e's are main-graph initializers read only inside the else branch. constants: each branch's
+    weights are Constant nodes inside it instead."""
     rng = np.random.default_rng(20)
     wt, we = mlp_weights('t_', rng), mlp_weights('e_', rng)
     out = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, ['B', O])  # noqa: E731
-    then_g = helper.make_graph(mlp_nodes('t_'), 'then', [], [out('y_t')], [init(k, v) for k, v in wt.items()])
-    else_g = helper.make_graph(mlp_nodes('e_'), 'else', [], [out('y_e')])
+    if constants:
+        consts = lambda w: [helper.make_node('Constant', [], [k], value=init(k, v)) for k, v in w.items()]  # noqa: E731
+        then_g = helper.make_graph(consts(wt) + mlp_nodes('t_'), 'then', [], [out('y_t')])
+        else_g = helper.make_graph(consts(we) + mlp_nodes('e_'), 'else', [], [out('y_e')])
+        we_main = {}
+    else:
+        then_g = helper.make_graph(mlp_nodes('t_'), 'then', [], [out('y_t')], [init(k, v) for k, v in wt.items()])
+        else_g = helper.make_graph(mlp_nodes('e_'), 'else', [], [out('y_e')])
+        we_main = we
     nodes = [helper.make_node('ReduceMean', ['sel'], ['sel_mean'], keepdims=0),
              helper.make_node('Greater', ['sel_mean', 'zero'], ['cond']),
              helper.make_node('If', ['cond'], ['y'], then_branch=then_g, else_branch=else_g, name='branch')]
     g = helper.make_graph(nodes, 'if_branches',
                           [helper.make_tensor_value_info('x', TensorProto.FLOAT, ['B', D]),
                            helper.make_tensor_value_info('sel', TensorProto.FLOAT, ['B', 1])],
-                          [out('y')], [init('zero', 0.0)] + [init(k, v) for k, v in we.items()])
+                          [out('y')], [init('zero', 0.0)] + [init(k, v) for k, v in we_main.items()])
     save(g, path)
     return wt, we
 
@@ -170,6 +183,54 @@ def if_branches(work):
         ok_err = ok_err and ratio <= 1.0 and float(err.max()) > 0
     check('if_branches', observed and structure and not float_weights and s['weights_quantized'] == 4 and
           s['biases_quantized'] == 4 and ok_err, detail)
+
+
+def if_constants(work):
+    m, q = os.path.join(work, 'ifc.onnx'), os.path.join(work, 'ifc.int8.onnx')
+    wt, we = if_model(m, constants=True)
+    rng = np.random.default_rng(22)
+    n = 256
+    cx, cs = os.path.join(work, 'ifc_calib_x.npy'), os.path.join(work, 'ifc_calib_sel.npy')
+    np.save(cx, rng.uniform(-1, 1, (n, D)).astype(np.float32))
+    np.save(cs, np.ones((n, 1), dtype=np.float32))  # only the then branch runs during calibration
+    r = subprocess.run([qtest.qtool(), 'quantize', m, '-o', q, '--json', '--data', 'x=' + cx, '--data', 'sel=' + cs],
+                       capture_output=True, text=True)
+    detail = {'quantize_exit': r.returncode}
+    if r.returncode != 0:
+        detail['stderr'] = r.stderr.strip().splitlines()[-1:]
+        check('if_constants', False, detail)
+        return
+    qm = onnx.load(q)
+    node = next(nd for nd in qm.graph.node if nd.op_type == 'If')
+    branches = {a.name: a.g for a in node.attribute}
+    then_b, else_b = branches['then_branch'], branches['else_branch']
+    # The then branch reads int8 weights through DequantizeLinear and quantizes its activations; the else branch,
+    # never run, quantizes none of its own activations (its weights may be int8: they need no range; the main
+    # graph's x, observed there, may get its Q/DQ inside it).
+    then_int8 = sorted(t.name for t in then_b.initializer if t.data_type == TensorProto.INT8 and
+                       t.name in ('t_w1_quantized', 't_w2_quantized'))
+    else_q = [nd.input[0] for nd in else_b.node if nd.op_type == 'QuantizeLinear' and nd.input[0] != 'x']
+    then_q = [nd.input[0] for nd in then_b.node if nd.op_type == 'QuantizeLinear']
+    ex = rng.uniform(-1, 1, (64, D)).astype(np.float32)
+    fx = os.path.join(work, 'ifc_eval_x.npy')
+    np.save(fx, ex)
+    ok_err = True
+    for label, sel in (('then', 1.0), ('else', -1.0)):
+        fs = os.path.join(work, f'ifc_eval_sel_{label}.npy')
+        np.save(fs, np.full((len(ex), 1), sel, dtype=np.float32))
+        yf = qtest.ort_run(m, {'x': fx, 'sel': fs}, os.path.join(work, 'ifc_f_' + label))[0]['y']
+        yq = qtest.ort_run(q, {'x': fx, 'sel': fs}, os.path.join(work, 'ifc_q_' + label))[0]['y']
+        err = np.abs(yq.astype(np.float64) - yf)
+        detail[label + '_max_abs_err'] = round(float(err.max()), 5)
+        if label == 'then':
+            bound = mlp_error_bound(then_b, qm, 't_', {k: v.astype(np.float64) for k, v in wt.items()},
+                                    ex.astype(np.float64))
+            detail['then_max_err_over_bound'] = round(float((err / bound).max()), 3)
+            ok_err = ok_err and float((err / bound).max()) <= 1.0
+        else:  # float activations and int8 weights at most: within 1 % of the output's scale
+            ok_err = ok_err and float(err.max()) <= 0.01 * float(np.abs(yf).max())
+    detail.update({'then_int8_weights': then_int8, 'then_activation_q': then_q, 'else_activation_q': else_q})
+    check('if_constants', len(then_int8) == 2 and bool(then_q) and not else_q and ok_err, detail)
 
 
 def name_clash(work):
@@ -319,6 +380,8 @@ def main():
     work = tempfile.mkdtemp(prefix='qtool-subgraphs-')
     if not wanted or 'if_branches' in wanted:
         if_branches(work)
+    if not wanted or 'if_constants' in wanted:
+        if_constants(work)
     if not wanted or 'name_clash' in wanted:
         name_clash(work)
     if not wanted or 'loop_body' in wanted:

@@ -138,6 +138,33 @@ int drop_initializer_inputs(Graph& g) {
   return dropped;
 }
 
+namespace {
+
+// Inside If/Loop/Scan bodies (recursively): Constant nodes become body initializers and constant subexpressions
+// fold, as in the main graph, so that a body's weights are found as weights. Exporters keep whole sub-models in
+// branches: Silero VAD v5 (spox) holds every weight of its 8 kHz and 16 kHz networks as Constant nodes of one If's
+// two branches; read through a Constant, a Conv weight looked like an activation without a calibrated range.
+// Returns the number of rewrites.
+int prepare_bodies(Graph& outer) {
+  int rewrites = 0;
+  for (int i = 0; i < outer.node_count(); ++i)
+    for (auto& a : *outer.node(i).mutable_attribute()) {
+      std::vector<onnx::GraphProto*> bodies;
+      if (a.has_g()) bodies.push_back(a.mutable_g());
+      for (auto& b : *a.mutable_graphs()) bodies.push_back(&b);
+      for (onnx::GraphProto* body : bodies) {
+        Graph g(outer.model(), *body, outer);
+        rewrites += run_pass(g, *make_lift_constants_pass());
+        rewrites += fold_constants(g);
+        rewrites += prepare_bodies(g);
+      }
+    }
+  if (rewrites > 0) outer.reindex();  // what the bodies read from this graph may have changed
+  return rewrites;
+}
+
+}  // namespace
+
 PrepareReport prepare_model(onnx::ModelProto& model, int64_t min_opset, const PrepareOptions& options) {
   PrepareReport r;
   // Body tensors get the names qtool calibrate recorded them under (onnx/body_names.h).
@@ -149,6 +176,7 @@ PrepareReport prepare_model(onnx::ModelProto& model, int64_t min_opset, const Pr
   r.rewrites["drop_initializer_inputs"] = drop_initializer_inputs(g);
   r.rewrites["lift_constants"] = run_pass(g, *make_lift_constants_pass());
   r.rewrites["fold_constants"] = fold_constants(g);
+  r.rewrites["prepare_bodies"] = prepare_bodies(g);
   r.rewrites["fold_batchnorm"] = run_pass(g, *make_fold_batchnorm_pass());
   r.rewrites["drop_infinite_bound"] = run_pass(g, *make_drop_infinite_bound_pass());
   upgrade_opset(g, min_opset);
