@@ -217,12 +217,17 @@ class DataDir final : public SampleSource {
   std::map<std::string, Tensor> load(const fs::path& entry) const {
     std::map<std::string, Tensor> raw;
     if (fs::is_directory(entry)) {
-      // input_<i>.pb, in numeric order; matched by the proto's name, else by position.
+      // input_<i>.pb, in numeric order; matched by the proto's name, else by position. Also <input name>.npy, named
+      // like the model's input.
       std::vector<std::pair<int, fs::path>> pbs;
       for (const auto& e : fs::directory_iterator(entry)) {
-        const std::string n = e.path().filename().string();
-        if (n.rfind("input_", 0) == 0 && e.path().extension() == ".pb")
-          pbs.emplace_back(std::atoi(n.c_str() + 6), e.path());
+        const std::string n = e.path().filename().string(), ext = e.path().extension().string();
+        if (const InputSpec* in = find_input(inputs_, e.path().stem().string());
+            in && ext == ".npy" && !raw.count(in->name)) {
+          raw[in->name] = tensorio::read_tensor_file(e.path());
+          continue;
+        }
+        if (n.rfind("input_", 0) == 0 && ext == ".pb") pbs.emplace_back(std::atoi(n.c_str() + 6), e.path());
       }
       std::sort(pbs.begin(), pbs.end());
       for (size_t k = 0; k < pbs.size(); ++k) {
@@ -246,7 +251,12 @@ class DataDir final : public SampleSource {
     std::map<std::string, Tensor> out;
     for (const InputSpec& in : inputs_) {
       auto it = raw.find(in.name);
-      if (it == raw.end()) throw BadInputError(entry.string() + ": no value for input '" + in.name + "'");
+      if (it == raw.end())
+        throw BadInputError(entry.string() + ": no value for input '" + in.name + "'" +
+                            (fs::is_directory(entry) ? ": put it there as input_<i>.pb (i = its position, " +
+                                                           std::to_string(&in - inputs_.data()) + ") or as " +
+                                                           in.name + ".npy"
+                                                     : ""));
       out.emplace(in.name, checked(in, std::move(it->second), entry.string()));
     }
     return out;

@@ -102,6 +102,27 @@ TEST_CASE("array files: errors name the input, the file and the fix") {
   expect_bad_input([&] { open_array_files(kMobilenet, {{"input", dir / "bad.npy"}}); }, "bad.npy");
 }
 
+TEST_CASE("data folder: test_data_set_* folders may hold <input name>.npy; a missing input names both layouts") {
+  const auto dir = test::scratch_dir("calib_dir_npy");
+  const Tensor chunk = tensorio::read_npy(test::shared_tensors() / "vad_chunk576_speech.npy");
+  const Tensor state = tensorio::read_npy(test::shared_tensors() / "vad_state_zeros.npy");
+  for (const char* i : {"0", "1"}) {
+    const fs::path set = dir / (std::string("test_data_set_") + i);
+    fs::create_directories(set);
+    tensorio::write_npy(set / "input.npy", chunk);
+    tensorio::write_npy(set / "state.npy", state);
+  }
+  auto src = open_data_dir(kVad, dir);
+  REQUIRE(src->samples() == 2);
+  const auto b = src->batch(0, 2);
+  CHECK(b.at("input").shape() == Shape{2, 576});
+  CHECK(b.at("state").shape() == Shape{2, 2, 128});
+  fs::remove(dir / "test_data_set_1" / "state.npy");
+  expect_bad_input([&] { src->batch(1, 1); },
+                   "test_data_set_1: no value for input 'state': put it there as input_<i>.pb (i = its position, 1) "
+                   "or as state.npy");
+}
+
 TEST_CASE("data folder: one .npz per sample, or test_data_set_* with .pb files") {
   const auto dir = test::scratch_dir("calib_dir");
   const Tensor all = tensorio::read_npy(test::shared_tensors() / "digits_calib_images.npy");
