@@ -193,7 +193,7 @@ TEST_CASE("qconfig: accuracy_guard is on in the default, off when absent or null
   const AccuracyGuardSettings d = QConfig::builtin_default().accuracy_guard();
   CHECK(d.enabled);
   CHECK(d.min_sqnr_db == 10);
-  CHECK(d.state_min_sqnr_db == 45);
+  CHECK(d.state_min_sqnr_db == 55);
   CHECK(d.max_float_tensors == 64);
   CHECK_FALSE(QConfig::parse(wrap(R"("global": {})"), "c.json").accuracy_guard().enabled);
   CHECK_FALSE(QConfig::parse(wrap(R"("global": {}, "accuracy_guard": null)"), "c.json").accuracy_guard().enabled);
