@@ -41,7 +41,7 @@ cd build-asan
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:abort_on_error=0:detect_stack_use_after_return=0:allocator_may_return_null=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"
 # Run in the Release pass only: tests labelled `complexity` time how work grows with graph size (the sanitizer
-# slows every operation alike), and `release_figures` compares printed figures with the Release build's
-# (tests/quantize/tests.cmake, tests/docs/tests.cmake).
+# slows every operation alike), `release_figures` compares printed figures with the Release build's, and
+# `real_models` quantizes real npm models with their guard searches (tests/quantize/tests.cmake, tests/docs/tests.cmake).
 ctest --output-on-failure -j"$jobs" -L accuracy || echo "test.sh (ASan): open accuracy checks above still miss their bars (issue 12)"
-ctest --output-on-failure -j"$jobs" -LE "accuracy|complexity|release_figures"
+ctest --output-on-failure -j"$jobs" -LE "accuracy|complexity|release_figures|real_models"

@@ -2,9 +2,10 @@
 // ONNX Runtime helpers for qtool's quantization tests (reads/writes .npy through ort_run.mjs).
 //
 //   vad-stream MODEL WAVE.npy --out PROBS.npy [--save-batch DIR]
-//       Streams a Silero VAD model over a waveform: 512-sample hops with 64 samples of context, state carried.
-//       Writes the speech probability per chunk; --save-batch writes the [B,576] inputs and [2,B,128] states
-//       that were fed, for calibration on the real stream.
+//       Streams a Silero VAD model over a waveform: 512-sample hops, state carried; v5 and later (one `state`)
+//       get 64 samples of context before each hop, v4 (`h`, `c`) none; an `sr` input gets 16000.
+//       Writes the speech probability per chunk; --save-batch writes the inputs ([B,576] or [B,512]) and the
+//       states ([2,B,128], or h and c [2,B,64]) that were fed, for calibration on the real stream.
 //   run-rows MODEL --input NAME=FILE.npy ... --output-dir DIR
 //       Runs MODEL once per row of the inputs (first axis; each row fed with a leading 1), for models that fix
 //       the batch to 1, and writes each output stacked over the rows as DIR/<output>.npy. Prints one JSON line
@@ -30,30 +31,45 @@ async function vadStream(args) {
   }
   const s = await session(model);
   const x = readNpy(wave).data;
-  const hop = 512, ctx = 64;
-  let state = new ort.Tensor('float32', new Float32Array(2 * 128), [2, 1, 128]);
+  // Silero VAD v4 ("legacy": 512 new samples, LSTM state h and c [2,1,64]) or v5 and later (64 samples of context
+  // before the 512 new ones, one state [2,1,128]); an `sr` input, where the model has one, gets 16000.
+  const legacy = s.inputNames.includes('h') && s.inputNames.includes('c');
+  const hop = 512, ctx = legacy ? 0 : 64;
+  const stateNames = legacy ? [['h', 'hn'], ['c', 'cn']] : [['state', 'stateN']];
+  const stateDims = legacy ? [2, 1, 64] : [2, 1, 128];
+  const stateSize = stateDims[0] * stateDims[2];
+  let state = Object.fromEntries(stateNames.map(([i]) => [i, new Float32Array(stateSize)]));
+  const sr = s.inputNames.includes('sr') ? new ort.Tensor('int64', BigInt64Array.from([16000n]), []) : null;
   let context = new Float32Array(ctx);
-  const probs = [], inputs = [], states = [];
+  const probs = [], inputs = [], states = Object.fromEntries(stateNames.map(([i]) => [i, []]));
   for (let off = 0; off + hop <= x.length; off += hop) {
     const buf = new Float32Array(ctx + hop);
     buf.set(context, 0);
     buf.set(x.subarray(off, off + hop), ctx);
-    if (saveDir) { inputs.push(buf.slice()); states.push(Float32Array.from(state.data)); }
-    const res = await s.run({ input: new ort.Tensor('float32', buf, [1, ctx + hop]), state });
+    if (saveDir) {
+      inputs.push(buf.slice());
+      for (const [i] of stateNames) states[i].push(Float32Array.from(state[i]));
+    }
+    const feeds = { input: new ort.Tensor('float32', buf, [1, ctx + hop]) };
+    for (const [i] of stateNames) feeds[i] = new ort.Tensor('float32', state[i], stateDims);
+    if (sr) feeds.sr = sr;
+    const res = await s.run(feeds);
     probs.push(res.output.data[0]);
-    state = new ort.Tensor('float32', Float32Array.from(res.stateN.data), [2, 1, 128]);
+    for (const [i, o] of stateNames) state[i] = Float32Array.from(res[o].data);
     context = buf.slice(hop);
   }
   writeNpy(out, new ort.Tensor('float32', Float32Array.from(probs), [probs.length]));
   if (saveDir) {
     fs.mkdirSync(saveDir, { recursive: true });
-    const B = inputs.length;
+    const B = inputs.length, half = stateSize / 2;
     const inp = new Float32Array(B * (ctx + hop));
     inputs.forEach((b, i) => inp.set(b, i * (ctx + hop)));
-    const st = new Float32Array(2 * B * 128);  // [2, B, 128]
-    states.forEach((v, i) => { st.set(v.subarray(0, 128), i * 128); st.set(v.subarray(128), (B + i) * 128); });
     writeNpy(path.join(saveDir, 'input.npy'), new ort.Tensor('float32', inp, [B, ctx + hop]));
-    writeNpy(path.join(saveDir, 'state.npy'), new ort.Tensor('float32', st, [2, B, 128]));
+    for (const [name] of stateNames) {
+      const st = new Float32Array(2 * B * half);  // [2, B, half]
+      states[name].forEach((v, i) => { st.set(v.subarray(0, half), i * half); st.set(v.subarray(half), (B + i) * half); });
+      writeNpy(path.join(saveDir, name + '.npy'), new ort.Tensor('float32', st, [2, B, half]));
+    }
   }
 }
 
