@@ -54,6 +54,8 @@ Tensor concat_axis(const std::vector<Tensor>& parts, int64_t axis) {
   if (parts.size() == 1) return parts.front();
   const auto a = static_cast<size_t>(axis);
   Shape out_shape = parts.front().shape();
+  if (axis < 0 || a >= out_shape.size())
+    throw InternalError("concat_axis: axis " + std::to_string(axis) + " of " + shape_str(out_shape));
   out_shape[a] = 0;
   for (const Tensor& p : parts) {
     Shape check = p.shape();
@@ -130,6 +132,18 @@ const InputSpec* find_input(const std::vector<InputSpec>& inputs, const std::str
   return nullptr;
 }
 
+// An input declared as a scalar (rank 0, e.g. Silero VAD's sample rate `sr`) has no axis to stack samples along: a
+// batch passes one value, so every sample in it must hold the same value.
+bool scalar_input(const InputSpec& in) { return in.dims && in.dims->empty(); }
+
+Tensor one_value_for_batch(const InputSpec& in, const std::vector<Tensor>& values, const std::string& origin) {
+  for (const Tensor& v : values)
+    if (!v.same_as(values.front()))
+      throw BadInputError(origin + ": input '" + in.name + "' is a scalar (" + in.declared +
+                          ") and differs between the samples of one batch; use --batch-size 1");
+  return values.front();
+}
+
 // ---------------------------------------------------------------------------------------------------
 
 class ArrayFiles final : public SampleSource {
@@ -144,7 +158,15 @@ class ArrayFiles final : public SampleSource {
       if (it == files.end())
         throw BadInputError("no data for input '" + in.name + "': add --data " + in.name +
                             "=FILE.npy (the model's inputs: " + input_list(inputs) + ")");
-      Tensor t = checked(in, tensorio::read_tensor_file(it->second), it->second.string());
+      Tensor t = tensorio::read_tensor_file(it->second);
+      if (scalar_input(in) && t.rank() <= 1) {  // one value for every sample, or one per sample: stored as [n]
+        if (in.dtype != DType::Undefined && t.dtype() != in.dtype)
+          throw BadInputError(it->second.string() + ": input '" + in.name + "' is " +
+                              std::string(dtype_name(t.dtype())) + ", the model wants " + in.declared);
+        if (t.rank() == 0) t = t.reshaped({1});
+      } else {
+        t = checked(in, std::move(t), it->second.string());
+      }
       if (!in.dims && t.rank() == 0)
         throw BadInputError(it->second.string() + ": input '" + in.name + "' is a scalar: it has no batch axis");
       const int64_t rows = t.dim(in.batch_axis);
@@ -167,7 +189,11 @@ class ArrayFiles final : public SampleSource {
     std::map<std::string, Tensor> out;
     for (const InputSpec& in : inputs_) {
       const Tensor& t = values_.at(in.name);
-      if (t.dim(in.batch_axis) == 1 && samples_ > 1)
+      if (scalar_input(in)) {  // [n] values: this batch's, as one scalar
+        std::vector<Tensor> values;
+        for (int64_t i = first; i < first + count; ++i) values.push_back(slice_axis(t, 0, t.dim(0) == 1 ? 0 : i, 1).reshaped({}));
+        out.emplace(in.name, one_value_for_batch(in, values, files_));
+      } else if (t.dim(in.batch_axis) == 1 && samples_ > 1)
         out.emplace(in.name, concat_axis(std::vector<Tensor>(static_cast<size_t>(count), t), in.batch_axis));
       else
         out.emplace(in.name, slice_axis(t, in.batch_axis, first, count));
@@ -209,7 +235,9 @@ class DataDir final : public SampleSource {
     for (int64_t i = first; i < first + count; ++i)
       for (auto& [name, t] : load(entries_[static_cast<size_t>(i)])) parts[name].push_back(std::move(t));
     std::map<std::string, Tensor> out;
-    for (const InputSpec& in : inputs_) out.emplace(in.name, concat_axis(parts.at(in.name), in.batch_axis));
+    for (const InputSpec& in : inputs_)
+      out.emplace(in.name, scalar_input(in) ? one_value_for_batch(in, parts.at(in.name), dir_.string())
+                                            : concat_axis(parts.at(in.name), in.batch_axis));
     return out;
   }
 

@@ -102,6 +102,35 @@ TEST_CASE("array files: errors name the input, the file and the fix") {
   expect_bad_input([&] { open_array_files(kMobilenet, {{"input", dir / "bad.npy"}}); }, "bad.npy");
 }
 
+TEST_CASE("a scalar input (Silero's sr, int64 []): one value for all samples or one each; a batch shares one") {
+  const auto dir = test::scratch_dir("calib_scalar");
+  std::vector<InputSpec> specs = {spec("x", {std::nullopt, 2}, 0, "float [N,2]"), spec("sr", {}, 0, "int64 []")};
+  specs[1].dtype = DType::Int64;
+  tensorio::write_npy(dir / "x.npy", iota({4, 2}));
+  tensorio::write_npy(dir / "sr0.npy", Tensor::scalar<int64_t>(16000));
+  tensorio::write_npy(dir / "sr4.npy", Tensor::from_vector<int64_t>({4}, {16000, 16000, 8000, 8000}));
+  auto one = open_array_files(specs, {{"x", dir / "x.npy"}, {"sr", dir / "sr0.npy"}});
+  REQUIRE(one->samples() == 4);
+  const auto b = one->batch(1, 3);
+  CHECK(b.at("x").shape() == Shape{3, 2});
+  CHECK(b.at("sr").shape().empty());
+  CHECK(b.at("sr").data<int64_t>()[0] == 16000);
+  auto each = open_array_files(specs, {{"x", dir / "x.npy"}, {"sr", dir / "sr4.npy"}});
+  CHECK(each->batch(2, 2).at("sr").data<int64_t>()[0] == 8000);
+  CHECK(each->batch(3, 1).at("sr").data<int64_t>()[0] == 8000);
+  expect_bad_input([&] { each->batch(1, 2); }, "input 'sr' is a scalar (int64 []) and differs between the samples "
+                                               "of one batch; use --batch-size 1");
+  // One .npz per sample: equal scalars batch (this crashed: concat along the axis a scalar does not have).
+  fs::create_directories(dir / "npz");
+  for (int i = 0; i < 3; ++i)
+    tensorio::write_npz(dir / "npz" / ("s" + std::to_string(i) + ".npz"),
+                        {{"x", slice_axis(iota({4, 2}), 0, i, 1)}, {"sr", Tensor::scalar<int64_t>(16000)}});
+  auto folder = open_data_dir(specs, dir / "npz");
+  const auto fb = folder->batch(0, 3);
+  CHECK(fb.at("x").shape() == Shape{3, 2});
+  CHECK(fb.at("sr").shape().empty());
+}
+
 TEST_CASE("data folder: test_data_set_* folders may hold <input name>.npy; a missing input names both layouts") {
   const auto dir = test::scratch_dir("calib_dir_npy");
   const Tensor chunk = tensorio::read_npy(test::shared_tensors() / "vad_chunk576_speech.npy");
