@@ -82,7 +82,9 @@ nlohmann::json guard_json(const quantize::GuardReport& g) {
                             {"threshold_db", o.threshold_db},
                             {"floor_db", o.floor_db},
                             {"sqnr_db", o.sqnr_db},
-                            {"final_sqnr_db", o.final_sqnr_db}});
+                            {"final_sqnr_db", o.final_sqnr_db},
+                            {"worst_sample_sqnr_db", o.worst_sample_sqnr_db},
+                            {"final_worst_sample_sqnr_db", o.final_worst_sample_sqnr_db}});
   for (size_t k = 0; k < g.outputs.size(); ++k)
     if (g.outputs[k].weights_only) j["outputs"][k]["weights_only_sqnr_db"] = g.outputs[k].weights_only_sqnr_db;
   for (size_t k = 0; k < g.outputs.size(); ++k)

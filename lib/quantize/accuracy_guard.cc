@@ -94,6 +94,8 @@ std::string_view criterion_name(Criterion c) {
       return "kl";
     case Criterion::Top1:
       return "top1";
+    case Criterion::Sample:
+      return "sample";
   }
   return "?";
 }
@@ -168,6 +170,7 @@ AccuracyEvaluator::AccuracyEvaluator(const onnx::ModelProto& float_model, std::v
     }
   // Class scores and token logits (not state): the reference compared with itself tells how analysis reads them.
   max_kl_ = settings.max_kl;
+  per_sample_ = settings.per_sample_sqnr;
   clear_.resize(outputs_.size());
   for (size_t o = 0; o < outputs_.size() && (max_kl_ > 0 || settings.keep_clear_top1); ++o) {
     if (outputs_[o].state || reference_.empty()) continue;
@@ -249,11 +252,15 @@ AccuracyEvaluator::Measurement AccuracyEvaluator::measure(const onnx::ModelProto
   m.noise.assign(outputs_.size(), 0.0);
   m.kl.assign(outputs_.size(), 0.0);
   m.flips.assign(outputs_.size(), 0);
+  m.worst_sample.assign(outputs_.size(), 0.0);
   std::vector<analysis::MetricsAccumulator> acc(outputs_.size());
   for (size_t s = 0; s < runs.size(); ++s)
     for (size_t o = 0; o < outputs_.size(); ++o) {
       const Tensor q = to_float32(runs[s].at(outputs_[o].output));
-      m.noise[o] += squared_error(reference_[s][o], q);
+      const double e = squared_error(reference_[s][o], q), f = squared_sum(reference_[s][o]);
+      m.noise[o] += e;
+      if (!outputs_[o].state && e > 0)
+        m.worst_sample[o] = std::max(m.worst_sample[o], f > 0 ? e / f : std::numeric_limits<double>::infinity());
       if (outputs_[o].distribution && q.shape() == reference_[s][o].shape()) acc[o].add(reference_[s][o], q);
       if (outputs_[o].top1) m.flips[o] += analysis::clear_top1_flips(clear_[o][s], q);
     }
@@ -276,6 +283,7 @@ AccuracyEvaluator::Worst AccuracyEvaluator::worst(const Measurement& m) const {
   };
   for (size_t o = 0; o < outputs_.size(); ++o) {
     consider(m.noise[o] / allowed_[o], o, Criterion::Sqnr);
+    if (per_sample_) consider(m.worst_sample[o] / allowed_[o], o, Criterion::Sample);
     if (outputs_[o].distribution && max_kl_ > 0) consider(m.kl[o] / max_kl_, o, Criterion::Kl);
     if (outputs_[o].top1 && m.flips[o] > 0)
       consider(1.0 + static_cast<double>(m.flips[o]) / static_cast<double>(outputs_[o].clear_rows), o, Criterion::Top1);
@@ -315,6 +323,7 @@ GuardReport guard_accuracy(AccuracyEvaluator& eval, const Candidate& initial, co
   auto finish = [&](const AccuracyEvaluator::Measurement& ratios) {
     for (size_t o = 0; o < r.outputs.size(); ++o) {
       r.outputs[o].final_sqnr_db = sqnr_db(ratios.noise[o]);
+      r.outputs[o].final_worst_sample_sqnr_db = sqnr_db(ratios.worst_sample[o]);
       r.outputs[o].final_kl = ratios.kl[o];
       r.outputs[o].final_flips = ratios.flips[o];
     }
@@ -326,6 +335,7 @@ GuardReport guard_accuracy(AccuracyEvaluator& eval, const Candidate& initial, co
   const AccuracyEvaluator::Measurement start = measure(*initial.model);
   for (size_t o = 0; o < r.outputs.size(); ++o) {
     r.outputs[o].sqnr_db = sqnr_db(start.noise[o]);
+    r.outputs[o].worst_sample_sqnr_db = sqnr_db(start.worst_sample[o]);
     r.outputs[o].kl = start.kl[o];
     r.outputs[o].flips = start.flips[o];
   }

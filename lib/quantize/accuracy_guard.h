@@ -57,8 +57,8 @@ namespace qtool::quantize {
 using Sample = std::map<std::string, Tensor>;  // one run's inputs, by name
 
 // The criterion behind a figure or a decision.
-enum class Criterion { Sqnr, Kl, Top1 };
-std::string_view criterion_name(Criterion c);  // "sqnr", "kl", "top1"
+enum class Criterion { Sqnr, Kl, Top1, Sample };
+std::string_view criterion_name(Criterion c);  // "sqnr", "kl", "top1", "sample"
 
 struct OutputAccuracy {
   std::string output;
@@ -71,6 +71,7 @@ struct OutputAccuracy {
   double weights_only_sqnr_db = 0;
   double sqnr_db = 0;        // fully quantized, before the guard acted
   double final_sqnr_db = 0;  // the model written
+  double worst_sample_sqnr_db = 0, final_worst_sample_sqnr_db = 0;  // the worst one sample's SQNR (not state)
   // Outputs read as class scores or token logits (analysis::Distribution: probability rows, or rank <= 3 and not
   // state): the mean KL(p_float || p_quantized) per row in nats, before and after, and its limit (max_kl).
   bool distribution = false;
@@ -118,6 +119,7 @@ class AccuracyEvaluator {
   struct Measurement {
     std::vector<double> noise, kl;
     std::vector<int64_t> flips;
+    std::vector<double> worst_sample;  // per output: the largest noise ratio of one sample (not state), else 0
   };
   Measurement measure(const onnx::ModelProto& candidate) const;
   // The output and criterion furthest from its limit, and how far: noise / allowed noise, KL / max_kl, and for
@@ -147,6 +149,7 @@ class AccuracyEvaluator {
   std::vector<OutputAccuracy> outputs_;                        // name, state, threshold
   std::vector<double> allowed_;                                // 10^(-threshold/10)
   double max_kl_ = 0;                                          // 0: no KL criterion
+  bool per_sample_ = false;                                    // each sample alone meets the SQNR threshold
   std::vector<std::vector<Tensor>> reference_;                 // per sample, per output
   std::vector<double> signal_;                                 // per output: sum(f^2)
   std::vector<std::vector<analysis::ClearRows>> clear_;        // per output (top1 ones), per sample

@@ -459,7 +459,7 @@ QConfig QConfig::parse(const std::string& json_text, const std::string& source) 
     const json& g =
         ctx.object(j["accuracy_guard"], p,
                    {"min_sqnr_db", "state_min_sqnr_db", "max_float_tensors", "max_kl", "keep_clear_top1",
-                    "weights_only_margin_db", "state"});
+                    "per_sample_sqnr", "weights_only_margin_db", "state"});
     c.guard_.enabled = true;
     for (const char* key : {"min_sqnr_db", "state_min_sqnr_db", "max_float_tensors"})
       if (!g.contains(key)) ctx.fail(p + "." + key, "missing");
@@ -478,6 +478,8 @@ QConfig QConfig::parse(const std::string& json_text, const std::string& source) 
     }
     if (g.contains("keep_clear_top1"))
       c.guard_.keep_clear_top1 = ctx.boolean(g["keep_clear_top1"], p + ".keep_clear_top1");
+    if (g.contains("per_sample_sqnr"))
+      c.guard_.per_sample_sqnr = ctx.boolean(g["per_sample_sqnr"], p + ".per_sample_sqnr");
     if (g.contains("state")) {
       const json& st = g["state"];
       if (!st.is_object())
@@ -524,6 +526,7 @@ std::string QConfig::canonical_json() const {
               {"max_kl", guard_.max_kl},
               {"keep_clear_top1", guard_.keep_clear_top1}};
     if (guard_.weights_only_margin_db > 0) g["weights_only_margin_db"] = guard_.weights_only_margin_db;
+    if (guard_.per_sample_sqnr) g["per_sample_sqnr"] = true;
     if (!guard_.state.empty()) g["state"] = guard_.state;
     j["accuracy_guard"] = g;
   }

@@ -129,6 +129,9 @@ struct AccuracyGuardSettings {
   // Outputs read as class scores / token logits: every row whose float top-1 is a clear winner (its margin beyond
   // what noise at min_sqnr_db could overturn in that row: analysis/clear_top1.h) keeps its top-1.
   bool keep_clear_top1 = false;
+  // Every output that is not recurrent state meets its threshold on each sample alone, not only pooled over the
+  // samples (where one badly served input hides among well served ones).
+  bool per_sample_sqnr = false;
   // Relative target (0: off): every output's SQNR threshold is raised to (its SQNR with the weights alone quantized,
   // activations float) - weights_only_margin_db, when that is above min_sqnr_db / state_min_sqnr_db. Independent
   // noise powers add: a margin of M dB lets the activations add up to (10^(M/10) - 1) times the weights' noise.

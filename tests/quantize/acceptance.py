@@ -110,7 +110,10 @@ def quantize(model, samples, work, config):
         fig['guard'] = {'note': g.get('note'), 'kept_float': len(g.get('kept_float', [])),
                         'seconds': g.get('seconds'), 'evaluations': g.get('evaluations'),
                         'sqnr_db': {o['output']: [round(o['sqnr_db'], 1), round(o['final_sqnr_db'], 1)]
-                                    for o in g.get('outputs', [])}}
+                                    for o in g.get('outputs', [])},
+                        'worst_sample_sqnr_db': {o['output']: [round(o['worst_sample_sqnr_db'], 1),
+                                                               round(o['final_worst_sample_sqnr_db'], 1)]
+                                                 for o in g.get('outputs', []) if not o.get('state')}}
         top1 = {o['output']: [o['clear_top1_flips'], o['final_clear_top1_flips'], o['clear_rows']]
                 for o in g.get('outputs', []) if 'clear_rows' in o}
         if top1:  # clear top-1 flips before, after, of clear rows

@@ -1551,6 +1551,42 @@ TEST_CASE("guard: a stretched range that passes the absolute floor misses the we
   CHECK(o.weights_only_sqnr_db == Approx(sqnr_db(ratio)).epsilon(1e-6));
 }
 
+// One input far quieter than the others: the pooled SQNR is the loud samples', the quiet one's values sit within a few
+// steps of the grid the loud ones set. per_sample_sqnr holds every sample to the threshold.
+TEST_CASE("guard: a sample served far worse than the rest misses per_sample_sqnr though the pooled SQNR passes") {
+  const Builder b = two_matmuls(random_tensor({8, 8}, 31), 32);
+  QuantizeOptions opt;
+  for (uint32_t s = 0; s < 7; ++s) opt.samples.push_back({{"x", random_tensor({1, 8}, 40 + s, 0, 30)}});
+  opt.samples.push_back({{"x", random_tensor({1, 8}, 60, 0, 0.3f)}});
+  const auto ranges = observed_ranges(b.m, opt.samples);
+  onnx::ModelProto pooled = b.m;
+  const QuantizeSummary s0 = quantize_model(pooled, guarded(20, 8), ranges, opt);
+  REQUIRE(s0.guard.ran);
+  CHECK(s0.guard.met);
+  CHECK(s0.guard.kept_float.empty());
+  const OutputAccuracy& o0 = s0.guard.outputs.at(0);
+  CHECK(o0.sqnr_db >= 20);
+  CHECK(o0.worst_sample_sqnr_db < 20);  // reported even where it does not decide
+
+  QConfig cfg = guarded(20, 8);
+  AccuracyGuardSettings gs = cfg.accuracy_guard();
+  gs.per_sample_sqnr = true;
+  cfg.set_accuracy_guard(gs);
+  onnx::ModelProto m = b.m;
+  const QuantizeSummary s = quantize_model(m, cfg, ranges, opt);
+  REQUIRE(s.guard.ran);
+  CHECK(s.guard.met);
+  REQUIRE_FALSE(s.guard.kept_float.empty());
+  CHECK(s.guard.kept_float[0].missed_criterion == Criterion::Sample);
+  const OutputAccuracy& o = s.guard.outputs.at(0);
+  CHECK(o.final_worst_sample_sqnr_db >= 20);
+  // The worst sample's figure, computed by hand on the written model: the largest per-sample noise ratio.
+  double worst = 0;
+  for (const Sample& smp : opt.samples) worst = std::max(worst, noise_ratio(b.m, m, {smp}));
+  CHECK(o.final_worst_sample_sqnr_db == Approx(sqnr_db(worst)).epsilon(1e-6));
+  CHECK(o0.worst_sample_sqnr_db == Approx(sqnr_db(noise_ratio(b.m, pooled, {opt.samples.back()}))).epsilon(1e-6));
+}
+
 // The time budget: a search cut short keeps the best state measured and says so; a model that still misses is
 // reported as missing (the CLI then exits 4 unless --allow-below-target).
 TEST_CASE("guard: a spent time budget stops the search and reports the best state") {

@@ -221,6 +221,15 @@ TEST_CASE("qconfig: accuracy_guard is on in the default, off when absent or null
         "config.json: $.accuracy_guard.state.hn: expected a string, got 1");
   CHECK(error_of(wrap(R"("global": {}, "accuracy_guard": {"min_sqnr": 5})"))
             .starts_with("config.json: $.accuracy_guard.min_sqnr: unknown key"));
+  CHECK_FALSE(g.per_sample_sqnr);
+  CHECK(QConfig::parse(wrap(R"("global": {}, "accuracy_guard": {"min_sqnr_db": 5, "state_min_sqnr_db": 45,
+                               "max_float_tensors": 64, "per_sample_sqnr": true})"),
+                       "c.json")
+            .accuracy_guard()
+            .per_sample_sqnr);
+  CHECK(error_of(wrap(R"("global": {}, "accuracy_guard": {"min_sqnr_db": 5, "state_min_sqnr_db": 45,
+                         "max_float_tensors": 64, "per_sample_sqnr": 1})"))
+            .starts_with("config.json: $.accuracy_guard.per_sample_sqnr: expected"));
 }
 
 TEST_CASE("qconfig: every file in configs/ parses") {
