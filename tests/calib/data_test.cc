@@ -102,7 +102,7 @@ TEST_CASE("array files: errors name the input, the file and the fix") {
   expect_bad_input([&] { open_array_files(kMobilenet, {{"input", dir / "bad.npy"}}); }, "bad.npy");
 }
 
-TEST_CASE("a scalar input (Silero's sr, int64 []): one value for all samples or one each; a batch shares one") {
+TEST_CASE("a scalar input (Silero's sr, int64 []): one value for all samples or one each, and a batch shares one") {
   const auto dir = test::scratch_dir("calib_scalar");
   std::vector<InputSpec> specs = {spec("x", {std::nullopt, 2}, 0, "float [N,2]"), spec("sr", {}, 0, "int64 []")};
   specs[1].dtype = DType::Int64;
@@ -131,7 +131,7 @@ TEST_CASE("a scalar input (Silero's sr, int64 []): one value for all samples or 
   CHECK(fb.at("sr").shape().empty());
 }
 
-TEST_CASE("data folder: test_data_set_* folders may hold <input name>.npy; a missing input names both layouts") {
+TEST_CASE("data folder: test_data_set_* folders may hold <input name>.npy, and a missing input names both layouts") {
   const auto dir = test::scratch_dir("calib_dir_npy");
   const Tensor chunk = tensorio::read_npy(test::shared_tensors() / "vad_chunk576_speech.npy");
   const Tensor state = tensorio::read_npy(test::shared_tensors() / "vad_state_zeros.npy");
