@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "onnx/body_names.h"
+#include "onnx/quantized_ops.h"
 #include "quantize/graph.h"
 #include "quantize/op_roles.h"
 #include "quantize/qparams.h"
@@ -597,23 +598,18 @@ class QdqBuilder {
     return false;
   }
 
-  // A value that is the integer result of an already-quantized op (ONNX Runtime's QOperator and dynamic formats:
-  // MatMulInteger, ConvInteger, QLinearConv, DynamicQuantizeLinear's scale and zero point, ...) or the arithmetic
+  // A value that is the integer result of an already-quantized op (onnx/quantized_ops.h, integer_result: ONNX
+  // Runtime's QOperator and dynamic formats, MatMulInteger, ConvInteger, QLinearConv, DynamicQuantizeLinear's scale
+  // and zero point, ...) or the arithmetic
   // that dequantizes one (a Cast, or a Mul by such a value: y = float(acc) * (a_scale * b_scale), as ORT's dynamic
   // quantizer writes it). Re-quantizing it would round an exact integer accumulator, or a runtime scale, to 8 bits.
   bool integer_derived(const std::string& value, int depth = 0) const {
-    static constexpr std::string_view kIntegerOps[] = {
-        "DynamicQuantizeLinear", "MatMulInteger", "ConvInteger", "QLinearConv", "QLinearMatMul", "QLinearAdd",
-        "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu", "QLinearGlobalAveragePool", "QLinearAveragePool",
-        "QLinearConcat", "QLinearSoftmax", "QGemm"};
     const int p = value.empty() ? -1 : g_.producer(value);
     if (p < 0) return false;
     const onnx::NodeProto& n = g_.node(p);
+    if (const onnxio::QuantizedOp* q = onnxio::quantized_op(n); q && q->integer_result) return true;
     const bool ort_domain = n.domain().empty() || n.domain() == "ai.onnx" || n.domain() == "com.microsoft";
-    if (!ort_domain) return false;
-    for (std::string_view op : kIntegerOps)
-      if (n.op_type() == op) return true;
-    if (depth >= 4 || (n.op_type() != "Cast" && n.op_type() != "Mul")) return false;
+    if (depth >= 4 || !ort_domain || (n.op_type() != "Cast" && n.op_type() != "Mul")) return false;
     for (const auto& in : n.input())
       if (integer_derived(in, depth + 1)) return true;
     return false;
