@@ -2,6 +2,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 
 #include "calib/calibration_table.h"
@@ -65,6 +66,11 @@ int equalize_for_calibration(onnx::ModelProto& model, const QConfig& config);
 // range, so the caller calibrates the result.
 SmoothingReport smooth_for_calibration(onnx::ModelProto& model, const QConfig& config, const std::vector<Sample>& samples,
                            int threads);
+
+// The first node quantize_model would quantize, decided before calibration: `model` (not changed) is prepared on a
+// copy as quantize_model prepares it, then planned (qdq.h, plan_qdq). nullopt: the config quantizes nothing in it
+// whatever calibration finds (a model already quantized, or a config that matches none of its ops).
+std::optional<NodeExplain> first_node_to_quantize(const onnx::ModelProto& model, const QConfig& config);
 
 // What quantize_model would do to each node, without keeping the result (`inspect --explain`).
 QdqReport explain_model(const onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges);
