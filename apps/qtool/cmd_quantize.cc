@@ -263,6 +263,9 @@ Action add_quantize_command(CLI::App& app) {
     if (onnxio::needs_float32_promotion(*m.proto))
       spdlog::info("{} computes in float16, bfloat16 or float64: quantized in float32, its inputs and outputs keep "
                    "their types through Casts", a->model);
+    // The weights' bytes as the file stores them (float16 ones as float16): equalization and smoothing below prepare
+    // the model, which computes in float32.
+    const int64_t stored_weight_bytes = quantize::initializer_bytes(*m.proto);
     onnxio::SaveOptions so;
     so.protect(m);
     std::optional<onnxio::SpillFile> spill;
@@ -373,6 +376,7 @@ Action add_quantize_command(CLI::App& app) {
     qo.guard_samples = a->guard_budget.samples;
     qo.hessian_budget_bytes = a->gptq_memory_mb << 20;
     qo.guard_budget.seconds = a->guard_budget.seconds;
+    qo.stored_weight_bytes = stored_weight_bytes;
     if (samples && (cfg.accuracy_guard().enabled || gptq || cfg.weight_algorithms().bias_correction ||
                     cfg.weight_algorithms().activation_bias_correction))
       qo.samples = few_samples();

@@ -226,7 +226,7 @@ void units_of(const QdqReport& r, Candidate& c) {
 QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges,
                                const QuantizeOptions& options) {
   QuantizeSummary s;
-  s.weight_bytes_before = initializer_bytes(model);
+  s.weight_bytes_before = options.stored_weight_bytes ? *options.stored_weight_bytes : initializer_bytes(model);
   s.prepare = prepare_for_rewrite(model, config);
   const AccuracyGuardSettings& gs = config.accuracy_guard();
   const bool guard = gs.enabled && !options.samples.empty();
