@@ -188,17 +188,14 @@ std::string to_text(const ModelSummary& s) {
     os << "none (float model)\n";
     return os.str();
   }
-  os << "QuantizeLinear " << grouped(q.quantize_linear) << ", DequantizeLinear " << grouped(q.dequantize_linear)
-     << "\n";
-  if (!q.quantized_ops.empty()) {  // ONNX Runtime's QOperator / dynamic / int4 nodes
-    os << "  integer ops ";
-    const char* sep = "";
-    for (const auto& [op, n] : q.quantized_ops) {
-      os << sep << op << " " << grouped(n);
-      sep = ", ";
-    }
-    os << "\n";
-  }
+  // Every op that holds quantized values, with its count: the Q/DQ pair (shown when the model has either), then
+  // ONNX Runtime's QOperator / dynamic / int4 nodes ("ConvInteger 119, DynamicQuantizeLinear 119").
+  std::vector<std::string> held;
+  if (q.quantize_linear > 0 || q.dequantize_linear > 0)
+    held = {"QuantizeLinear " + grouped(q.quantize_linear), "DequantizeLinear " + grouped(q.dequantize_linear)};
+  for (const auto& [op, n] : q.quantized_ops) held.push_back(op + " " + grouped(n));
+  for (size_t i = 0; i < held.size(); ++i) os << (i ? ", " : "") << held[i];
+  os << "\n";
   std::vector<std::vector<std::string>> qrows;
   for (const auto& w : q.weights) {
     std::string g(inspect::granularity_name(w.granularity));

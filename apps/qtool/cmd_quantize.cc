@@ -5,6 +5,7 @@
 #include <onnx/onnx_pb.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -20,6 +21,7 @@
 #include "core/error.h"
 #include "onnx/float32_promotion.h"
 #include "onnx/model_io.h"
+#include "onnx/quantized_ops.h"
 #include "onnx/spill.h"
 #include "quantize/provenance.h"
 #include "quantize/quantize.h"
@@ -61,6 +63,15 @@ onnx::ModelProto inputs_only(const onnx::ModelProto& model) {
   for (const auto& vi : model.graph().input())
     if (!inits.count(vi.name())) *m.mutable_graph()->add_input() = vi;
   return m;
+}
+
+// "119 ConvInteger, 119 DynamicQuantizeLinear": most frequent first, then by name.
+std::string op_counts_text(const std::map<std::string, int64_t>& counts) {
+  std::vector<std::pair<std::string, int64_t>> v(counts.begin(), counts.end());
+  std::stable_sort(v.begin(), v.end(), [](const auto& x, const auto& y) { return x.second > y.second; });
+  std::string out;
+  for (const auto& [op, n] : v) out += (out.empty() ? "" : ", ") + std::to_string(n) + " " + op;
+  return out;
 }
 
 // At most this many calibration samples are kept in memory for the accuracy guard (the first ones).
@@ -254,12 +265,9 @@ Action add_quantize_command(CLI::App& app) {
     if (onnxio::needs_float32_promotion(*m.proto))
       spdlog::info("{} computes in float16, bfloat16 or float64: quantized in float32, its inputs and outputs keep "
                    "their types through Casts", a->model);
-    int qdq_nodes = 0;
-    for (const auto& n : m.proto->graph().node())
-      qdq_nodes += (n.op_type() == "QuantizeLinear" || n.op_type() == "DequantizeLinear") && n.domain().empty();
-    if (qdq_nodes > 0)
-      spdlog::warn("{} already holds {} QuantizeLinear / DequantizeLinear nodes: nodes already in Q/DQ form stay as "
-                   "they are (quantize the float original to quantize those too)", a->model, qdq_nodes);
+    // The weights' bytes as the file stores them (float16 ones as float16): equalization and smoothing below prepare
+    // the model, which computes in float32.
+    const int64_t stored_weight_bytes = quantize::initializer_bytes(*m.proto);
     onnxio::SaveOptions so;
     so.protect(m);
     std::optional<onnxio::SpillFile> spill;
@@ -279,6 +287,20 @@ Action add_quantize_command(CLI::App& app) {
       j["opset_after"] = r.opset_after;
       std::printf("%s\n", j.dump().c_str());
       return kExitOk;
+    }
+    // A model that already holds quantized ops (Q/DQ, ORT's QOperator, dynamic or int4 nodes): those stay as they
+    // are. When the rewrite would quantize none of the float nodes left either (decided as it decides, ranges
+    // assumed), calibrating and guarding would take minutes to write the input back: refused before they start.
+    if (const auto held = onnxio::count_quantized_ops(*m.proto); !held.empty()) {
+      const auto first = quantize::first_node_to_quantize(*m.proto, cfg);
+      if (!first)
+        throw BadInputError("'" + a->model + "' is already quantized (" + op_counts_text(held) +
+                            ") and the config quantizes none of its float nodes: nothing written to '" + a->output +
+                            "'; give qtool quantize the float model it was made from (this one runs as it is)");
+      spdlog::warn(
+          "{} already holds quantized ops ({}): they stay as they are, and the config quantizes the float "
+          "nodes left (node '{}', {}, first); quantize the float original to quantize them all",
+          a->model, op_counts_text(held), first->node, first->op_type);
     }
     // Weight-only configs need no activation ranges; GPTQ needs the layers' inputs.
     const bool need_ranges = quantize::needs_activation_ranges(*m.proto, cfg);
@@ -356,6 +378,7 @@ Action add_quantize_command(CLI::App& app) {
     qo.guard_samples = a->guard_budget.samples;
     qo.hessian_budget_bytes = a->gptq_memory_mb << 20;
     qo.guard_budget.seconds = a->guard_budget.seconds;
+    qo.stored_weight_bytes = stored_weight_bytes;
     if (samples && (cfg.accuracy_guard().enabled || gptq || cfg.weight_algorithms().bias_correction ||
                     cfg.weight_algorithms().activation_bias_correction))
       qo.samples = few_samples();

@@ -25,7 +25,8 @@ namespace {
 constexpr const char* kFooter = R"(Exit codes:
   0  success
   1  usage error (unknown option, missing argument)
-  2  bad input (missing, truncated or malformed model, config or data; unsupported op or dtype)
+  2  bad input (missing, truncated or malformed model, config or data; unsupported op or dtype; quantize: a
+     model already quantized, nothing left for the config)
   3  internal error (a bug in qtool: please report it)
   4  quantize: the accuracy guard could not meet every output's threshold (see --allow-below-target)
 

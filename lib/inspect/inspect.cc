@@ -11,11 +11,14 @@
 #include "onnx/external_data.h"
 #include "onnx/model_io.h"
 #include "onnx/model_walk.h"
+#include "onnx/quantized_ops.h"
 #include "onnx/tensor_proto.h"
 
 namespace qtool::inspect {
 namespace {
 
+using onnxio::is_quant_param_input;
+using onnxio::op_key;
 using onnxio::TensorSite;
 using onnxio::TensorSiteKind;
 
@@ -27,10 +30,6 @@ struct ConstInfo {
 };
 
 bool is_default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
-
-std::string op_key(const onnx::NodeProto& n) {
-  return is_default_domain(n.domain()) ? n.op_type() : n.domain() + "." + n.op_type();
-}
 
 bool is_op(const onnx::NodeProto& n, std::string_view op) {
   return n.op_type() == op && (is_default_domain(n.domain()) || n.domain() == "com.microsoft");
@@ -186,55 +185,6 @@ void set_granularity(WeightGroup& g, const onnx::NodeProto& node, const std::vec
 
 using ConstMap = std::unordered_map<std::string, ConstInfo>;
 
-// ONNX Runtime's QOperator, dynamic-quantization and int4 ops: the input holding the quantized weight (-1: none),
-// the input whose shape tells its granularity (its scale, or its zero point where the op has no weight scale), the
-// axis a per-channel weight is quantized along (-1: the last), and the inputs that are scales or zero points (bit i:
-// input i; QLinearConcat: every input but the X of each triple). Bits / block_size attributes make a weight
-// per-block (MatMulNBits, GatherBlockQuantized).
-struct QuantizedOpInputs {
-  std::string_view op;
-  int weight, granularity_from, channel_axis;
-  uint32_t params;
-};
-constexpr uint32_t bits(std::initializer_list<int> inputs) {
-  uint32_t m = 0;
-  for (int i : inputs) m |= 1u << i;
-  return m;
-}
-constexpr QuantizedOpInputs kQuantizedOps[] = {
-    {"QLinearConv", 3, 4, 0, bits({1, 2, 4, 5, 6, 7})},
-    {"QLinearMatMul", 3, 4, -1, bits({1, 2, 4, 5, 6, 7})},
-    {"QGemm", 3, 4, -1, bits({1, 2, 4, 5, 7, 8})},
-    {"MatMulInteger", 1, 3, -1, bits({2, 3})},
-    {"ConvInteger", 1, 3, 0, bits({2, 3})},
-    {"DynamicQuantizeMatMul", 1, 2, -1, bits({2, 3})},
-    {"MatMulIntegerToFloat", 1, 3, -1, bits({2, 3, 4, 5})},
-    {"MatMulNBits", 1, 2, 1, bits({2, 3})},
-    {"GatherBlockQuantized", 0, 2, -1, bits({2, 3})},
-    {"QLinearAdd", -1, -1, 0, bits({1, 2, 4, 5, 6, 7})},
-    {"QLinearMul", -1, -1, 0, bits({1, 2, 4, 5, 6, 7})},
-    {"QLinearSigmoid", -1, -1, 0, bits({1, 2, 3, 4})},
-    {"QLinearLeakyRelu", -1, -1, 0, bits({1, 2, 3, 4})},
-    {"QLinearGlobalAveragePool", -1, -1, 0, bits({1, 2, 3, 4})},
-    {"QLinearAveragePool", -1, -1, 0, bits({1, 2, 3, 4})},
-    {"QLinearSoftmax", -1, -1, 0, bits({1, 2, 3, 4})},
-    {"QLinearConcat", -1, -1, 0, 0},
-};
-
-const QuantizedOpInputs* quantized_op(const onnx::NodeProto& n) {
-  for (const auto& q : kQuantizedOps)
-    if (is_op(n, q.op)) return &q;
-  return nullptr;
-}
-
-// Input i of n is a scale or zero point of a quantized op.
-bool is_quant_param_input(const onnx::NodeProto& n, int i) {
-  const QuantizedOpInputs* q = quantized_op(n);
-  if (!q) return false;
-  if (q->op == "QLinearConcat") return i < 2 || (i - 2) % 3 != 0;
-  return i < 32 && (q->params >> i & 1u) != 0;
-}
-
 // Initializers and Constant outputs of every graph, by name.
 ConstMap collect_consts(const onnx::ModelProto& model) {
   ConstMap consts;
@@ -271,7 +221,7 @@ Quantization analyze_quantization(const onnx::ModelProto& model, const ConstMap&
   };
   std::map<decltype(WeightGroup{}.key()), WeightGroup> groups;
   onnxio::for_each_node(model, [&](const onnx::NodeProto& n, int) {
-    if (const QuantizedOpInputs* qop = quantized_op(n)) {
+    if (const onnxio::QuantizedOp* qop = onnxio::quantized_op(n)) {
       ++q.quantized_ops[op_key(n)];
       const ConstInfo* w = qop->weight >= 0 ? find_const(n, qop->weight) : nullptr;
       const DTypeInfo* info = w ? dtype_info_or_null(w->elem_type) : nullptr;

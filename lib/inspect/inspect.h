@@ -66,8 +66,9 @@ struct Quantization {
   int64_t quantize_linear = 0;    // QuantizeLinear nodes (any domain), subgraphs included
   int64_t dequantize_linear = 0;  // DequantizeLinear nodes
   // Nodes of ONNX Runtime's QOperator, dynamic-quantization and int4 formats (QLinearConv, MatMulInteger,
-  // com.microsoft QLinear*, QGemm, DynamicQuantizeMatMul, MatMulIntegerToFloat, MatMulNBits, GatherBlockQuantized),
-  // by op. Their constant weights join `weights`, like the weights of a QDQ model.
+  // ConvInteger, DynamicQuantizeLinear, com.microsoft QLinear*, QGemm, DynamicQuantizeMatMul, MatMulIntegerToFloat,
+  // MatMulNBits, GatherBlockQuantized: onnx/quantized_ops.h), by op key. Their constant weights join `weights`, like
+  // the weights of a QDQ model.
   std::map<std::string, int64_t> quantized_ops;
   std::vector<WeightGroup> weights;
   std::map<DType, int64_t> activations;  // QuantizeLinear nodes on activations, by their output dtype

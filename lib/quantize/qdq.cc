@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "onnx/body_names.h"
+#include "onnx/quantized_ops.h"
 #include "quantize/graph.h"
 #include "quantize/op_roles.h"
 #include "quantize/qparams.h"
@@ -41,9 +42,10 @@ constexpr const char* kCoordinatesNote =
 
 class QdqBuilder {
  public:
+  // plan: decide without ranges and stop at the first node quantized (plan_qdq).
   QdqBuilder(onnx::ModelProto& model, const QConfig& cfg, const calib::CalibrationTable& ranges,
-             LayerHessianSource* hessians)
-      : g_(model), cfg_(cfg), ranges_(ranges), hessians_(hessians) {
+             LayerHessianSource* hessians, bool plan = false)
+      : g_(model), cfg_(cfg), ranges_(ranges), hessians_(hessians), plan_(plan) {
     // A name some graphs of the hierarchy define again (onnx/body_names.h, which quantize's preparation has run,
     // leaves only those of tables and models prepared before it): calibration merged their values under one name,
     // so such tensors stay float (weights are unaffected: their values are local).
@@ -53,8 +55,8 @@ class QdqBuilder {
   // The body `body` of a node of `outer`'s graph.
   QdqBuilder(onnx::ModelProto& model, onnx::GraphProto& body, const Graph& outer, const QConfig& cfg,
              const calib::CalibrationTable& ranges, const std::set<std::string>& ambiguous,
-             LayerHessianSource* hessians)
-      : g_(model, body, outer), cfg_(cfg), ranges_(ranges), hessians_(hessians), ambiguous_(ambiguous) {
+             LayerHessianSource* hessians, bool plan)
+      : g_(model, body, outer), cfg_(cfg), ranges_(ranges), hessians_(hessians), plan_(plan), ambiguous_(ambiguous) {
     // A body the calibration samples never ran (an If branch they did not take) has no tensor in the table: its
     // activations stay float, and their absence says nothing about the table being another model's (the check
     // in quantize.cc, check_table_matches, counts the other graphs' missing tensors only).
@@ -81,10 +83,20 @@ class QdqBuilder {
     plan_shared_ranges();
     plan_output_tail();
     plan_float_outputs();
-    for (int i = 0; i < n; ++i) plan_node(i);
+    for (int i = 0; i < n; ++i) {
+      plan_node(i);
+      if (plan_ && report_.nodes[i].quantized) return std::move(report_);  // the answer plan_qdq asks
+    }
     emit();
     quantize_bodies();
     return std::move(report_);
+  }
+
+  // A node of the report that is quantized (plan_qdq: the first), or null.
+  static const NodeExplain* first_quantized(const QdqReport& r) {
+    for (const auto& e : r.nodes)
+      if (e.quantized) return &e;
+    return nullptr;
   }
 
  private:
@@ -92,10 +104,14 @@ class QdqBuilder {
   // ranges calibration observed inside the body), after this graph: a body may read this graph's names, never the
   // reverse, so its DQ and Q/DQ nodes and their initializers go inside the body.
   void quantize_bodies() {
+    auto body_run = [&](onnx::GraphProto& body) {
+      if (plan_ && first_quantized(report_)) return;  // planning stops at the first quantized node
+      merge(QdqBuilder(g_.model(), body, g_, cfg_, ranges_, ambiguous_, hessians_, plan_).run());
+    };
     for (int i = 0; i < g_.node_count(); ++i)
       for (auto& a : *g_.node(i).mutable_attribute()) {
-        if (a.has_g()) merge(QdqBuilder(g_.model(), *a.mutable_g(), g_, cfg_, ranges_, ambiguous_, hessians_).run());
-        for (auto& body : *a.mutable_graphs()) merge(QdqBuilder(g_.model(), body, g_, cfg_, ranges_, ambiguous_, hessians_).run());
+        if (a.has_g()) body_run(*a.mutable_g());
+        for (auto& body : *a.mutable_graphs()) body_run(body);
       }
   }
 
@@ -454,7 +470,9 @@ class QdqBuilder {
   // BadInputError when the table has data for `t` but did not record the method (no silent fallback).
   // Method percentile with a percentile the rule sets: selected from t's histogram at that percentile (the table's
   // own range when the table was calibrated at that percentile); BadInputError when the table holds no histogram.
+  // Planning (plan_qdq): every tensor has the finite range [-1, 1].
   std::optional<std::pair<double, double>> range_of(const std::string& t, const TensorSettings& s) const {
+    if (plan_) return std::make_pair(-1.0, 1.0);
     const RangeMethod method = s.method;
     const calib::TensorCalibration* c = ranges_.find(t);
     if (!c || !c->minmax) return std::nullopt;
@@ -508,6 +526,8 @@ class QdqBuilder {
     if (!wset || !g_.is_float_initializer(name)) return std::nullopt;
     const Tensor w = value ? *value : g_.initializer_tensor(name);
     TensorSettings ws = *wset;
+    // Planning (plan_qdq): the rounding algorithm decides no node's fate, and GPTQ / AWQ would need samples.
+    if (plan_) ws.algorithm = WeightAlgorithm::Rtn;
     int64_t axis = -1;
     if (ws.granularity != Granularity::PerTensor) {
       axis = ws.axis                                     ? *ws.axis
@@ -597,23 +617,18 @@ class QdqBuilder {
     return false;
   }
 
-  // A value that is the integer result of an already-quantized op (ONNX Runtime's QOperator and dynamic formats:
-  // MatMulInteger, ConvInteger, QLinearConv, DynamicQuantizeLinear's scale and zero point, ...) or the arithmetic
+  // A value that is the integer result of an already-quantized op (onnx/quantized_ops.h, integer_result: ONNX
+  // Runtime's QOperator and dynamic formats, MatMulInteger, ConvInteger, QLinearConv, DynamicQuantizeLinear's scale
+  // and zero point, ...) or the arithmetic
   // that dequantizes one (a Cast, or a Mul by such a value: y = float(acc) * (a_scale * b_scale), as ORT's dynamic
   // quantizer writes it). Re-quantizing it would round an exact integer accumulator, or a runtime scale, to 8 bits.
   bool integer_derived(const std::string& value, int depth = 0) const {
-    static constexpr std::string_view kIntegerOps[] = {
-        "DynamicQuantizeLinear", "MatMulInteger", "ConvInteger", "QLinearConv", "QLinearMatMul", "QLinearAdd",
-        "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu", "QLinearGlobalAveragePool", "QLinearAveragePool",
-        "QLinearConcat", "QLinearSoftmax", "QGemm"};
     const int p = value.empty() ? -1 : g_.producer(value);
     if (p < 0) return false;
     const onnx::NodeProto& n = g_.node(p);
+    if (const onnxio::QuantizedOp* q = onnxio::quantized_op(n); q && q->integer_result) return true;
     const bool ort_domain = n.domain().empty() || n.domain() == "ai.onnx" || n.domain() == "com.microsoft";
-    if (!ort_domain) return false;
-    for (std::string_view op : kIntegerOps)
-      if (n.op_type() == op) return true;
-    if (depth >= 4 || (n.op_type() != "Cast" && n.op_type() != "Mul")) return false;
+    if (depth >= 4 || !ort_domain || (n.op_type() != "Cast" && n.op_type() != "Mul")) return false;
     for (const auto& in : n.input())
       if (integer_derived(in, depth + 1)) return true;
     return false;
@@ -1226,6 +1241,7 @@ class QdqBuilder {
   const QConfig& cfg_;
   const calib::CalibrationTable& ranges_;
   LayerHessianSource* hessians_;  // GPTQ/AWQ layers' input Hessians (weights/layer_inputs.h), asked in node order; may be null
+  bool plan_ = false;             // plan_qdq: ranges assumed, stops at the first quantized node
   std::vector<NodeQuant> nq_;
   std::vector<bool> fused_;
   std::vector<bool> float_out_;  // see plan_float_outputs
@@ -1246,6 +1262,13 @@ class QdqBuilder {
 QdqReport insert_qdq(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges,
                      LayerHessianSource* hessians) {
   return QdqBuilder(model, config, ranges, hessians).run();
+}
+
+std::optional<NodeExplain> plan_qdq(onnx::ModelProto& model, const QConfig& config) {
+  const calib::CalibrationTable none;
+  const QdqReport r = QdqBuilder(model, config, none, nullptr, /*plan=*/true).run();
+  if (const NodeExplain* e = QdqBuilder::first_quantized(r)) return *e;
+  return std::nullopt;
 }
 
 }  // namespace qtool::quantize

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,5 +62,12 @@ struct QdqReport {
 // match nothing are BadInputErrors. `hessians`: the input Hessians of the layers the config quantizes with GPTQ.
 QdqReport insert_qdq(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges,
                      LayerHessianSource* hessians = nullptr);
+
+// The first node (main graph first, then If/Loop/Scan bodies) that insert_qdq would quantize, decided before any
+// range is known; nullopt when it would quantize none. The same rules and decisions, with every activation taken to
+// have a finite range (calibration can only keep more float: no range, ±inf or NaN, a body it never ran) and weights
+// rounded to nearest (the algorithm decides no node's fate; GPTQ / AWQ would need samples). It stops at that node,
+// leaving `model` partly rewritten: give it a copy.
+std::optional<NodeExplain> plan_qdq(onnx::ModelProto& model, const QConfig& config);
 
 }  // namespace qtool::quantize

@@ -99,6 +99,27 @@ SmoothingReport smooth_for_calibration(onnx::ModelProto& model, const QConfig& c
   return smooth_activations(g, smoothing_statistics(model, tensors, samples, threads), alpha);
 }
 
+namespace {
+
+// What quantize_model does to the float model before the QDQ rewrite.
+PrepareReport prepare_for_rewrite(onnx::ModelProto& model, const QConfig& config) {
+  // Opset 13 at least: per-channel DequantizeLinear, and ONNX Runtime's QDQ fusions expect it.
+  PrepareReport r = prepare_model(model, std::max<int64_t>(13, config.required_opset()), prepare_options(config));
+  if (config.target() == Target::OrtCpu) {  // ONNX Runtime CPU layouts (passes/pin_resize_layout.cc)
+    Graph g(model);
+    r.rewrites["pin_resize_layout"] = run_pass(g, *make_pin_resize_layout_pass());
+  }
+  return r;
+}
+
+}  // namespace
+
+std::optional<NodeExplain> first_node_to_quantize(const onnx::ModelProto& model, const QConfig& config) {
+  onnx::ModelProto copy = model;
+  prepare_for_rewrite(copy, config);
+  return plan_qdq(copy, config);
+}
+
 QdqReport explain_model(const onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges) {
   onnx::ModelProto copy = model;
   return quantize_model(copy, config, ranges).qdq;
@@ -205,13 +226,8 @@ void units_of(const QdqReport& r, Candidate& c) {
 QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges,
                                const QuantizeOptions& options) {
   QuantizeSummary s;
-  s.weight_bytes_before = initializer_bytes(model);
-  // Opset 13 at least: per-channel DequantizeLinear, and ONNX Runtime's QDQ fusions expect it.
-  s.prepare = prepare_model(model, std::max<int64_t>(13, config.required_opset()), prepare_options(config));
-  if (config.target() == Target::OrtCpu) {  // ONNX Runtime CPU layouts (passes/pin_resize_layout.cc)
-    Graph g(model);
-    s.prepare.rewrites["pin_resize_layout"] = run_pass(g, *make_pin_resize_layout_pass());
-  }
+  s.weight_bytes_before = options.stored_weight_bytes ? *options.stored_weight_bytes : initializer_bytes(model);
+  s.prepare = prepare_for_rewrite(model, config);
   const AccuracyGuardSettings& gs = config.accuracy_guard();
   const bool guard = gs.enabled && !options.samples.empty();
   // GPTQ and AWQ layers: the Hessians of their inputs, from the float model on the calibration samples.

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 
 #include "calib/calibration_table.h"
@@ -20,7 +21,9 @@ namespace qtool::quantize {
 struct QuantizeSummary {
   PrepareReport prepare;
   QdqReport qdq;
-  int64_t weight_bytes_before = 0, weight_bytes_after = 0;  // all initializers
+  // Bytes of every initializer and Constant (initializer_bytes): before as stored in the input file
+  // (QuantizeOptions::stored_weight_bytes), after as the rewritten model holds them, and so as it is written.
+  int64_t weight_bytes_before = 0, weight_bytes_after = 0;
   int64_t opset = 0;
   int bias_corrected = 0;  // layers whose bias absorbed its weights' rounding shift (weight_algorithms)
   GuardReport guard;  // guard.ran is false when it is off or there were no samples (guard.note says which)
@@ -39,6 +42,10 @@ struct QuantizeOptions {
   // GPTQ / AWQ: the most bytes of layer-input Hessians held at once (weights/layer_inputs.h: more groups, each one
   // segment of the graph; the Hessians, and so the result, stay the same).
   int64_t hessian_budget_bytes = int64_t{256} << 20;
+  // initializer_bytes of the model as stored in its file, when the caller prepared it before quantize_model
+  // (equalize_for_calibration and smooth_for_calibration do, which widens float16 weights to float32); unset:
+  // measured on the model given, before quantize_model prepares it.
+  std::optional<int64_t> stored_weight_bytes;
 };
 
 // Rewrites `model` in place into its QDQ int8 (or as configured) form; then, when the config's accuracy guard is on
@@ -65,6 +72,11 @@ int equalize_for_calibration(onnx::ModelProto& model, const QConfig& config);
 // range, so the caller calibrates the result.
 SmoothingReport smooth_for_calibration(onnx::ModelProto& model, const QConfig& config, const std::vector<Sample>& samples,
                            int threads);
+
+// The first node quantize_model would quantize, decided before calibration: `model` (not changed) is prepared on a
+// copy as quantize_model prepares it, then planned (qdq.h, plan_qdq). nullopt: the config quantizes nothing in it
+// whatever calibration finds (a model already quantized, or a config that matches none of its ops).
+std::optional<NodeExplain> first_node_to_quantize(const onnx::ModelProto& model, const QConfig& config);
 
 // What quantize_model would do to each node, without keeping the result (`inspect --explain`).
 QdqReport explain_model(const onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges);

@@ -211,3 +211,28 @@ TEST_CASE("weight bytes follow constants through Q/DQ to the nodes that read the
   CHECK(wb.quant_params.at(DType::Float32).nodes == 3);            // the codes' DQ, the embedding's Q and DQ
   CHECK(wb.quant_params.at(DType::Int8).bytes == 1);
 }
+
+TEST_CASE("a dynamically quantized model counts as quantized: ConvInteger and DynamicQuantizeLinear are listed") {
+  // ONNX Runtime's quantize_dynamic form of a Conv (ISNet has 119): no QuantizeLinear or DequantizeLinear at all.
+  Builder b;
+  using T = onnx::TensorProto;
+  b.init("wq", T::UINT8, {3, 2, 3, 3});
+  b.init("wz", T::UINT8, {});
+  b.init("ws", T::FLOAT, {});
+  b.node("DynamicQuantizeLinear", {"x"}, {"xq", "xs", "xz"});
+  b.node("ConvInteger", {"xq", "wq", "xz", "wz"}, {"acc"});
+  Builder::attr_i(b.node("Cast", {"acc"}, {"accf"}), "to", T::FLOAT);
+  b.node("Mul", {"xs", "ws"}, {"s"});
+  b.node("Mul", {"accf", "s"}, {"y"});
+
+  const ModelSummary s = summarize(b.m);
+  CHECK(s.quantization.quantized());
+  CHECK(s.quantization.quantize_linear == 0);
+  CHECK(s.quantization.dequantize_linear == 0);
+  CHECK(s.quantization.quantized_ops ==
+        std::map<std::string, int64_t>{{"ConvInteger", 1}, {"DynamicQuantizeLinear", 1}});
+  REQUIRE(s.quantization.weights.size() == 1);  // the ConvInteger weight, per tensor (scalar zero point)
+  CHECK(s.quantization.weights[0].dtype == DType::UInt8);
+  CHECK(s.quantization.weights[0].granularity == Granularity::PerTensor);
+  CHECK(s.weight_bytes.quant_params.at(DType::UInt8).ops == std::map<std::string, int64_t>{{"ConvInteger", 1}});
+}

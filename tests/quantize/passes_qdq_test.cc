@@ -730,6 +730,66 @@ TEST_CASE("qdq: nodes already in Q/DQ form stay as they are: the float rest is q
   CHECK(max_diff(run1(b.m, x), run1(m, x)) < 0.05);
 }
 
+// A convolution as ONNX Runtime's quantize_dynamic writes it (ISNet's 119 such blocks): x -> DynamicQuantizeLinear ->
+// ConvInteger(uint8 w) -> Cast -> Mul by x_scale * w_scale -> Add bias -> Relu -> y; with `float_tail`, a float
+// Conv after it (z = Conv(y, w2)), as a model quantized only in part would have.
+onnx::ModelProto dynamic_conv_model(bool float_tail) {
+  Builder b(13);
+  b.input("x", {1, 2, 6, 6});
+  std::vector<uint8_t> codes(3 * 2 * 3 * 3);
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>(100 + (i * 37) % 56);
+  b.init("wq", Tensor::from_vector<uint8_t>({3, 2, 3, 3}, codes));
+  b.init("wz", Tensor::scalar<uint8_t>(128));
+  b.init("ws", Tensor::scalar<float>(0.01f));
+  b.init("b", random_tensor({3, 1, 1}, 51));
+  b.node("DynamicQuantizeLinear", {"x"}, {"xq", "xs", "xz"}, "dql");
+  b.node("ConvInteger", {"xq", "wq", "xz", "wz"}, {"acc"}, "conv_integer");
+  attr_i(b.node("Cast", {"acc"}, {"accf"}, "cast"), "to", onnx::TensorProto::FLOAT);
+  b.node("Mul", {"xs", "ws"}, {"s"}, "scale_mul");
+  b.node("Mul", {"accf", "s"}, {"m"}, "dequant_mul");
+  b.node("Add", {"m", "b"}, {"h"}, "bias_add");
+  b.node("Relu", {"h"}, {"y"}, "relu");
+  if (float_tail) {
+    b.init("w2", random_tensor({2, 3, 1, 1}, 52));
+    b.node("Conv", {"y", "w2"}, {"z"}, "conv2");
+  }
+  b.output(float_tail ? "z" : "y");
+  return b.m;
+}
+
+TEST_CASE("plan: a dynamically quantized conv has nothing left to quantize, as the rewrite with ranges finds") {
+  const onnx::ModelProto m = dynamic_conv_model(false);
+  CHECK_FALSE(first_node_to_quantize(m, QConfig::builtin_default()).has_value());
+  // The rewrite itself, with a range for every float tensor calibration would record, agrees: nothing quantized.
+  calib::CalibrationTable ranges;
+  for (const char* name : {"x", "xs", "accf", "s", "m", "h", "y"}) {
+    calib::TensorCalibration tc;
+    tc.minmax = calib::Range{-1, 1};
+    tc.ranges[calib::RangeMethod::Percentile] = *tc.minmax;
+    ranges.tensors[name] = tc;
+  }
+  onnx::ModelProto q = m;
+  const QdqReport rep = insert_qdq(q, QConfig::builtin_default(), ranges);
+  CHECK(rep.quantized_ops.empty());
+  CHECK(count_op(q, "QuantizeLinear") == 0);
+  CHECK(count_op(q, "ConvInteger") == 1);
+}
+
+TEST_CASE("plan: in a model quantized in part, the first float node the config quantizes is found") {
+  const onnx::ModelProto m = dynamic_conv_model(true);
+  const auto first = first_node_to_quantize(m, QConfig::builtin_default());
+  REQUIRE(first.has_value());
+  CHECK(first->node == "conv2");
+  CHECK(first->op_type == "Conv");
+  CHECK(count_op(m, "DequantizeLinear") == 0);  // the model given is not changed (the plan runs on a copy)
+  // A config that quantizes only MatMul leaves nothing to quantize in it.
+  const QConfig matmul_only = QConfig::parse(R"({"format": "qtool-qconfig", "version": 1,
+      "global": {"activation": {"dtype": "uint8"}, "weight": {"dtype": "int8", "symmetric": true}},
+      "op_types": {"*": null, "MatMul": {}}})",
+                                             "matmul_only.json");
+  CHECK_FALSE(first_node_to_quantize(m, matmul_only).has_value());
+}
+
 TEST_CASE("qdq: what a Cast turns into a graph output stays unquantized, as the output itself would") {
   // x -> Conv -> c -> Relu -> r [-> Cast -> y]: with the Cast (a float16 model's output behind float32_promotion.h's
   // Cast) r is the model's answer, and it gets the Q/DQ pairs it gets as the graph output itself, no more.

@@ -13,6 +13,16 @@ add_test(NAME "quantize: subgraphs (If branches, Loop and Scan bodies) in ORT"
          COMMAND /usr/bin/python3 ${_qz_dir}/subgraphs.py)
 add_test(NAME "quantize: weight-only int4/int8 Gather and MatMul in ORT, no --data, gptq needs it"
          COMMAND /usr/bin/python3 ${_qz_dir}/weight_only_check.py)
+# Already-quantized input (ONNX Runtime's dynamic ConvInteger form, as ISNet ships; a QDQ model qtool wrote): refused
+# before calibration with one line naming what it holds; quantized in part: the float rest quantized; inspect counts
+# the integer ops. A float16 model's "weights: A MB -> B MB": A its float16 bytes, B the written model's. No ORT.
+add_test(NAME "quantize: an already-quantized model is refused before calibration, one quantized in part is finished"
+         COMMAND /usr/bin/python3 ${_qz_dir}/already_quantized.py)
+add_test(NAME "quantize: a float16 model's weight bytes are reported as stored (before) and as written (after)"
+         COMMAND /usr/bin/python3 ${_qz_dir}/float16_weight_bytes.py)
+set_tests_properties("quantize: an already-quantized model is refused before calibration, one quantized in part is finished"
+                     "quantize: a float16 model's weight bytes are reported as stored (before) and as written (after)"
+                     PROPERTIES ENVIRONMENT "${_qz_env}" TIMEOUT 120)
 # Out-of-sample acceptance (issue 12): each check calibrates on one set of inputs and scores on a disjoint one,
 # with the task's own metric against the float model. scripts/accuracy_table.py prints them all as a table.
 # The checks listed in _qz_accept_open missed their bar with the default config when they were written

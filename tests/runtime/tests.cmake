@@ -35,10 +35,10 @@ set_tests_properties("runtime: QOperator, dynamic and int4 ops (QLinearConv, Mat
                      PROPERTIES FIXTURES_REQUIRED ort TIMEOUT 300
                      ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE;QTOOL_EXE=$<TARGET_FILE:qtool>")
 # A model in ORT's QOperator format built next to its float original (tests/runtime/qoperator_model.py): qtool run
-# equals ORT, inspect --against compares the two, inspect lists its integer ops and weights, quantize keeps its nodes.
-add_test(NAME "runtime: a QOperator model runs as in ONNX Runtime, compares with its float model and quantizes"
+# equals ORT, inspect --against compares the two, inspect lists its integer ops and weights, quantize finds nothing left.
+add_test(NAME "runtime: a QOperator model runs as in ONNX Runtime, compares with its float model, quantize refuses it"
          COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/runtime/qoperator_model.py
                  ${CMAKE_BINARY_DIR}/test_scratch/qoperator_model)
-set_tests_properties("runtime: a QOperator model runs as in ONNX Runtime, compares with its float model and quantizes"
+set_tests_properties("runtime: a QOperator model runs as in ONNX Runtime, compares with its float model, quantize refuses it"
                      PROPERTIES FIXTURES_REQUIRED ort TIMEOUT 300
                      ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE;QTOOL_EXE=$<TARGET_FILE:qtool>")
