@@ -179,6 +179,8 @@ def main():
           wb.get('quantization_parameters', {}).get('float', {}).get('tensors', 0) >= 8, json.dumps(wb))
     # 4. quantize: nothing left to quantize, refused before calibrating.
     out = os.path.join(work, 'requantized.onnx')
+    if os.path.exists(out):  # a scratch folder kept from an earlier run
+        os.remove(out)
     r = qtool('quantize', qpath, '-o', out, '--random', '4', '--threads', '2')
     check('quantize refuses the QOperator model', r.returncode == 2 and not os.path.exists(out) and
           'is already quantized (2 QLinearConv, 1 DequantizeLinear, 1 QLinearMatMul, 1 QuantizeLinear, '
@@ -187,6 +189,8 @@ def main():
     # 5. the dynamic format too.
     dpath = build_dynamic(work)
     dout = os.path.join(work, 'dynamic_q.onnx')
+    if os.path.exists(dout):
+        os.remove(dout)
     r = qtool('quantize', dpath, '-o', dout, '--random', '4', '--threads', '2')
     check('quantize refuses the dynamic-format model', r.returncode == 2 and not os.path.exists(dout) and
           'is already quantized (1 DynamicQuantizeLinear, 1 MatMulInteger)' in r.stderr,
