@@ -1,6 +1,9 @@
-// Resize features newer than the ONNX 1.12 backend vectors (opset 18/19: axes, keep_aspect_ratio_policy,
-// half_pixel_symmetric), checked against ONNX Runtime 1.30's answers on X = 1..16 as [1,1,4,4].
+// Resize against ONNX Runtime 1.30: a table of nodes whose outputs must equal ORT's bit for bit (every mode,
+// coordinate transformation, nearest_mode, opset 7-19 form and layout ORT runs; resize_ort_cases.inc, written by
+// resize_ort_cases.py), then features newer than the ONNX 1.12 backend vectors (opset 18/19: axes,
+// keep_aspect_ratio_policy, half_pixel_symmetric) on X = 1..16 as [1,1,4,4].
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <numeric>
 
 #include "kernel_harness.h"
@@ -21,7 +24,75 @@ void check_values(const Tensor& y, const Shape& shape, const std::vector<float>&
     CHECK(y.data<float>()[i] == Approx(want[i]).margin(1e-4));
   }
 }
+
+// One node of resize_ort_cases.inc: X = random_tensor(x_shape, seed), Y = ONNX Runtime's output as float bits.
+struct OrtCase {
+  const char* name;
+  const char* op;  // Resize or Upsample
+  int opset;
+  std::vector<std::pair<const char*, const char*>> str_attrs;
+  std::vector<std::pair<const char*, float>> float_attrs;
+  std::vector<std::pair<const char*, int64_t>> int_attrs;
+  std::vector<int64_t> axes;
+  Shape x_shape;
+  uint32_t seed;
+  std::vector<float> roi, scales;  // empty: not given
+  std::vector<int64_t> sizes;
+  Shape y_shape;
+  std::vector<uint32_t> y;
+};
+
+const OrtCase kOrtCases[] = {
+#include "resize_ort_cases.inc"
+};
+
+// The node's inputs in its opset's form: Upsample-7/8 take scales as an attribute, Upsample-9 and Resize-10 as
+// input 1, Resize-11+ as (roi, scales, sizes).
+std::vector<Tensor> ort_case_inputs(const OrtCase& c, runtime::NodeAttrs& attrs) {
+  auto floats = [](const std::vector<float>& v) {
+    return v.empty() ? Tensor() : Tensor::from_vector<float>({static_cast<int64_t>(v.size())}, v);
+  };
+  std::vector<Tensor> in{random_tensor(c.x_shape, c.seed)};
+  if (std::string(c.op) == "Upsample" && c.opset < 9) {
+    attrs.values["scales"] = attr_floats(c.scales);
+  } else if (std::string(c.op) == "Upsample" || c.opset == 10) {
+    in.push_back(floats(c.scales));
+  } else {
+    in.push_back(floats(c.roi));
+    in.push_back(floats(c.scales));
+    in.push_back(c.sizes.empty() ? Tensor()
+                                 : Tensor::from_vector<int64_t>({static_cast<int64_t>(c.sizes.size())}, c.sizes));
+  }
+  return in;
+}
 }  // namespace
+
+TEST_CASE("Resize equals ONNX Runtime 1.30 bit for bit on every mode, coordinate transformation and layout") {
+  for (const OrtCase& c : kOrtCases) {
+    DYNAMIC_SECTION(c.name) {
+      runtime::NodeAttrs attrs;
+      for (const auto& [k, v] : c.str_attrs) attrs.values[k] = attr_str(v);
+      for (const auto& [k, v] : c.float_attrs) attrs.values[k] = attr_float(v);
+      for (const auto& [k, v] : c.int_attrs) attrs.values[k] = attr_int(v);
+      if (!c.axes.empty()) attrs.values["axes"] = attr_ints(c.axes);
+      const std::vector<Tensor> in = ort_case_inputs(c, attrs);
+      for (int threads : {1, 2}) {
+        INFO(threads << " threads");
+        const Tensor y = run_kernel(c.op, c.opset, attrs, in, 1, threads)[0];
+        REQUIRE(y.shape() == c.y_shape);
+        REQUIRE(static_cast<size_t>(y.numel()) == c.y.size());
+        int64_t differ = 0, first = -1;
+        for (int64_t i = 0; i < y.numel(); ++i) {
+          uint32_t bits;
+          std::memcpy(&bits, &y.data<float>()[i], sizeof bits);
+          if (bits != c.y[i]) differ += 1, first = first < 0 ? i : first;
+        }
+        INFO(differ << " of " << y.numel() << " elements differ from ORT's bits, the first at " << first);
+        CHECK(differ == 0);
+      }
+    }
+  }
+}
 
 TEST_CASE("Resize opset 19 half_pixel_symmetric linear matches ONNX Runtime") {
   runtime::NodeAttrs a;
