@@ -109,6 +109,7 @@ std::unique_ptr<Kernel> make_lp_pool(const NodeInfo& node);             // pool.
 std::unique_ptr<Kernel> make_max_unpool(const NodeInfo& node);          // pool.cc
 std::unique_ptr<Kernel> make_global_average_pool(const NodeInfo& node); // pool.cc
 std::unique_ptr<Kernel> make_global_max_pool(const NodeInfo& node);     // pool.cc
+std::unique_ptr<Kernel> make_global_lp_pool(const NodeInfo& node);      // pool.cc
 std::unique_ptr<Kernel> make_batch_norm(const NodeInfo& node);          // normalization.cc
 std::unique_ptr<Kernel> make_instance_norm(const NodeInfo& node);       // normalization.cc
 std::unique_ptr<Kernel> make_layer_norm(const NodeInfo& node);          // normalization.cc

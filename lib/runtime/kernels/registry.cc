@@ -151,6 +151,7 @@ const KernelDef kKernels[] = {
   {"", "MaxUnpool", 9, kMaxOpset, make_max_unpool},
   {"", "GlobalAveragePool", 1, kMaxOpset, make_global_average_pool},
   {"", "GlobalMaxPool", 1, kMaxOpset, make_global_max_pool},
+  {"", "GlobalLpPool", 1, kMaxOpset, make_global_lp_pool},
   {"", "BatchNormalization", 1, kMaxOpset, make_batch_norm},
   {"", "InstanceNormalization", 1, kMaxOpset, make_instance_norm},
   {"", "LayerNormalization", 17, kMaxOpset, make_layer_norm},
