@@ -110,6 +110,7 @@ nlohmann::json guard_json(const quantize::GuardReport& g) {
       j["outputs"][k]["clear_top1_flips"] = g.outputs[k].flips;
       j["outputs"][k]["final_clear_top1_flips"] = g.outputs[k].final_flips;
     }
+  if (!g.sequence_outputs.empty()) j["sequence_outputs_not_compared"] = g.sequence_outputs;
   j["kept_float"] = nlohmann::json::array();
   for (const auto& t : g.kept_float)
     j["kept_float"].push_back({{"tensor", t.tensor},
@@ -181,6 +182,8 @@ void print_guard(const quantize::GuardReport& g) {
                                      .c_str()
                                : "");
   }
+  for (const auto& name : g.sequence_outputs)
+    std::printf("  output %s: a sequence of tensors, not compared (the guard compares tensor outputs)\n", name.c_str());
   for (const auto& o : g.outputs)
     if (o.top1)
       std::printf("  output %s: clear top-1 rows flipped %lld -> %lld of %lld\n", o.output.c_str(),

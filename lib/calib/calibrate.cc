@@ -31,6 +31,10 @@ std::vector<InputSpec> input_specs(const runtime::Session& session) {
       batch_symbols.insert((*d.shape)[0].param);
   std::vector<InputSpec> specs;
   for (const runtime::ValueDecl& d : session.inputs()) {
+    if (d.sequence_of)  // samples are tensors: --data and --random make nothing else
+      throw UnsupportedError("input '" + d.name + "' is " + runtime::describe_decl(d) +
+                             ": calibration samples are tensors (sequences inside the model run; `qtool run` feeds "
+                             "a sequence input from a SequenceProto .pb)");
     InputSpec in;
     in.name = d.name;
     in.dtype = d.dtype;

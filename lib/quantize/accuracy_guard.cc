@@ -131,7 +131,8 @@ AccuracyEvaluator::AccuracyEvaluator(const onnx::ModelProto& float_model, std::v
   };
   std::set<std::string> paired;
   for (const auto& out : graph->outputs) {
-    if (!is_float(out.dtype)) continue;  // compared as float32 (a float16 model's outputs too)
+    if (out.sequence_of) sequence_outputs_.push_back(out.name);
+    if (!is_float(out.dtype)) continue;  // compared as float32 (a float16 model's outputs too); never a sequence
     OutputAccuracy o;
     o.output = out.name;
     std::string input;
@@ -320,6 +321,7 @@ GuardReport guard_accuracy(AccuracyEvaluator& eval, const Candidate& initial, co
     if (scan) scan->set_weights_only(w.noise, settings.weights_only_margin_db);
   }
   r.outputs = eval.outputs();
+  r.sequence_outputs = eval.sequence_outputs();
   auto finish = [&](const AccuracyEvaluator::Measurement& ratios) {
     for (size_t o = 0; o < r.outputs.size(); ++o) {
       r.outputs[o].final_sqnr_db = sqnr_db(ratios.noise[o]);

@@ -101,6 +101,8 @@ struct GuardReport {
   double seconds = 0;                    // wall time, the float reference run included (set by quantize_model)
   std::vector<OutputAccuracy> outputs;
   std::vector<FloatTensor> kept_float;  // in the order they went back to float
+  // Graph outputs that are sequences of tensors (runtime/value.h): not compared, named in the report.
+  std::vector<std::string> sequence_outputs;
 };
 
 // Runs float models and candidates on the samples and compares graph outputs.
@@ -132,6 +134,8 @@ class AccuracyEvaluator {
   Worst worst(const Measurement& m) const;
   double score(const Measurement& m) const { return worst(m).score; }
   const std::vector<OutputAccuracy>& outputs() const { return outputs_; }
+  // Graph outputs that are sequences of tensors: the guard compares tensors only, so these are left out.
+  const std::vector<std::string>& sequence_outputs() const { return sequence_outputs_; }
   // The relative target: per output, `noise` is the weights-only model's noise ratio (measure().noise); the
   // threshold becomes max(floor, SQNR_weights_only - margin_db) where the weights-only SQNR is below the cap
   // (noise 0, or no weights: no relative target). Clear top-1 rows keep the floor's definition.
@@ -147,6 +151,7 @@ class AccuracyEvaluator {
   std::vector<Sample> samples_;
   std::vector<std::pair<std::string, std::string>> feedback_;  // (state input, state output)
   std::vector<OutputAccuracy> outputs_;                        // name, state, threshold
+  std::vector<std::string> sequence_outputs_;
   std::vector<double> allowed_;                                // 10^(-threshold/10)
   double max_kl_ = 0;                                          // 0: no KL criterion
   bool per_sample_ = false;                                    // each sample alone meets the SQNR threshold

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "onnx/body_names.h"
 #include "onnx/quantized_ops.h"
+#include "onnx/sequence_values.h"
 #include "quantize/graph.h"
 #include "quantize/op_roles.h"
 #include "quantize/qparams.h"
@@ -51,12 +52,19 @@ class QdqBuilder {
     // so such tensors stay float (weights are unaffected: their values are local).
     for (const auto& [name, scopes] : onnxio::definition_counts(model.graph()))
       if (scopes > 1) ambiguous_.insert(name);
+    sequences_ = onnxio::sequence_values(model.graph());
   }
   // The body `body` of a node of `outer`'s graph.
   QdqBuilder(onnx::ModelProto& model, onnx::GraphProto& body, const Graph& outer, const QConfig& cfg,
              const calib::CalibrationTable& ranges, const std::set<std::string>& ambiguous,
-             LayerHessianSource* hessians, bool plan)
-      : g_(model, body, outer), cfg_(cfg), ranges_(ranges), hessians_(hessians), plan_(plan), ambiguous_(ambiguous) {
+             const std::set<std::string>& sequences, LayerHessianSource* hessians, bool plan)
+      : g_(model, body, outer),
+        cfg_(cfg),
+        ranges_(ranges),
+        hessians_(hessians),
+        plan_(plan),
+        ambiguous_(ambiguous),
+        sequences_(sequences) {
     // A body the calibration samples never ran (an If branch they did not take) has no tensor in the table: its
     // activations stay float, and their absence says nothing about the table being another model's (the check
     // in quantize.cc, check_table_matches, counts the other graphs' missing tensors only).
@@ -106,7 +114,7 @@ class QdqBuilder {
   void quantize_bodies() {
     auto body_run = [&](onnx::GraphProto& body) {
       if (plan_ && first_quantized(report_)) return;  // planning stops at the first quantized node
-      merge(QdqBuilder(g_.model(), body, g_, cfg_, ranges_, ambiguous_, hessians_, plan_).run());
+      merge(QdqBuilder(g_.model(), body, g_, cfg_, ranges_, ambiguous_, sequences_, hessians_, plan_).run());
     };
     for (int i = 0; i < g_.node_count(); ++i)
       for (auto& a : *g_.node(i).mutable_attribute()) {
@@ -356,6 +364,7 @@ class QdqBuilder {
   }
 
   std::string no_range_reason(const std::string& t) const {
+    if (sequences_.count(t)) return "input " + t + " is a sequence of tensors: it stays float";
     if (ambiguous_.count(t))
       return "input " + t + " is defined in more than one graph (If/Loop/Scan bodies): it stays float";
     if (cast_of_integer(t))
@@ -368,7 +377,8 @@ class QdqBuilder {
   // never recurses down a chain of Adds; their range is then at least as wide, and the window only wider).
   std::optional<QParams> act_params(const std::string& t, const TensorSettings& base, bool add_window = true) const {
     auto s = tensor_settings(t, base);
-    if (!s || held_non_finite(t) || ambiguous_.count(t) || cast_of_integer(t)) return std::nullopt;
+    if (!s || held_non_finite(t) || ambiguous_.count(t) || sequences_.count(t) || cast_of_integer(t))
+      return std::nullopt;
     if (s->scale) {
       return fixed_params(*s->scale, *s->zero_point, s->dtype);
     }
@@ -1042,7 +1052,10 @@ class QdqBuilder {
     return {t, role, p.dtype(), p.scales(), p.zero_points(), n, p.axis};
   }
 
+  // A sequence of tensors never gets Q/DQ (ONNX Runtime refuses QuantizeLinear on one): act_params says so, and so
+  // does this, for pass-through outputs.
   void add_act(const std::string& t, const QParams& p) {
+    if (sequences_.count(t)) return;
     if (!act_.count(t)) {
       act_.emplace(t, ActQ{p});
       act_order_.push_back(t);
@@ -1254,6 +1267,7 @@ class QdqBuilder {
   std::map<std::string, std::pair<double, double>> shared_range_;  // see plan_shared_ranges
   QdqReport report_;
   std::set<std::string> ambiguous_;         // names defined in more than one graph
+  std::set<std::string> sequences_;         // values holding sequences of tensors (onnx/sequence_values.h)
   bool body_unobserved_ = false;            // a body none of whose tensors the calibration table holds
 };
 

@@ -51,6 +51,20 @@ std::string norm_domain(const std::string& d) { return d == "ai.onnx" ? std::str
 ValueDecl decl_from(const onnx::ValueInfoProto& vi) {
   ValueDecl d;
   d.name = vi.name();
+  if (vi.has_type() && vi.type().has_sequence_type()) {
+    const auto& elem = vi.type().sequence_type().elem_type();
+    d.sequence_of = DType::Undefined;
+    if (elem.has_tensor_type()) {
+      if (const DTypeInfo* info = dtype_info_or_null(elem.tensor_type().elem_type()))
+        d.sequence_of = info->dtype;
+      else
+        throw_unknown_dtype(elem.tensor_type().elem_type(), "value '" + vi.name() + "'");
+    } else if (elem.value_case() != onnx::TypeProto::VALUE_NOT_SET) {
+      throw UnsupportedError("value '" + vi.name() +
+                             "' is a sequence of sequences, maps or optionals; qtool runs sequences of tensors only");
+    }
+    return d;
+  }
   if (vi.has_type() && vi.type().has_tensor_type()) {
     const auto& tt = vi.type().tensor_type();
     if (const DTypeInfo* info = dtype_info_or_null(tt.elem_type()))
@@ -371,6 +385,7 @@ std::shared_ptr<Graph> Builder::build(const onnx::GraphProto& gp, const Scope* p
       unsupported_.ops[key].push_back(n.info.name);
       continue;
     }
+    n.sequences = def->sequences;
     try {
       n.kernel = def->make(n.info);
     } catch (const Error& e) {

@@ -38,8 +38,11 @@ struct DeclaredDim {
 struct ValueDecl {
   std::string name;
   int id = -1;                                    // value id in the graph
-  DType dtype = DType::Undefined;                 // Undefined when the model does not say
-  std::optional<std::vector<DeclaredDim>> shape;  // nullopt when the rank is unknown
+  DType dtype = DType::Undefined;                 // Undefined when the model does not say, or for a sequence
+  std::optional<std::vector<DeclaredDim>> shape;  // nullopt when the rank is unknown, or for a sequence
+  // Set for a sequence of tensors (seq(tensor(T))): T, Undefined when the model does not say. Code that knows only
+  // tensors sees such a value as one of unknown type (dtype Undefined), as before sequences ran.
+  std::optional<DType> sequence_of;
 };
 
 struct GraphNode {
@@ -48,6 +51,7 @@ struct GraphNode {
   std::vector<int> inputs;           // value ids, -1 for an omitted optional input
   std::vector<int> outputs;          // value ids, -1 for an omitted optional output
   std::vector<int> implicit_inputs;  // outer-scope values read by this node's subgraphs
+  bool sequences = false;            // its kernel takes or makes sequences (KernelDef::sequences)
 };
 
 // How much preparation may rewrite the main graph.

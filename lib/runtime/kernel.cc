@@ -74,8 +74,56 @@ std::shared_ptr<const Graph> NodeAttrs::require_graph(std::string_view name) con
 
 const qtool::Tensor& KernelContext::input(size_t i) const {
   if (!has_input(i))
-    throw BadInputError(node.label() + ": input " + std::to_string(i) + " is required but missing");
+    throw BadInputError(node.label() + ": input " + std::to_string(i) +
+                        (is_sequence(i) ? " is a sequence, expected a tensor" : " is required but missing"));
   return *inputs[i];
+}
+
+const TensorSequence& KernelContext::sequence(size_t i) const {
+  if (!is_sequence(i))
+    throw BadInputError(node.label() + ": input " + std::to_string(i) +
+                        (has_input(i) ? " is a tensor, expected a sequence" : " is required but missing"));
+  return *seq_inputs[i];
+}
+
+SequenceRef KernelContext::take_sequence(size_t i) {
+  sequence(i);  // the checks
+  SequenceRef s = seq_inputs[i];
+  if (s.use_count() == 2) {  // ours and the slot's: the frame handed this node the last reference
+    seq_inputs[i].reset();
+    return s;
+  }
+  return std::make_shared<TensorSequence>(*s);
+}
+
+Value KernelContext::value(size_t i) const {
+  if (is_sequence(i)) return Value(seq_inputs[i]);
+  if (has_input(i)) return Value(*inputs[i]);
+  return Value();
+}
+
+void KernelContext::set_output(size_t i, Value v) {
+  if (v.is_sequence()) {
+    if (i >= seq_outputs.size())
+      throw InternalError(node.label() + ": output " + std::to_string(i) + " is a sequence, which this op's " +
+                          "registry row does not allow");
+    seq_outputs[i] = std::move(v.sequence);
+    return;
+  }
+  outputs[i] = std::move(v.tensor);
+}
+
+std::vector<qtool::Tensor> SubgraphRunner::run(const Graph& body, std::span<const qtool::Tensor> inputs) {
+  std::vector<Value> args(inputs.begin(), inputs.end());
+  std::vector<Value> outs = run_values(body, std::move(args));
+  std::vector<qtool::Tensor> tensors;
+  tensors.reserve(outs.size());
+  for (size_t k = 0; k < outs.size(); ++k) {
+    if (outs[k].is_sequence())
+      throw BadInputError("body output " + std::to_string(k) + " is a sequence, where this op takes tensors");
+    tensors.push_back(std::move(outs[k].tensor));
+  }
+  return tensors;
 }
 
 void log_cpu_fallback(const NodeInfo& node, std::string_view why) {

@@ -19,6 +19,7 @@
 
 #include "core/tensor.h"
 #include "device/device.h"
+#include "runtime/value.h"
 
 namespace qtool::runtime {
 
@@ -98,12 +99,15 @@ struct NodeInfo {
   std::string label() const { return op_type + " '" + name + "'"; }
 };
 
-// Runs a subgraph (If/Loop/Scan body). `inputs` bind to the subgraph's formal inputs in order;
-// names from enclosing scopes are visible through the runner.
+// Runs a subgraph (If/Loop/Scan/SequenceMap body). `inputs` bind to the subgraph's formal inputs in order (moved in:
+// a sequence handed over with its only reference can be appended to in place, runtime/value.h); names from enclosing
+// scopes are visible through the runner. Returns the body's outputs in order.
 class SubgraphRunner {
  public:
   virtual ~SubgraphRunner() = default;
-  virtual std::vector<qtool::Tensor> run(const Graph& body, std::span<const qtool::Tensor> inputs) = 0;
+  virtual std::vector<Value> run_values(const Graph& body, std::vector<Value> inputs) = 0;
+  // Tensors in and out (Scan): a body output that is a sequence is a BadInputError.
+  std::vector<qtool::Tensor> run(const Graph& body, std::span<const qtool::Tensor> inputs);
 };
 
 struct KernelContext {
@@ -114,11 +118,29 @@ struct KernelContext {
   std::span<qtool::Tensor> outputs;
   int threads = 1;
   SubgraphRunner* subgraphs = nullptr;  // set for nodes with graph attributes
+  // Kernels whose registry row takes sequences (KernelDef::sequences) only; empty spans for every other kernel.
+  // seq_inputs: per input, the sequence it holds (null for a tensor or an omitted input; inputs[i] is then null for
+  // a sequence). The frame moves a value's reference in here when this node is its last reader, so a kernel holding
+  // the only reference may modify it (take_sequence). seq_outputs: per output, a sequence the kernel produced instead
+  // of a tensor (it leaves outputs[i] empty then).
+  std::span<SequenceRef> seq_inputs = {};
+  std::span<SequenceRef> seq_outputs = {};
 
   size_t num_inputs() const { return inputs.size(); }
   bool has_input(size_t i) const { return i < inputs.size() && inputs[i] != nullptr; }
-  // BadInputError naming the node and input index when missing.
+  // BadInputError naming the node and input index when missing (or a sequence: "input 1 is a sequence, expected a
+  // tensor").
   const qtool::Tensor& input(size_t i) const;
+  bool is_sequence(size_t i) const { return i < seq_inputs.size() && seq_inputs[i] != nullptr; }
+  // BadInputError naming the node and input index when input i is missing or a tensor.
+  const TensorSequence& sequence(size_t i) const;
+  // Input i as a sequence this kernel may modify and return: the input's own when this node holds its only
+  // reference (sequence(i) is then no longer available), else a copy (element tensors shared either way).
+  SequenceRef take_sequence(size_t i);
+  // Input i (tensor or sequence) as a Value, or an empty Value when omitted.
+  Value value(size_t i) const;
+  // Sets output i to a tensor or a sequence.
+  void set_output(size_t i, Value v);
 };
 
 class Kernel {
@@ -136,6 +158,9 @@ struct KernelDef {
   int since_version;  // first opset this kernel implements
   int until_version;  // last opset (inclusive) this kernel implements
   KernelFactory make;
+  // The kernel takes or produces sequences (runtime/value.h): the frame fills KernelContext::seq_inputs/seq_outputs
+  // for it. Any other kernel handed a sequence is a BadInputError naming the node.
+  bool sequences = false;
 };
 
 // The explicit list of every kernel, in one file.

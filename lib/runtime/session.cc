@@ -5,6 +5,7 @@
 #if defined(__GLIBC__)
 #endif
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "onnx/model_io.h"
@@ -25,29 +26,30 @@ class Frame final : public SubgraphRunner {
         tap_bodies_(tap_bodies),
         values_(g.value_names.size()),
         remaining_(g.use_counts) {
-    for (const auto& [id, t] : g.constants) values_[id] = t;
+    for (const auto& [id, t] : g.constants) values_[id].tensor = t;
     for (const auto& [id, name] : g.captured) {
-      const Tensor* v = parent_ ? parent_->lookup(name) : nullptr;
+      const Value* v = parent_ ? parent_->lookup(name) : nullptr;
       if (!v) throw InternalError("subgraph value '" + name + "' from the enclosing scope is not available");
       values_[id] = *v;
     }
   }
 
-  void bind(int id, const Tensor& t) {
-    values_[id] = t;
+  void bind(int id, Value v) {
+    values_[id] = std::move(v);
     account(id, true);
   }
   void set_stats(RunStats* stats) { stats_ = stats; }
-  const Tensor& value(int id) const { return values_[id]; }
+  const Value& value(int id) const { return values_[id]; }
 
-  const Tensor* lookup(const std::string& name) const {
+  const Value* lookup(const std::string& name) const {
     const int id = g_.id_of(name);
     if (id >= 0 && !values_[id].empty()) return &values_[id];
     return parent_ ? parent_->lookup(name) : nullptr;
   }
 
+  // The tap sees tensors only: a sequence is not an activation a calibrator could observe.
   void report(int id) const {
-    if (tap_ && *tap_) (*tap_)(g_.value_names[id], values_[id]);
+    if (tap_ && *tap_ && !values_[id].is_sequence()) (*tap_)(g_.value_names[id], values_[id].tensor);
   }
 
   // Releases inputs nobody reads (after binding and tapping them).
@@ -58,17 +60,25 @@ class Frame final : public SubgraphRunner {
 
   void run_nodes() {
     std::vector<const Tensor*> ins;
+    std::vector<SequenceRef> seq_ins, seq_outs;
     for (const GraphNode& n : g_.nodes) {
       ins.assign(n.inputs.size(), nullptr);
       for (size_t i = 0; i < n.inputs.size(); ++i) {
         const int id = n.inputs[i];
         if (id < 0) continue;
-        if (values_[id].empty())
-          throw InternalError(n.info.label() + ": input '" + g_.value_names[id] + "' has no value");
-        ins[i] = &values_[id];
+        if (values_[id].tensor.empty()) {
+          check_sequence_input(n, id);  // a sequence (for a kernel that takes them) or an error
+          continue;
+        }
+        ins[i] = &values_[id].tensor;
       }
       std::vector<Tensor> outs(n.outputs.size());
       KernelContext ctx{n.info, ins, outs, threads_, this};
+      if (n.sequences) {
+        bind_sequences(n, seq_ins, seq_outs);
+        ctx.seq_inputs = seq_ins;
+        ctx.seq_outputs = seq_outs;
+      }
       try {
         n.kernel->run(ctx);
       } catch (const Error& e) {
@@ -81,12 +91,17 @@ class Frame final : public SubgraphRunner {
       } catch (const std::exception& e) {
         throw InternalError(n.info.label() + ": " + e.what());
       }
+      if (n.sequences) seq_ins.clear();  // no reference may linger past the node (take_sequence counts them)
       for (size_t o = 0; o < n.outputs.size(); ++o) {
         const int id = n.outputs[o];
         if (id < 0) continue;
-        if (outs[o].empty())
-          throw InternalError(n.info.label() + ": the kernel did not produce output " + std::to_string(o));
-        values_[id] = std::move(outs[o]);
+        if (outs[o].empty()) {
+          if (!n.sequences || !seq_outs[o])
+            throw InternalError(n.info.label() + ": the kernel did not produce output " + std::to_string(o));
+          values_[id] = Value(std::move(seq_outs[o]));
+        } else {
+          values_[id].tensor = std::move(outs[o]);  // the slot holds no sequence: ids are assigned once per run
+        }
         account(id, true);
         report(id);
       }
@@ -102,30 +117,60 @@ class Frame final : public SubgraphRunner {
     }
   }
 
-  std::vector<Tensor> run(const Graph& body, std::span<const Tensor> inputs) override {
+  std::vector<Value> run_values(const Graph& body, std::vector<Value> inputs) override {
     if (inputs.size() != body.inputs.size())
       throw InternalError("subgraph '" + body.name + "' takes " + std::to_string(body.inputs.size()) + " inputs, got " +
                           std::to_string(inputs.size()));
     Frame sub(body, this, threads_, tap_bodies_ ? tap_ : nullptr, tap_bodies_);
     for (size_t i = 0; i < inputs.size(); ++i) {
-      sub.bind(body.inputs[i].id, inputs[i]);
+      sub.bind(body.inputs[i].id, std::move(inputs[i]));
       sub.report(body.inputs[i].id);
     }
+    inputs.clear();  // the body frame holds the only references now
     sub.run_nodes();
-    std::vector<Tensor> outs;
+    std::vector<Value> outs;
     outs.reserve(body.outputs.size());
     for (const auto& o : body.outputs) {
-      const Tensor& v = sub.value(o.id);
+      const Value& v = sub.value(o.id);
       if (v.empty()) throw InternalError("subgraph '" + body.name + "' output '" + o.name + "' has no value");
       outs.push_back(v);
     }
-    return outs;
+    return outs;  // `sub` goes first: a sequence output comes back with one reference
   }
 
  private:
+  // Input `id` of node n holds no tensor: a sequence, which only a kernel that takes them may read.
+  void check_sequence_input(const GraphNode& n, int id) const {
+    if (!values_[id].is_sequence())
+      throw InternalError(n.info.label() + ": input '" + g_.value_names[id] + "' has no value");
+    if (!n.sequences)
+      throw BadInputError(n.info.label() + ": input '" + g_.value_names[id] + "' is a " +
+                          describe_value(values_[id]) + "; " + n.info.op_type + " takes tensors only");
+  }
+
+  // Fills seq_ins (one per input) and clears seq_outs (one per output) for a kernel that takes sequences. A value
+  // this node reads for the last time, once, is moved in: a kernel holding the only reference may modify it.
+  void bind_sequences(const GraphNode& n, std::vector<SequenceRef>& seq_ins, std::vector<SequenceRef>& seq_outs) {
+    seq_ins.assign(n.inputs.size(), nullptr);
+    seq_outs.assign(n.outputs.size(), nullptr);
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const int id = n.inputs[i];
+      if (id < 0 || !values_[id].is_sequence()) continue;
+      const bool last = remaining_[id] == 1 && !g_.is_output[id] &&
+                        std::count(n.inputs.begin(), n.inputs.end(), id) == 1 &&
+                        std::find(n.implicit_inputs.begin(), n.implicit_inputs.end(), id) == n.implicit_inputs.end();
+      if (last) {
+        account(id, false);
+        seq_ins[i] = std::move(values_[id].sequence);
+      } else {
+        seq_ins[i] = values_[id].sequence;
+      }
+    }
+  }
+
   void release(int id) {
     account(id, false);
-    values_[id] = Tensor();
+    values_[id] = Value();
   }
   // Live-bytes bookkeeping for RunStats (constants are not counted).
   void account(int id, bool add) {
@@ -145,11 +190,14 @@ class Frame final : public SubgraphRunner {
   int threads_;
   const TapFn* tap_;
   bool tap_bodies_;
-  std::vector<Tensor> values_;
+  std::vector<Value> values_;
   std::vector<int> remaining_;
 };
 
 void check_input(const ValueDecl& d, const Tensor& t, std::map<std::string, int64_t>& symbols) {
+  if (d.sequence_of)
+    throw BadInputError("input '" + d.name + "' is a tensor (" + std::string(dtype_name(t.dtype())) + " " +
+                        shape_str(t.shape()) + "), the model expects " + describe_decl(d));
   if (d.dtype != DType::Undefined && t.dtype() != d.dtype)
     throw BadInputError("input '" + d.name + "' has dtype " + std::string(dtype_name(t.dtype())) +
                         ", the model expects " + describe_decl(d));
@@ -174,6 +222,60 @@ void check_input(const ValueDecl& d, const Tensor& t, std::map<std::string, int6
   }
 }
 
+// A sequence fed for input d: the model must declare a sequence there, of the same element type when it says one.
+void check_input(const ValueDecl& d, const Value& v, std::map<std::string, int64_t>& symbols) {
+  if (!v.is_sequence()) return check_input(d, v.tensor, symbols);
+  const TensorSequence& s = *v.sequence;
+  const bool expected = d.sequence_of || (d.dtype == DType::Undefined && !d.shape);
+  if (!expected || (d.sequence_of && *d.sequence_of != DType::Undefined && *d.sequence_of != s.elem_dtype))
+    throw BadInputError("input '" + d.name + "' is a " + describe_value(v) + ", the model expects " + describe_decl(d));
+  for (const Tensor& t : s.items)
+    if (t.dtype() != s.elem_dtype)
+      throw BadInputError("input '" + d.name + "' is a sequence of " + std::string(dtype_name(s.elem_dtype)) +
+                          " tensors holding a " + std::string(dtype_name(t.dtype())) + " tensor");
+}
+
+bool undefined_value(const Tensor& t) { return t.empty(); }
+bool undefined_value(const Value& v) { return v.empty(); }
+
+// Session::run and run_values: checks and binds `inputs` (tensors or values by name), runs the graph.
+template <class Map>
+void run_graph(const Graph& g, const Map& inputs, Frame& frame) {
+  auto known = [&](const std::string& n) -> const ValueDecl* {
+    for (const auto& d : g.inputs)
+      if (d.name == n) return &d;
+    for (const auto& d : g.optional_inputs)
+      if (d.name == n) return &d;
+    return nullptr;
+  };
+  for (const auto& [name, v] : inputs) {
+    if (!known(name)) {
+      std::string list;
+      for (const auto& d : g.inputs) list += (list.empty() ? "'" : ", '") + d.name + "'";
+      throw BadInputError("unknown input '" + name + "': the model's inputs are " + (list.empty() ? "(none)" : list));
+    }
+    if (undefined_value(v)) throw BadInputError("input '" + name + "' is an empty (undefined) tensor");
+  }
+  for (const auto& d : g.inputs)
+    if (!inputs.count(d.name)) throw BadInputError("missing input '" + d.name + "' (" + describe_decl(d) + ")");
+  std::map<std::string, int64_t> symbols;
+  for (const auto& d : g.inputs) check_input(d, inputs.at(d.name), symbols);
+  for (const auto& d : g.optional_inputs)
+    if (inputs.count(d.name)) check_input(d, inputs.at(d.name), symbols);
+
+  for (const auto& d : g.inputs) {
+    frame.bind(d.id, inputs.at(d.name));
+    frame.report(d.id);
+  }
+  for (const auto& d : g.optional_inputs)
+    if (inputs.count(d.name)) {
+      frame.bind(d.id, inputs.at(d.name));
+      frame.report(d.id);
+    }
+  frame.release_unused();
+  frame.run_nodes();
+}
+
 }  // namespace
 
 int resolve_threads(int requested) {
@@ -186,6 +288,10 @@ int resolve_threads(int requested) {
 }
 
 std::string describe_decl(const ValueDecl& d) {
+  if (d.sequence_of)
+    return "a sequence of " +
+           (*d.sequence_of == DType::Undefined ? std::string("tensors")
+                                               : std::string(dtype_name(*d.sequence_of)) + " tensors");
   std::string s = d.dtype == DType::Undefined ? std::string("any") : std::string(dtype_name(d.dtype));
   if (!d.shape) return s + " [any shape]";
   s += " [";
@@ -218,47 +324,33 @@ Session::Session(const onnxio::LoadedModel& model, SessionOptions options) : Ses
 std::map<std::string, Tensor> Session::run(const std::map<std::string, Tensor>& inputs,
                                            const RunOptions& options) const {
   const Graph& g = *graph_;
-  auto known = [&](const std::string& n) -> const ValueDecl* {
-    for (const auto& d : g.inputs)
-      if (d.name == n) return &d;
-    for (const auto& d : g.optional_inputs)
-      if (d.name == n) return &d;
-    return nullptr;
-  };
-  for (const auto& [name, t] : inputs) {
-    if (!known(name)) {
-      std::string list;
-      for (const auto& d : g.inputs) list += (list.empty() ? "'" : ", '") + d.name + "'";
-      throw BadInputError("unknown input '" + name + "': the model's inputs are " + (list.empty() ? "(none)" : list));
-    }
-    if (t.empty()) throw BadInputError("input '" + name + "' is an empty (undefined) tensor");
-  }
-  for (const auto& d : g.inputs)
-    if (!inputs.count(d.name)) throw BadInputError("missing input '" + d.name + "' (" + describe_decl(d) + ")");
-  std::map<std::string, int64_t> symbols;
-  for (const auto& d : g.inputs) check_input(d, inputs.at(d.name), symbols);
-  for (const auto& d : g.optional_inputs)
-    if (inputs.count(d.name)) check_input(d, inputs.at(d.name), symbols);
-
   Frame frame(g, nullptr, threads_, &options.tap, options.tap_subgraphs);
   if (options.stats) {
     *options.stats = RunStats{};
     frame.set_stats(options.stats);
   }
-  for (const auto& d : g.inputs) {
-    frame.bind(d.id, inputs.at(d.name));
-    frame.report(d.id);
-  }
-  for (const auto& d : g.optional_inputs)
-    if (inputs.count(d.name)) {
-      frame.bind(d.id, inputs.at(d.name));
-      frame.report(d.id);
-    }
-  frame.release_unused();
-  frame.run_nodes();
+  run_graph(g, inputs, frame);
   std::map<std::string, Tensor> out;
   for (const auto& o : g.outputs) {
-    const Tensor& v = frame.value(o.id);
+    const Value& v = frame.value(o.id);
+    if (v.empty()) throw InternalError("graph output '" + o.name + "' has no value");
+    if (!v.is_sequence()) out[o.name] = v.tensor;
+  }
+  return out;
+}
+
+std::map<std::string, Value> Session::run_values(const std::map<std::string, Value>& inputs,
+                                                 const RunOptions& options) const {
+  const Graph& g = *graph_;
+  Frame frame(g, nullptr, threads_, &options.tap, options.tap_subgraphs);
+  if (options.stats) {
+    *options.stats = RunStats{};
+    frame.set_stats(options.stats);
+  }
+  run_graph(g, inputs, frame);
+  std::map<std::string, Value> out;
+  for (const auto& o : g.outputs) {
+    const Value& v = frame.value(o.id);
     if (v.empty()) throw InternalError("graph output '" + o.name + "' has no value");
     out[o.name] = v;
   }

@@ -1,7 +1,7 @@
 // The executor: runs a prepared Graph on named input tensors.
 //
 //   qtool::runtime::Session session(qtool::onnxio::load_model("model.onnx"), {.threads = 2});
-//   auto outputs = session.run({{"input", tensor}});             // name -> Tensor, every graph output
+//   auto outputs = session.run({{"input", tensor}});             // name -> Tensor, every tensor graph output
 //   session.run(inputs, {.tap = [](const std::string& name, const Tensor& value) { ... }});
 //
 // Inputs are checked by name, dtype, rank and fixed dimensions against the model's declared input
@@ -53,8 +53,8 @@ int resolve_threads(int requested);
 // SessionOptions::observed set, only those outputs that fusion left in the graph (every tensor in `observed` is
 // among them). Constants and initializers are not reported; values inside If/Loop/Scan bodies only with
 // RunOptions::tap_subgraphs (then every execution of a body reports its formal inputs and node outputs, by their
-// names: a Loop or Scan body once per iteration). The reference is valid only during the call: copy the Tensor
-// (cheap, shares storage) to keep it.
+// names: a Loop or Scan body once per iteration). Sequence values (runtime/value.h) are not reported. The reference is
+// valid only during the call: copy the Tensor (cheap, shares storage) to keep it.
 using TapFn = std::function<void(const std::string& name, const Tensor& value)>;
 
 // Filled by run() when RunOptions::stats is set.
@@ -77,8 +77,13 @@ class Session {
   explicit Session(const onnx::ModelProto& model, SessionOptions options = {});
   explicit Session(std::shared_ptr<const Graph> graph, SessionOptions options = {});
 
-  // Runs the graph and returns every graph output by name.
+  // Runs the graph and returns every graph output that is a tensor, by name: a sequence output (runtime/value.h) is
+  // left out of the map, so code that knows only tensors (calibration, the accuracy guard) runs such models and reads
+  // what it can compare.
   std::map<std::string, Tensor> run(const std::map<std::string, Tensor>& inputs, const RunOptions& options = {}) const;
+  // Tensors or sequences in (a sequence input must be declared one), every graph output out.
+  std::map<std::string, Value> run_values(const std::map<std::string, Value>& inputs,
+                                          const RunOptions& options = {}) const;
 
   const Graph& graph() const { return *graph_; }
   // Inputs the caller must feed (initializers listed as inputs are in graph().optional_inputs).
@@ -91,7 +96,7 @@ class Session {
   int threads_ = 1;
 };
 
-// "float [N,3,224,224]" for messages.
+// "float [N,3,224,224]", "a sequence of float tensors" for messages.
 std::string describe_decl(const ValueDecl& d);
 
 }  // namespace qtool::runtime

@@ -1,4 +1,5 @@
 // ONNX TensorProto files and extension dispatch.
+#include <onnx/onnx-data_pb.h>
 #include <onnx/onnx_pb.h>
 
 #include "onnx/tensor_proto.h"
@@ -32,6 +33,36 @@ Tensor read_pb(const std::filesystem::path& path, std::string* name) {
   } catch (const UnsupportedError& e) {
     throw UnsupportedError(what + ": " + e.what());
   }
+}
+
+std::vector<Tensor> read_sequence_pb(const std::filesystem::path& path, DType* elem) {
+  const std::string what = path.string();
+  const std::vector<std::byte> bytes = fileio::read_file_bytes(path, "sequence file");
+  onnx::SequenceProto proto;
+  if (!proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    throw BadInputError(what + ": not an ONNX SequenceProto (protobuf parse failed)");
+  if (proto.elem_type() != onnx::SequenceProto::TENSOR) {
+    if (proto.elem_type() == onnx::SequenceProto::UNDEFINED)
+      throw BadInputError(what + ": not an ONNX SequenceProto of tensors (no elem_type)");
+    throw UnsupportedError(what + ": a sequence of " + onnx::SequenceProto::DataType_Name(proto.elem_type()) +
+                           " values; qtool runs sequences of tensors only");
+  }
+  std::vector<Tensor> items;
+  items.reserve(static_cast<size_t>(proto.tensor_values_size()));
+  try {
+    for (int i = 0; i < proto.tensor_values_size(); ++i)
+      items.push_back(onnxio::tensor_from_proto(proto.tensor_values(i), "element " + std::to_string(i)));
+  } catch (const BadInputError& e) {
+    throw BadInputError(what + ": " + e.what());
+  } catch (const UnsupportedError& e) {
+    throw UnsupportedError(what + ": " + e.what());
+  }
+  for (const Tensor& t : items)
+    if (t.dtype() != items.front().dtype())
+      throw BadInputError(what + ": the sequence mixes " + std::string(dtype_name(items.front().dtype())) + " and " +
+                          std::string(dtype_name(t.dtype())) + " tensors");
+  if (elem) *elem = items.empty() ? DType::Undefined : items.front().dtype();
+  return items;
 }
 
 void write_pb(const std::filesystem::path& path, const Tensor& t, const std::string& name) {

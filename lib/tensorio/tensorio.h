@@ -39,6 +39,11 @@ void write_npz(const std::filesystem::path& path, const std::map<std::string, Te
 Tensor read_pb(const std::filesystem::path& path, std::string* name = nullptr);
 void write_pb(const std::filesystem::path& path, const Tensor& t, const std::string& name = "");
 
+// ONNX SequenceProto file of tensors (a sequence input or output in ONNX's test data): its elements, in order. `elem`
+// (optional) receives their dtype, Undefined for an empty sequence (the file does not say). BadInputError for a
+// file that is not one, UnsupportedError for a sequence of sequences, maps or optionals.
+std::vector<Tensor> read_sequence_pb(const std::filesystem::path& path, DType* elem = nullptr);
+
 // Dispatches on the extension: .npy, .pb, or .npz holding exactly one array.
 Tensor read_tensor_file(const std::filesystem::path& path);
 // .npy or .pb by extension.

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <limits>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "calib/softmax_inputs.h"
@@ -2234,6 +2235,51 @@ TEST_CASE("qdq: coordinates (GridSample grid, RoiAlign rois, NMS boxes) stay flo
     for (const auto& e : rep.nodes) noted |= e.node == "add" && e.note.find("read as coordinates") != std::string::npos;
     CHECK(noted);
     CHECK(max_diff(run1(b.m, x), run1(q, x)) < 0.1);
+  }
+}
+
+// A Q/DQ pair on a sequence of tensors makes a model ONNX Runtime refuses (QuantizeLinear takes tensors). The rule
+// here quantizes every op ("*": {}), so SplitToSequence, Identity, SequenceAt and ConcatFromSequence are all asked to
+// quantize their inputs, with ranges in the table even for the sequences (a table from elsewhere) or a fixed range
+// in the rule: the sequences s and s2 still get none; the tensors around them do.
+TEST_CASE("qdq: a sequence of tensors never gets Q/DQ, whatever the rules and the table say") {
+  Builder b(13);
+  b.input("x", {1, 4, 3, 3});
+  b.init("w", random_tensor({4, 4, 1, 1}, 61));
+  b.init("zero", Tensor::scalar<int64_t>(0));
+  b.node("Conv", {"x", "w"}, {"c"}, "conv");
+  attr_i(b.node("SplitToSequence", {"c"}, {"s"}, "split"), "axis", 1);
+  b.node("Identity", {"s"}, {"s2"}, "identity");
+  b.node("SequenceAt", {"s2", "zero"}, {"a"}, "at");
+  attr_i(b.node("ConcatFromSequence", {"s2"}, {"cat"}, "concat"), "axis", 1);
+  b.node("Add", {"cat", "a"}, {"sum"}, "add");
+  b.node("Conv", {"sum", "w"}, {"y"}, "conv_y");
+  b.output("y");
+  calib::CalibrationTable ranges;
+  for (const char* t : {"x", "c", "s", "s2", "a", "cat", "sum", "y"}) {
+    calib::TensorCalibration tc;
+    tc.minmax = calib::Range{-4.f, 4.f};
+    tc.ranges[calib::RangeMethod::Percentile] = *tc.minmax;
+    ranges.tensors[t] = tc;
+  }
+  const Tensor x = random_tensor({1, 4, 3, 3}, 62);
+  for (const char* act : {R"({"dtype": "uint8"})", R"({"dtype": "uint8", "range": [-4, 4]})"}) {
+    INFO("activation " << act);
+    const std::string cfg = std::string(R"({"format": "qtool-qconfig", "version": 1, "global": {"activation": )") +
+                            act + R"(, "weight": {"dtype": "int8", "symmetric": true}}, "op_types": {"*": {}}})";
+    onnx::ModelProto q = b.m;
+    const QdqReport rep = insert_qdq(q, QConfig::parse(cfg, "cfg.json"), ranges);
+    std::set<std::string> quantized;
+    for (const auto& n : q.graph().node())
+      if (n.op_type() == "QuantizeLinear") quantized.insert(n.input(0));
+    CHECK(quantized.count("s") == 0);
+    CHECK(quantized.count("s2") == 0);
+    CHECK(quantized.count("x") == 1);  // the tensors around them do: the Conv's input and output
+    CHECK(quantized.count("c") == 1);
+    bool noted = false;
+    for (const auto& e : rep.nodes) noted |= e.note.find("is a sequence of tensors") != std::string::npos;
+    CHECK(noted);
+    CHECK(max_diff(run1(b.m, x), run1(q, x)) < 0.2);  // a few roundings on a 8/255 grid
   }
 }
 

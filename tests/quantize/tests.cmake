@@ -53,8 +53,9 @@ foreach(t ${_qz_tests})
     set_tests_properties("${t}" PROPERTIES FIXTURES_REQUIRED ort ENVIRONMENT "${_qz_env}" TIMEOUT 600)
   endif()
 endforeach()
-# A zoo of 82 small architectures at opsets 7-21 (tests/quantize/zoo.py; torch exports, and onnx.helper graphs for
-# ops torch 1.13 cannot export: GroupNormalization-18/21, STFT): qtool run against ORT, default
+# A zoo of 83 small architectures at opsets 7-21 (tests/quantize/zoo.py; torch exports, and onnx.helper graphs for
+# ops torch 1.13 cannot export: GroupNormalization-18/21, STFT, and the sequence ops torch.jit.script writes for list
+# code: split_sequence_loop_o13): qtool run against ORT, default
 # quantize, ORT loads and runs the result. Fails on crashes, exit 3, float mismatches, a quantize exit 2 or 4 under the
 # default config and ORT load failures; SQNR is reported, and only an output that collapsed (< 3 dB) fails. The ctest
 # run takes the cases marked fast (under a minute); `zoo.py --all` runs every case, `--config FILE` another QConfig.

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """A zoo of small, realistic architectures built in torch (seeded random weights), exported at opsets 7 to 17, and a
-few built with onnx.helper for ops torch 1.13 cannot export (opset 18/21 GroupNormalization, STFT; 'onnx' option),
+few built with onnx.helper for ops torch 1.13 cannot export (opset 18/21 GroupNormalization, STFT; 'onnx' option) or
+only scripted (sequences of tensors: SplitToSequence, a Loop appending to a list, ConcatFromSequence),
 each run through qtool as a new user would (issue 12: models qtool was not tuned on).
 
 usage: zoo.py [--all] [--json FILE] [--config QCONFIG.json] [--calib-samples N] [--eval-rows M] [--seed S] [NAME ...]
@@ -572,6 +573,51 @@ def onnx_logmel_classifier(opset):
              helper.make_node('Relu', ['c1'], ['r1']), helper.make_node('GlobalAveragePool', ['r1'], ['gp']),
              helper.make_node('Flatten', ['gp'], ['fl']), helper.make_node('Gemm', ['fl', 'wf', 'bf'], ['y'], transB=1)]
     graph = helper.make_graph(nodes, 'logmel', [helper.make_tensor_value_info('x', TensorProto.FLOAT, ['B', 4000, 1])],
+                              [helper.make_tensor_value_info('y', TensorProto.FLOAT, ['B', 10])], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid('', opset)])
+    m.ir_version = 8
+    return m
+
+
+def onnx_split_sequence_convnet(opset):
+    """Built with onnx.helper in the form torch.jit.script exports list code (torch.split into a list, a for loop
+    appending to another, torch.cat; torch.unbind and torch.stack): Conv, then the channels split into a sequence
+    (SplitToSequence), a Loop over it whose body applies a shared Conv to each part and appends it (SequenceAt,
+    SequenceInsert: a Loop-carried sequence), ConcatFromSequence back to a tensor, an unbind/stack round trip
+    (SplitToSequence keepdims 0, ConcatFromSequence new_axis 1), a residual Add, a 1x1 Conv, global pool and Gemm.
+    Activations pass through sequences between quantized Convs: none of them may get Q/DQ."""
+    from onnx import helper, numpy_helper, TensorProto
+    rng = np.random.default_rng(0)
+
+    def t(name, *shape, scale=0.3):
+        return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
+    inits = [t('w1', 16, 3, 3, 3), t('b1', 16), t('wb', 4, 4, 3, 3), t('bb', 4), t('w2', 32, 16, 1, 1), t('b2', 32),
+             t('wf', 10, 32), t('bf', 10), numpy_helper.from_array(np.array(4, np.int64), 'four')]
+    seq = helper.make_tensor_sequence_value_info
+    body = helper.make_graph(
+        [helper.make_node('SequenceAt', ['parts', 'i'], ['part']),
+         helper.make_node('Conv', ['part', 'wb', 'bb'], ['part_conv'], pads=[1, 1, 1, 1]),
+         helper.make_node('Relu', ['part_conv'], ['part_act']),
+         helper.make_node('SequenceInsert', ['acc', 'part_act'], ['acc_next']),
+         helper.make_node('Identity', ['cond'], ['cond_next'])],
+        'per_part', [helper.make_tensor_value_info('i', TensorProto.INT64, []),
+                     helper.make_tensor_value_info('cond', TensorProto.BOOL, []), seq('acc', TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info('cond_next', TensorProto.BOOL, []), seq('acc_next', TensorProto.FLOAT, None)])
+    nodes = [helper.make_node('Conv', ['x', 'w1', 'b1'], ['c1'], pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node('Relu', ['c1'], ['r1']),
+             helper.make_node('SplitToSequence', ['r1', 'four'], ['parts'], axis=1),
+             helper.make_node('SequenceLength', ['parts'], ['n']),
+             helper.make_node('SequenceEmpty', [], ['empty']),
+             helper.make_node('Loop', ['n', '', 'empty'], ['done'], body=body),
+             helper.make_node('ConcatFromSequence', ['done'], ['cat'], axis=1),
+             helper.make_node('SplitToSequence', ['cat'], ['channels'], axis=1, keepdims=0),
+             helper.make_node('ConcatFromSequence', ['channels'], ['stacked'], axis=1, new_axis=1),
+             helper.make_node('Add', ['stacked', 'r1'], ['res']),
+             helper.make_node('Conv', ['res', 'w2', 'b2'], ['c2']), helper.make_node('Relu', ['c2'], ['r2']),
+             helper.make_node('GlobalAveragePool', ['r2'], ['gp']), helper.make_node('Flatten', ['gp'], ['fl']),
+             helper.make_node('Gemm', ['fl', 'wf', 'bf'], ['y'], transB=1)]
+    graph = helper.make_graph(nodes, 'split_sequence', [helper.make_tensor_value_info('x', TensorProto.FLOAT,
+                                                                                      ['B', 3, 24, 24])],
                               [helper.make_tensor_value_info('y', TensorProto.FLOAT, ['B', 10])], inits)
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid('', opset)])
     m.ir_version = 8
@@ -1254,6 +1300,7 @@ CASES = {
     'norm_embedding_o18': (onnx_norm_embedding, img(3, 24, 24), 18, True, {}, {'onnx': True}),
     'norm_embedding_o21': (onnx_norm_embedding, img(3, 24, 24), 21, False, {}, {'onnx': True}),
     'audio_logmel_stft_o17': (onnx_logmel_classifier, [('x', (4000, 1), 'normal')], 17, True, {}, {'onnx': True}),
+    'split_sequence_loop_o13': (onnx_split_sequence_convnet, img(3, 24, 24), 13, True, {}, {'onnx': True}),
     'yolov8_dfl_o13': (YoloV8, img(3, 64, 64), 13, True, {}),
     'convnext_layerscale_o17': (ConvNeXt, img(3, 32, 32), 17, False, {}),
     'efficientnet_mbconv_o13': (EfficientNet, img(3, 32, 32), 13, False, {}),

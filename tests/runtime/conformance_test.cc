@@ -2,7 +2,8 @@
 // libonnx-testdata (model.onnx + test_data_set_*/{input,output}_N.pb) and compares outputs like the
 // ONNX backend runner (numpy assert_allclose, rtol 1e-3, atol 1e-7; integers and bools exactly).
 // Cases whose model uses an op qtool has no kernel for are counted as unsupported; cases whose test
-// data qtool cannot represent (sequences, strings) are skipped. The pass rate over the remaining
+// data qtool cannot represent (strings, optionals) are skipped. Sequence inputs and outputs (SequenceProto files)
+// are read as runtime::Value sequences and compared element by element. The pass rate over the remaining
 // cases must be >= 95 %; failures not listed in conformance_known_failures.txt are printed.
 // QTOOL_CONFORMANCE_VERBOSE=1 prints every failure with its reason.
 #include <onnx/onnx_pb.h>
@@ -68,6 +69,19 @@ std::string compare(const Tensor& got, const Tensor& want, double rtol, double a
   return got.same_as(want) ? "" : "values differ";
 }
 
+// A sequence against the expected elements: equal length, then each element as compare() does.
+std::string compare(const qtool::runtime::Value& got, const std::vector<Tensor>& want, double rtol, double atol) {
+  if (!got.is_sequence()) return "a tensor where a sequence was expected";
+  const auto& items = got.sequence->items;
+  if (items.size() != want.size())
+    return "sequence of " + std::to_string(items.size()) + " != " + std::to_string(want.size());
+  for (size_t k = 0; k < items.size(); ++k) {
+    const std::string why = compare(items[k], want[k], rtol, atol);
+    if (!why.empty()) return "element " + std::to_string(k) + ": " + why;
+  }
+  return "";
+}
+
 struct Outcome {
   enum Kind { Pass, Fail, UnsupportedOp, Skipped } kind;
   std::string reason;
@@ -94,33 +108,56 @@ Outcome run_case(const fs::path& dir) {
   std::sort(sets.begin(), sets.end());
   if (sets.empty()) return {Outcome::Skipped, "no test data"};
   const auto& g = session->graph();
-  // Sequence / optional inputs (no tensor type): their .pb files are not TensorProtos.
+  // Optional inputs (neither tensor nor sequence type): their .pb files are OptionalProtos.
   for (const auto& in : g.inputs)
-    if (in.dtype == qtool::DType::Undefined) return {Outcome::Skipped, "input '" + in.name + "' is not a tensor"};
+    if (in.dtype == qtool::DType::Undefined && !in.sequence_of)
+      return {Outcome::Skipped, "input '" + in.name + "' is not a tensor or a sequence"};
   for (const auto& set : sets) {
-    std::map<std::string, Tensor> inputs;
+    std::map<std::string, qtool::runtime::Value> inputs;
     std::vector<Tensor> expected;
+    std::map<size_t, std::vector<Tensor>> expected_sequences;  // by output index
     try {
       for (size_t i = 0; fs::exists(set / ("input_" + std::to_string(i) + ".pb")); ++i) {
         if (i >= g.inputs.size()) return {Outcome::Skipped, "more input files than graph inputs"};
-        inputs[g.inputs[i].name] =
-            as_declared(qtool::tensorio::read_pb(set / ("input_" + std::to_string(i) + ".pb")), g.inputs[i].dtype);
+        const fs::path file = set / ("input_" + std::to_string(i) + ".pb");
+        if (g.inputs[i].sequence_of) {
+          auto seq = std::make_shared<qtool::runtime::TensorSequence>();
+          seq->items = qtool::tensorio::read_sequence_pb(file, &seq->elem_dtype);
+          if (seq->elem_dtype == qtool::DType::Undefined) seq->elem_dtype = *g.inputs[i].sequence_of;
+          inputs[g.inputs[i].name] = qtool::runtime::Value(std::move(seq));
+        } else {
+          inputs[g.inputs[i].name] = as_declared(qtool::tensorio::read_pb(file), g.inputs[i].dtype);
+        }
       }
-      for (size_t i = 0; fs::exists(set / ("output_" + std::to_string(i) + ".pb")); ++i)
-        expected.push_back(as_declared(qtool::tensorio::read_pb(set / ("output_" + std::to_string(i) + ".pb")),
-                                       i < g.outputs.size() ? g.outputs[i].dtype : qtool::DType::Undefined));
+      for (size_t i = 0; fs::exists(set / ("output_" + std::to_string(i) + ".pb")); ++i) {
+        const fs::path file = set / ("output_" + std::to_string(i) + ".pb");
+        if (i < g.outputs.size() && g.outputs[i].sequence_of) {
+          expected_sequences[i] = qtool::tensorio::read_sequence_pb(file);
+          expected.emplace_back();
+        } else {
+          expected.push_back(as_declared(qtool::tensorio::read_pb(file),
+                                         i < g.outputs.size() ? g.outputs[i].dtype : qtool::DType::Undefined));
+        }
+      }
     } catch (const std::exception& e) {
       return {Outcome::Skipped, std::string("test data: ") + e.what()};
     }
-    std::map<std::string, Tensor> out;
+    std::map<std::string, qtool::runtime::Value> out;
     try {
-      out = session->run(inputs);
+      out = session->run_values(inputs);
     } catch (const std::exception& e) {
       return {Outcome::Fail, std::string("run: ") + e.what()};
     }
     if (expected.size() != g.outputs.size()) return {Outcome::Fail, "output count mismatch"};
     for (size_t i = 0; i < expected.size(); ++i) {
-      const std::string why = compare(out.at(g.outputs[i].name), expected[i], 1e-3, 1e-7);
+      const qtool::runtime::Value& got = out.at(g.outputs[i].name);
+      std::string why;
+      if (expected_sequences.count(i))
+        why = compare(got, expected_sequences.at(i), 1e-3, 1e-7);
+      else if (got.is_sequence())
+        why = "a sequence where a tensor was expected";
+      else
+        why = compare(got.tensor, expected[i], 1e-3, 1e-7);
       if (!why.empty()) return {Outcome::Fail, "output '" + g.outputs[i].name + "': " + why};
     }
   }

@@ -42,3 +42,11 @@ add_test(NAME "runtime: a QOperator model runs as in ONNX Runtime, compares with
 set_tests_properties("runtime: a QOperator model runs as in ONNX Runtime, compares with its float model, quantize refuses it"
                      PROPERTIES FIXTURES_REQUIRED ort TIMEOUT 300
                      ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE;QTOOL_EXE=$<TARGET_FILE:qtool>")
+# Sequences of tensors (runtime/value.h) and GlobalLpPool: `qtool run` against ONNX Runtime 1.30 on tiny onnx.helper
+# models (split/concat round trips, construct/insert/erase/at/length, a Loop building a list, an If returning a
+# sequence, SequenceMap) and torch.jit.script exports; sequence graph inputs and outputs; the refusals and the limit.
+add_test(NAME "runtime: sequence ops (SplitToSequence, Loop-built lists, If, SequenceMap) match ONNX Runtime"
+         COMMAND /usr/bin/python3 -W ignore ${CMAKE_SOURCE_DIR}/tests/runtime/sequence_ops.py)
+set_tests_properties("runtime: sequence ops (SplitToSequence, Loop-built lists, If, SequenceMap) match ONNX Runtime"
+                     PROPERTIES FIXTURES_REQUIRED ort TIMEOUT 300
+                     ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE;QTOOL_EXE=$<TARGET_FILE:qtool>")

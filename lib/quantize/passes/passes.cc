@@ -111,6 +111,10 @@ int fold_constants(Graph& g) {
     } catch (const Error&) {
       continue;  // not computable here (unsupported kernel, dtype, too large...): leave it to the runtime
     }
+    // A sequence output (SplitToSequence of a constant) has no initializer form: Session::run leaves it out.
+    bool all_tensors = true;
+    for (const auto& o : n.output()) all_tensors = all_tensors && (o.empty() || outs.count(o));
+    if (!all_tensors) continue;
     int64_t out_bytes = 0;
     for (const auto& [name, t] : outs) out_bytes += static_cast<int64_t>(t.nbytes());
     if (out_bytes > max_out_bytes) continue;

@@ -138,8 +138,13 @@ void castlike_kernel(KernelContext& ctx) {
   ctx.outputs[0] = cast_tensor(ctx.input(0), ctx.input(1).dtype(), ctx.node, ctx.threads);
 }
 
-// Identity shares the input's storage (tensors are immutable once produced).
-void identity_kernel(KernelContext& ctx) { ctx.outputs[0] = ctx.input(0); }
+// Identity shares the input's storage (tensors are immutable once produced); a sequence (Identity-14) passes as it is.
+void identity_kernel(KernelContext& ctx) {
+  if (ctx.is_sequence(0))
+    ctx.set_output(0, ctx.value(0));
+  else
+    ctx.outputs[0] = ctx.input(0);
+}
 
 // Dropout in inference: y = x; the optional mask output is all true. Training mode is supported
 // only with ratio 0 (random masks are not reproducible across runtimes).

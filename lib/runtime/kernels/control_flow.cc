@@ -1,5 +1,6 @@
 // Control flow: If, Loop (opset 1+, 11+ semantics for optional M/cond), Scan (opset 8 batched, 9+).
-// Bodies run through ctx.subgraphs, which resolves names from enclosing scopes.
+// Bodies run through ctx.subgraphs, which resolves names from enclosing scopes. If branches and Loop-carried values
+// may be sequences (If-13, Loop-13); Loop scan outputs and Scan values are tensors.
 #include <cstring>
 
 #include "core/checked.h"
@@ -64,11 +65,11 @@ class IfKernel final : public Kernel {
       : then_(n.attrs.require_graph("then_branch")), else_(n.attrs.require_graph("else_branch")) {}
   void run(KernelContext& ctx) override {
     const Graph& body = truth(ctx.input(0), ctx.node, "cond") ? *then_ : *else_;
-    std::vector<Tensor> outs = runner(ctx).run(body, {});
+    std::vector<Value> outs = runner(ctx).run_values(body, {});
     if (outs.size() != ctx.outputs.size())
       throw BadInputError(ctx.node.label() + ": branch returns " + std::to_string(outs.size()) + " values for " +
                           std::to_string(ctx.outputs.size()) + " outputs");
-    for (size_t i = 0; i < outs.size(); ++i) ctx.outputs[i] = std::move(outs[i]);
+    for (size_t i = 0; i < outs.size(); ++i) ctx.set_output(i, std::move(outs[i]));
   }
 
  private:
@@ -90,23 +91,32 @@ class LoopKernel final : public Kernel {
                                   ? ctx.input(0).data<int64_t>()[0]
                                   : checked_to_int64(read_scalar(ctx.input(0), ctx.node, "M"), "trip count M");
     bool cond = ctx.has_input(1) ? truth(ctx.input(1), ctx.node, "cond") : true;
-    std::vector<Tensor> carried;
-    for (size_t i = 0; i < n_carried; ++i) carried.push_back(ctx.input(2 + i));
+    // A carried sequence moves through the iterations with its only reference (when the frame handed this node
+    // its last one), so a body appending to it appends in place (runtime/value.h).
+    std::vector<Value> carried;
+    for (size_t i = 0; i < n_carried; ++i)
+      carried.push_back(ctx.is_sequence(2 + i) ? Value(std::move(ctx.seq_inputs[2 + i])) : Value(ctx.input(2 + i)));
     std::vector<std::vector<Tensor>> scans(n_scan);
-    std::vector<Tensor> args(body.inputs.size());
     for (int64_t it = 0; it < max_trips && cond; ++it) {
       check_loop_iteration(it);  // --max-loop-iterations: a trip count of 2^62 must not hang
+      std::vector<Value> args(body.inputs.size());
       args[0] = Tensor::scalar<int64_t>(it);
       Tensor c(DType::Bool, {});
       c.raw()[0] = std::byte{1};
       args[1] = c;
-      for (size_t i = 0; i < n_carried; ++i) args[2 + i] = carried[i];
-      std::vector<Tensor> outs = runner(ctx).run(body, args);
-      cond = truth(outs[0], ctx.node, "body cond output");
+      for (size_t i = 0; i < n_carried; ++i) args[2 + i] = std::move(carried[i]);
+      std::vector<Value> outs = runner(ctx).run_values(body, std::move(args));
+      if (outs[0].is_sequence()) throw BadInputError(ctx.node.label() + ": the body's cond output is a sequence");
+      cond = truth(outs[0].tensor, ctx.node, "body cond output");
       for (size_t i = 0; i < n_carried; ++i) carried[i] = std::move(outs[1 + i]);
-      for (size_t i = 0; i < n_scan; ++i) scans[i].push_back(std::move(outs[1 + n_carried + i]));
+      for (size_t i = 0; i < n_scan; ++i) {
+        if (outs[1 + n_carried + i].is_sequence())
+          throw BadInputError(ctx.node.label() + ": scan output " + std::to_string(i) +
+                              " of the body is a sequence; Loop stacks tensors only");
+        scans[i].push_back(std::move(outs[1 + n_carried + i].tensor));
+      }
     }
-    for (size_t i = 0; i < n_carried && i < ctx.outputs.size(); ++i) ctx.outputs[i] = carried[i];
+    for (size_t i = 0; i < n_carried && i < ctx.outputs.size(); ++i) ctx.set_output(i, std::move(carried[i]));
     for (size_t i = 0; i < n_scan && n_carried + i < ctx.outputs.size(); ++i)
       ctx.outputs[n_carried + i] =
           scans[i].empty() ? empty_scan_output(body.outputs[1 + n_carried + i]) : stack(scans[i], 0, ctx.node);

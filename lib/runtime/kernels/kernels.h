@@ -73,6 +73,16 @@ std::unique_ptr<Kernel> make_unique_op(const NodeInfo& n);  // Unique
 std::unique_ptr<Kernel> make_if(const NodeInfo& n);
 std::unique_ptr<Kernel> make_loop(const NodeInfo& n);
 std::unique_ptr<Kernel> make_scan(const NodeInfo& n);
+// sequence.cc (runtime/value.h)
+std::unique_ptr<Kernel> make_sequence_empty(const NodeInfo& n);
+std::unique_ptr<Kernel> make_sequence_construct(const NodeInfo& n);
+std::unique_ptr<Kernel> make_sequence_insert(const NodeInfo& n);
+std::unique_ptr<Kernel> make_sequence_at(const NodeInfo& n);
+std::unique_ptr<Kernel> make_sequence_erase(const NodeInfo& n);
+std::unique_ptr<Kernel> make_sequence_length(const NodeInfo& n);
+std::unique_ptr<Kernel> make_split_to_sequence(const NodeInfo& n);
+std::unique_ptr<Kernel> make_concat_from_sequence(const NodeInfo& n);
+std::unique_ptr<Kernel> make_sequence_map(const NodeInfo& n);
 // qdq.cc (over lib/numerics)
 std::unique_ptr<Kernel> make_quantize_linear(const NodeInfo& n);
 std::unique_ptr<Kernel> make_dequantize_linear(const NodeInfo& n);
@@ -99,6 +109,7 @@ std::unique_ptr<Kernel> make_lp_pool(const NodeInfo& node);             // pool.
 std::unique_ptr<Kernel> make_max_unpool(const NodeInfo& node);          // pool.cc
 std::unique_ptr<Kernel> make_global_average_pool(const NodeInfo& node); // pool.cc
 std::unique_ptr<Kernel> make_global_max_pool(const NodeInfo& node);     // pool.cc
+std::unique_ptr<Kernel> make_global_lp_pool(const NodeInfo& node);      // pool.cc
 std::unique_ptr<Kernel> make_batch_norm(const NodeInfo& node);          // normalization.cc
 std::unique_ptr<Kernel> make_instance_norm(const NodeInfo& node);       // normalization.cc
 std::unique_ptr<Kernel> make_layer_norm(const NodeInfo& node);          // normalization.cc

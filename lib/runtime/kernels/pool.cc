@@ -6,7 +6,9 @@
 //              count_include_pad = 1 the taps inside the padded input (begin pad .. size + end pad).
 // LpPool:      Y = (sum over taps inside the input of |x|^p)^(1/p).
 // Windows: kernel_shape, strides, dilations, pads, auto_pad, ceil_mode (a window that would start
-// past the end pad is dropped). GlobalAveragePool / GlobalMaxPool reduce all spatial axes to 1.
+// past the end pad is dropped). GlobalAveragePool / GlobalMaxPool / GlobalLpPool reduce all spatial axes to 1
+// (GlobalLpPool: Y = (sum over the plane of |x|^p)^(1/p), summed in double like LpPool; p a float attribute at
+// opset 1, an int from opset 2, default 2).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -258,6 +260,36 @@ void global_pool(KernelContext& ctx) {
   ctx.outputs[0] = std::move(Y);
 }
 
+class GlobalLpPoolKernel final : public Kernel {
+ public:
+  explicit GlobalLpPoolKernel(const NodeInfo& node)
+      : p_(node.opset < 2 ? static_cast<double>(node.attrs.get_float("p", 2.f))
+                          : static_cast<double>(node.attrs.get_int("p", 2))) {
+    if (!(p_ > 0)) throw BadInputError(node.label() + ": p must be positive");
+  }
+  void run(KernelContext& ctx) override {
+    const Tensor& X = float_input(ctx, 0);
+    if (X.rank() < 3) throw BadInputError(ctx.node.label() + ": X " + shape_str(X.shape()) + " needs spatial axes");
+    Shape ys(X.shape().begin(), X.shape().begin() + 2);
+    ys.resize(X.shape().size(), 1);
+    Tensor Y(DType::Float32, ys);
+    const int64_t planes = X.dim(0) * X.dim(1), n = X.numel() / std::max<int64_t>(planes, 1);
+    const float* x = X.data<float>();
+    float* y = Y.data<float>();
+    const double p = p_;
+    parallel_for(planes, threads_for(X.numel(), ctx.threads), [&](int64_t i) {
+      const float* s = x + i * n;
+      double acc = 0;
+      for (int64_t j = 0; j < n; ++j) acc += std::pow(std::fabs(static_cast<double>(s[j])), p);
+      y[i] = static_cast<float>(std::pow(acc, 1.0 / p));
+    });
+    ctx.outputs[0] = std::move(Y);
+  }
+
+ private:
+  double p_;
+};
+
 }  // namespace
 
 // MaxUnpool (opset 9, 11): Y = zeros of [N, C, out...], out[i] = (in[i] - 1)·stride[i] + kernel[i] - pad_begin[i] -
@@ -319,5 +351,6 @@ std::unique_ptr<Kernel> make_global_average_pool(const NodeInfo& node) {
 std::unique_ptr<Kernel> make_global_max_pool(const NodeInfo& node) {
   return make_function_kernel<global_pool<true>>(node);
 }
+std::unique_ptr<Kernel> make_global_lp_pool(const NodeInfo& node) { return std::make_unique<GlobalLpPoolKernel>(node); }
 
 }  // namespace qtool::runtime::kernels

@@ -14,6 +14,8 @@ namespace {
 // version changed for these ops and what qtool does about it). Most bumps of 22-26 only widen the allowed types
 // (bfloat16, float4e2m1, float8e8m0, int2/uint2); a row is split where the semantics change.
 constexpr int kMaxOpset = 26;
+// KernelDef::sequences: the row's kernel takes or makes sequences (runtime/value.h); every other kernel sees tensors.
+constexpr bool kSequences = true;
 // clang-format off
 const KernelDef kKernels[] = {
   // --- core: elementwise, shape, tensor manipulation, control flow, QDQ ---
@@ -82,7 +84,7 @@ const KernelDef kKernels[] = {
   {"", "Where", 9, kMaxOpset, make_where},
   {"", "Cast", 1, kMaxOpset, make_cast},
   {"", "CastLike", 15, kMaxOpset, make_castlike},
-  {"", "Identity", 1, kMaxOpset, make_identity},
+  {"", "Identity", 1, kMaxOpset, make_identity, kSequences},
   {"", "Dropout", 1, kMaxOpset, make_dropout},
   {"", "Shape", 1, kMaxOpset, make_shape},
   {"", "Size", 1, kMaxOpset, make_size},
@@ -116,9 +118,19 @@ const KernelDef kKernels[] = {
   {"", "TopK", 1, kMaxOpset, make_topk},
   {"", "Unique", 11, kMaxOpset, make_unique_op},
   {"", "CumSum", 11, kMaxOpset, make_cumsum},
-  {"", "If", 1, kMaxOpset, make_if},
-  {"", "Loop", 1, kMaxOpset, make_loop},
+  {"", "If", 1, kMaxOpset, make_if, kSequences},
+  {"", "Loop", 1, kMaxOpset, make_loop, kSequences},
   {"", "Scan", 8, kMaxOpset, make_scan},
+  // Sequences of tensors (sequence.cc): ONNX opset 11 (SequenceMap 17); later versions widen the element types.
+  {"", "SequenceEmpty", 11, kMaxOpset, make_sequence_empty, kSequences},
+  {"", "SequenceConstruct", 11, kMaxOpset, make_sequence_construct, kSequences},
+  {"", "SequenceInsert", 11, kMaxOpset, make_sequence_insert, kSequences},
+  {"", "SequenceAt", 11, kMaxOpset, make_sequence_at, kSequences},
+  {"", "SequenceErase", 11, kMaxOpset, make_sequence_erase, kSequences},
+  {"", "SequenceLength", 11, kMaxOpset, make_sequence_length, kSequences},
+  {"", "SplitToSequence", 11, kMaxOpset, make_split_to_sequence, kSequences},
+  {"", "ConcatFromSequence", 11, kMaxOpset, make_concat_from_sequence, kSequences},
+  {"", "SequenceMap", 17, kMaxOpset, make_sequence_map, kSequences},
   {"", "QuantizeLinear", 10, kMaxOpset, make_quantize_linear},
   {"", "DequantizeLinear", 10, kMaxOpset, make_dequantize_linear},
   {"", "DynamicQuantizeLinear", 11, kMaxOpset, make_dynamic_quantize_linear},
@@ -139,6 +151,7 @@ const KernelDef kKernels[] = {
   {"", "MaxUnpool", 9, kMaxOpset, make_max_unpool},
   {"", "GlobalAveragePool", 1, kMaxOpset, make_global_average_pool},
   {"", "GlobalMaxPool", 1, kMaxOpset, make_global_max_pool},
+  {"", "GlobalLpPool", 1, kMaxOpset, make_global_lp_pool},
   {"", "BatchNormalization", 1, kMaxOpset, make_batch_norm},
   {"", "InstanceNormalization", 1, kMaxOpset, make_instance_norm},
   {"", "LayerNormalization", 17, kMaxOpset, make_layer_norm},
