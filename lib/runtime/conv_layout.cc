@@ -11,7 +11,8 @@ namespace qtool::runtime {
 namespace {
 
 using fusion::onnx_op;
-using kernels::compute::kChannelBlock;
+using kernels::compute::blocked_layout_name;
+using kernels::compute::channel_block;
 
 // The output channel count of a Conv that runs on oneDNN; 0 for any other node.
 int64_t dnnl_conv_channels(const GraphNode& n) {
@@ -38,7 +39,7 @@ int keep_conv_layout_blocked(Graph& g, const std::set<std::string>& keep) {
     int64_t c = dnnl_conv_channels(n);
     if (is_add(n) && channels[n.inputs[0]] == channels[n.inputs[1]]) c = channels[n.inputs[0]];
     const int t = n.outputs.empty() ? -1 : n.outputs[0];
-    if (c > 0 && c % kChannelBlock == 0 && u.hidden_ok(t) && !u.consumers[t].empty()) {
+    if (c > 0 && channel_block(c) > 0 && u.hidden_ok(t) && !u.consumers[t].empty()) {
       channels[t] = c;
       producer[t] = static_cast<int>(k);
     }
@@ -70,8 +71,9 @@ int keep_conv_layout_blocked(Graph& g, const std::set<std::string>& keep) {
   for (size_t t = 0; t < channels.size(); ++t) {
     if (channels[t] == 0) continue;
     ++blocked;
-    std::string name = g.value_names[t] + "/nChw8c";
-    for (int k = 1; g.value_ids.count(name); ++k) name = g.value_names[t] + "/nChw8c_" + std::to_string(k);
+    const std::string suffix = std::string("/") + blocked_layout_name();
+    std::string name = g.value_names[t] + suffix;
+    for (int k = 1; g.value_ids.count(name); ++k) name = g.value_names[t] + suffix + "_" + std::to_string(k);
     g.value_ids.erase(g.value_names[t]);
     g.value_ids.emplace(name, static_cast<int>(t));
     g.value_names[t] = name;

@@ -4,8 +4,10 @@
 #include "runtime/kernels/blocked_layout.h"
 
 #include <catch2/catch.hpp>
+#include <string>
 
 #include "kernel_harness.h"
+#include "runtime/kernels/conv_dnnl.h"
 
 using namespace qtool;
 using namespace qtool::test;
@@ -15,7 +17,7 @@ using Kind = runtime::FusedActivation::Kind;
 TEST_CASE("to_blocked stores X[n, c, h, w] at [n, c/8, h, w, c%8] and from_blocked inverts it") {
   const Tensor X = random_tensor({2, 16, 3, 5}, 7);
   for (int threads : {1, 2}) {
-    const Tensor B = to_blocked(X, threads);
+    const Tensor B = to_blocked(X, threads, 8);
     REQUIRE(B.shape() == Shape{2, 2, 3, 5, 8});
     for (int64_t n = 0; n < 2; ++n)
       for (int64_t c = 0; c < 16; ++c)
@@ -24,8 +26,40 @@ TEST_CASE("to_blocked stores X[n, c, h, w] at [n, c/8, h, w, c%8] and from_block
     CHECK(logical_nchw(B, "B") == Shape{2, 16, 3, 5});
     CHECK(max_abs_diff(from_blocked(B, threads), X) == 0.0);
   }
-  CHECK_THROWS_AS(to_blocked(random_tensor({1, 12, 2, 2}, 1), 1), BadInputError);  // not a multiple of 8
+  CHECK_THROWS_AS(to_blocked(random_tensor({1, 12, 2, 2}, 1), 1, 8), BadInputError);  // not a multiple of 8
+  CHECK_THROWS_AS(to_blocked(X, 1, 4), BadInputError);                                // neither 8 nor C
   CHECK_THROWS_AS(logical_nchw(X, "X"), BadInputError);
+}
+
+TEST_CASE("with one block of all channels the blocked layout is NHWC, for any channel count") {
+  const Tensor X = random_tensor({2, 12, 3, 5}, 8);
+  for (int threads : {1, 2}) {
+    const Tensor B = to_blocked(X, threads, 12);
+    REQUIRE(B.shape() == Shape{2, 1, 3, 5, 12});
+    for (int64_t n = 0; n < 2; ++n)
+      for (int64_t c = 0; c < 12; ++c)
+        for (int64_t p = 0; p < 15; ++p)
+          CHECK(B.data<float>()[(n * 15 + p) * 12 + c] == X.data<float>()[(n * 12 + c) * 15 + p]);
+    CHECK(logical_nchw(B, "B") == Shape{2, 12, 3, 5});
+    CHECK(max_abs_diff(from_blocked(B, threads), X) == 0.0);
+  }
+  CHECK_THROWS_AS(logical_nchw(Tensor(DType::Float32, {2, 3, 3, 5, 4}), "B"), BadInputError);  // blocks of 4
+}
+
+TEST_CASE("this process's blocked layout follows oneDNN's instruction set") {
+  // NHWC where oneDNN runs AVX-512 kernels (ONEDNN_MAX_CPU_ISA=AVX2 turns it off), nChw8c otherwise.
+  CHECK(blocked_layout_is_nhwc() == dnnl_conv_avx512());
+  if (blocked_layout_is_nhwc()) {
+    CHECK(channel_block(12) == 12);
+    CHECK(channel_block(16) == 16);
+    CHECK(std::string(blocked_layout_name()) == "nhwc");
+  } else {
+    CHECK(channel_block(12) == 0);
+    CHECK(channel_block(16) == 8);
+    CHECK(std::string(blocked_layout_name()) == "nChw8c");
+  }
+  CHECK(channel_block(0) == 0);
+  CHECK(to_blocked(random_tensor({1, 16, 2, 2}, 1), 1).dim(4) == channel_block(16));
 }
 
 TEST_CASE("Conv with blocked input and output gives the plain Conv's values exactly") {

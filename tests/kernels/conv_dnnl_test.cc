@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kernel_harness.h"
@@ -42,7 +43,8 @@ Tensor run_dnnl(DnnlConv& conv, const DnnlCase& c, const Tensor& X, const Tensor
                     1);
   // X in the layout asked for; Y returned in plain NCHW
   const Tensor x = layouts.src_blocked ? to_blocked(X, 1) : X;
-  Tensor Y(DType::Float32, layouts.dst_blocked ? Shape{c.x[0], c.w[0] / 8, g.out[0], g.out[1], 8}
+  const int64_t block = channel_block(c.w[0]);  // this process's blocked layout: nChw8c, or NHWC on AVX-512
+  Tensor Y(DType::Float32, layouts.dst_blocked ? Shape{c.x[0], c.w[0] / block, g.out[0], g.out[1], block}
                                                : Shape{c.x[0], c.w[0], g.out[0], g.out[1]});
   REQUIRE(conv.run(g, c.x[0], c.x[1], x.data<float>(), B ? B->data<float>() : nullptr, Y.data<float>(), threads,
                    layouts));
@@ -91,7 +93,8 @@ TEST_CASE("oneDNN Conv matches the reference twin, bitwise the same with 1 and 2
 }
 
 // Convs large enough to be cut into parts (conv_dnnl.cc: one part at one thread, several at more; pointwise Convs
-// with fewer than 32 output channels along rows of nChw8c), in plain and channel-blocked layouts: the reference's
+// with fewer than 32 output channels along rows of nChw8c; every Conv along rows of NHWC where the blocked layout is
+// NHWC, read and written in place), in plain and channel-blocked layouts: the reference's
 // values, and the 1-thread result bitwise at 2, 3 and 8 threads. The general 3x3 and the last three are dense: on a CPU
 // with AVX-512 oneDNN's own layout for them is NHWC, and they run as parts along output rows, each with the pads its
 // rows need (none between parts, a dilated halo at the image's ends), each copying its own rows of a channel-blocked
@@ -116,9 +119,10 @@ TEST_CASE("oneDNN Conv cut into parts gives the 1-thread result bitwise at 2, 3 
   for (const auto& c : cases)
     for (int l = 0; l < 8; ++l) {
       const bool src_blocked = l & 1, dst_blocked = l & 2, channels = l & 4;
-      DYNAMIC_SECTION(c.what << (src_blocked ? ", nChw8c" : ", NCHW") << " to " << (dst_blocked ? "nChw8c" : "NCHW")
+      const std::string blocked = blocked_layout_name();
+      DYNAMIC_SECTION(c.what << ", " << (src_blocked ? blocked : "NCHW") << " to " << (dst_blocked ? blocked : "NCHW")
                              << (channels ? ", HardSwish and a per-channel clamp" : ", Relu6")) {
-        if ((src_blocked && c.x[1] % 8 != 0) || (dst_blocked && c.w[0] % 8 != 0)) continue;
+        if ((src_blocked && channel_block(c.x[1]) == 0) || (dst_blocked && channel_block(c.w[0]) == 0)) continue;
         const Tensor X = random_tensor(c.x, 11, -3.f, 3.f), W = random_tensor(c.w, 12), B = random_tensor({c.w[0]}, 13);
         runtime::FusedActivation act = relu6;
         if (channels) {

@@ -1,5 +1,5 @@
 // Keeping the tensors between oneDNN Convs in the blocked layout (runtime/conv_layout.h): the same outputs as the
-// unfused graph, the blocked tensors renamed "<name>/nChw8c" for a tap, and every rule that keeps a tensor NCHW (an
+// unfused graph, the blocked tensors renamed "<name>/nChw8c" (or "<name>/nhwc" on AVX-512) for a tap, and every rule that keeps a tensor NCHW (an
 // observed tensor, a channel count that is not a multiple of 8, a reader that is neither such a Conv nor an Add of
 // two blocked tensors). Builds without oneDNN keep every tensor NCHW.
 #include "runtime/conv_layout.h"
@@ -10,6 +10,7 @@
 #include <string>
 
 #include "model_builder.h"
+#include "runtime/kernels/blocked_layout.h"
 #include "runtime/kernels/conv_dnnl.h"
 #include "runtime/session.h"
 #include "tensor_checks.h"
@@ -76,6 +77,10 @@ void check_same_outputs(const Session& plain, const Session& fused, const std::m
 }
 
 const bool kDnnl = qtool::runtime::kernels::compute::dnnl_conv_available();
+using qtool::runtime::kernels::compute::blocked_layout_is_nhwc;
+using qtool::runtime::kernels::compute::channel_block;
+// "/nChw8c", or "/nhwc" where oneDNN runs AVX-512 kernels (kernels/blocked_layout.h)
+const std::string kSuffix = std::string("/") + qtool::runtime::kernels::compute::blocked_layout_name();
 
 }  // namespace
 
@@ -91,12 +96,13 @@ TEST_CASE("tensors between oneDNN Convs stay blocked, renamed, with the unfused 
       CHECK(seen.count("a") == 1);
       continue;
     }
-    // a, d, s blocked ([1, 16/8, 9, 9, 8]); y, the graph output, NCHW.
+    // a, d, s blocked ([1, 16/8, 9, 9, 8] as nChw8c, [1, 1, 9, 9, 16] as NHWC); y, the graph output, NCHW.
+    const int64_t B = channel_block(16);
     for (const char* name : {"a", "d", "p", "s"}) {
       INFO(name);
       CHECK(seen.count(name) == 0);
-      REQUIRE(seen.count(std::string(name) + "/nChw8c") == 1);
-      CHECK(seen.at(std::string(name) + "/nChw8c") == Shape{1, 2, 9, 9, 8});
+      REQUIRE(seen.count(std::string(name) + kSuffix) == 1);
+      CHECK(seen.at(std::string(name) + kSuffix) == Shape{1, 16 / B, 9, 9, B});
     }
     CHECK(seen.at("y") == Shape{1, 8, 9, 9});
     int blocked_in = 0, blocked_out = 0;
@@ -119,13 +125,19 @@ TEST_CASE("an observed tensor, an odd channel count or an NCHW reader keeps tens
     CHECK(seen.at("a") == Shape{1, 16, 9, 9});
     // s reads a, so it is not blocked either; d and p are between Convs only.
     CHECK(seen.count("s") == 1);
-    CHECK(seen.count("d/nChw8c") == static_cast<size_t>(kDnnl));
+    CHECK(seen.count("d" + kSuffix) == static_cast<size_t>(kDnnl));
   }
-  SECTION("12 channels") {
+  SECTION("12 channels") {  // nChw8c cannot store them; NHWC (on AVX-512) can
     const ModelBuilder b = chain(12, false);
     const Session fused(b.model, {.observed = std::set<std::string>{}});
     check_same_outputs(Session(b.model), fused, in);
-    for (const auto& [name, shape] : tapped(fused, in)) CHECK(shape.size() == 4);
+    const auto seen = tapped(fused, in);
+    const bool nhwc = kDnnl && blocked_layout_is_nhwc();
+    for (const auto& [name, shape] : seen) {
+      INFO(name);
+      CHECK(shape.size() == (name.find("/nhwc") != std::string::npos ? 5u : 4u));
+    }
+    CHECK(seen.count("d/nhwc") == static_cast<size_t>(nhwc));
   }
   SECTION("an Add with a graph input") {
     const ModelBuilder b = chain(16, true);
@@ -135,6 +147,6 @@ TEST_CASE("an observed tensor, an odd channel count or an NCHW reader keeps tens
     const auto seen = tapped(fused, in2);
     CHECK(seen.at("s") == Shape{1, 16, 9, 9});  // read by the side Add
     CHECK(seen.count("a") == 1);                // the residual Add's other operand can no longer be blocked
-    CHECK(seen.count("d/nChw8c") == static_cast<size_t>(kDnnl));
+    CHECK(seen.count("d" + kSuffix) == static_cast<size_t>(kDnnl));
   }
 }

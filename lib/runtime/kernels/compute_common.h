@@ -51,9 +51,9 @@ void softmax_in_place(float* y, int64_t rows, int64_t len);
 // y[i] = act(y[i]), then the per-channel clamp and affine (FusedActivation::channels) of output channel m, over
 // n values of that channel.
 void apply_conv_epilogue(const FusedActivation& act, float* y, int64_t n, int64_t m);
-// The same for one block of 8 channels c0..c0+7 in the blocked layout (blocked_layout.h): y holds `plane` groups of
-// 8 values, value k of each group belonging to channel c0 + k.
-void apply_conv_epilogue_blocked(const FusedActivation& act, float* y, int64_t plane, int64_t c0);
+// The same for one block of `block` channels c0..c0+block-1 in a blocked layout (blocked_layout.h: 8, or all
+// channels for NHWC): y holds `plane` groups of `block` values, value k of each group belonging to channel c0 + k.
+void apply_conv_epilogue_blocked(const FusedActivation& act, float* y, int64_t plane, int64_t c0, int64_t block);
 
 // Per-thread scratch of at least n floats, kept between calls (grows, never shrinks). Valid until the
 // same thread asks again; kernels use one buffer at a time.

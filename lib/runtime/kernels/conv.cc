@@ -295,8 +295,9 @@ class ConvKernel final : public Kernel {
     const ConvGeom g = geometry(xs, W, B, 2);
     const int64_t N = xs[0], M = W.dim(0);
     const ConvLayouts layouts{node_.blocked_input, node_.blocked_output};
-    if (layouts.dst_blocked && M % kChannelBlock != 0) return false;
-    Tensor Y(DType::Float32, layouts.dst_blocked ? Shape{N, M / kChannelBlock, g.out[0], g.out[1], kChannelBlock}
+    const int64_t block = channel_block(M);  // blocked_layout.h: 8, or M (NHWC)
+    if (layouts.dst_blocked && block == 0) return false;
+    Tensor Y(DType::Float32, layouts.dst_blocked ? Shape{N, M / block, g.out[0], g.out[1], block}
                                                  : Shape{N, M, g.out[0], g.out[1]});
     if (Y.numel() == 0) return false;
     if (!dnnl_->run(g, N, xs[1], X.data<float>(), B ? B->data<float>() : nullptr, Y.data<float>(),

@@ -134,6 +134,9 @@ int64_t part_count(int64_t work, int64_t most, int threads, int64_t least = kPar
   return P > 1 ? std::min(most, (P + threads - 1) / threads * threads) : P;
 }
 
+// Where a part's outputs are, for its epilogue.
+enum class Layout { NCHW, nChw8c, NHWC };
+
 class DnnlConvImpl final : public DnnlConv {
  public:
   DnnlConvImpl(const Tensor& W, int64_t group, bool has_bias, const FusedActivation& act)
@@ -142,7 +145,7 @@ class DnnlConvImpl final : public DnnlConv {
   bool run(const ConvGeom& g, int64_t N, int64_t C, const float* x, const float* b, float* y, int threads,
            ConvLayouts layouts) override {
     if (g.in.size() != 2 || (b != nullptr) != has_bias_) return false;
-    if ((layouts.src_blocked && C % kChannelBlock != 0) || (layouts.dst_blocked && W_.dim(0) % kChannelBlock != 0))
+    if ((layouts.src_blocked && channel_block(C) == 0) || (layouts.dst_blocked && channel_block(W_.dim(0)) == 0))
       return false;
     const Key key =
         std::make_tuple(N, C, g.in[0], g.in[1], g.strides[0], g.strides[1], g.dilations[0], g.dilations[1], g.pads[0],
@@ -201,7 +204,11 @@ class DnnlConvImpl final : public DnnlConv {
     std::vector<Part> parts;
     // Row parts: each part copies its own rows of the activations (in_rows, out_rows) into and out of NHWC, from and
     // to nChw8c where these flags are set, else NCHW; no whole-image reorders on the calling thread.
-    bool rows = false, src_blocked = false, dst_blocked = false;
+    // With src_nhwc / dst_nhwc (the activations are NHWC, blocked_layout.h on AVX-512) a part reads its input rows
+    // and writes its output rows in place: a run of whole rows of NHWC is contiguous.
+    bool rows = false, src_blocked = false, dst_blocked = false, src_nhwc = false, dst_nhwc = false;
+    // Row parts of a pointwise Conv cut by pixels: run_parts sees the image as H x W rows of one pixel.
+    bool pixels = false;
     // Row parts of a pointwise Conv on nChw8c (build_parts): each part copies its rows of every channel block into a
     // dense nChw8c image of its rows and its output rows back.
     bool blocked_rows = false;
@@ -231,7 +238,8 @@ class DnnlConvImpl final : public DnnlConv {
       if (plan.dst_reorder) y8 = aligned64(copies + src_floats);
     }
     std::atomic<bool> failed{false};
-    const int64_t H = g.in[0], Wd = g.in[1], OH = g.out[0], OW = g.out[1];
+    const int64_t H = plan.pixels ? g.in[0] * g.in[1] : g.in[0], Wd = plan.pixels ? 1 : g.in[1];
+    const int64_t OH = plan.pixels ? g.out[0] * g.out[1] : g.out[0], OW = plan.pixels ? 1 : g.out[1];
     parallel_for(N * P, threads, [&](int64_t np) {
       const Part& part = plan.parts[static_cast<size_t>(np % P)];
       const int64_t n = np / P;
@@ -242,11 +250,17 @@ class DnnlConvImpl final : public DnnlConv {
         const float* src = x8 + n * src_image + part.src_off;
         float* dst = y8 + n * dst_image + part.dst_off;
         const int64_t in_floats = C * part.in_rows * Wd + 16;
-        if (plan.rows) {  // this thread's NHWC copies of the part's rows
-          float* rows = rows_scratch(static_cast<size_t>(in_floats + M * part.out_rows * OW + 16));
-          rows_to_nhwc(x + n * C * H * Wd, plan.src_blocked, C, H, Wd, part.in_row, part.in_rows, aligned64(rows));
-          src = aligned64(rows);
-          dst = aligned64(rows + in_floats);
+        if (plan.rows) {  // the part's rows as NHWC: in place where the activations are NHWC, else this thread's copies
+          float* rows = plan.src_nhwc && plan.dst_nhwc
+                            ? nullptr
+                            : rows_scratch(static_cast<size_t>(in_floats + M * part.out_rows * OW + 16));
+          if (plan.src_nhwc) {
+            src = x + n * C * H * Wd + part.in_row * Wd * C;
+          } else {
+            rows_to_nhwc(x + n * C * H * Wd, plan.src_blocked, C, H, Wd, part.in_row, part.in_rows, aligned64(rows));
+            src = aligned64(rows);
+          }
+          dst = plan.dst_nhwc ? y + n * M * OH * OW + part.out_row * OW * M : aligned64(rows + in_floats);
         } else if (plan.blocked_rows) {  // this thread's nChw8c copies of the part's rows
           const int64_t in_run = part.in_rows * Wd * kChannelBlock, in_n = round_up8(C) / kChannelBlock * in_run + 16;
           float* rows = rows_scratch(static_cast<size_t>(in_n + round_up8(M) * part.out_rows * OW + 16));
@@ -265,7 +279,8 @@ class DnnlConvImpl final : public DnnlConv {
         if (b) args.emplace(DNNL_ARG_BIAS, memory(part.pd.bias_desc(), cpu_engine(), const_cast<float*>(b + part.m0)));
         part.conv.execute(part_stream, args);
         part_stream.wait();
-        if (plan.rows) nhwc_to_rows(dst, plan.dst_blocked, M, OH, OW, part.out_row, part.out_rows, y + n * M * OH * OW);
+        if (plan.rows && !plan.dst_nhwc)
+          nhwc_to_rows(dst, plan.dst_blocked, M, OH, OW, part.out_row, part.out_rows, y + n * M * OH * OW);
         if (plan.blocked_rows) {
           const int64_t out_run = part.out_rows * OW * kChannelBlock;
           for (int64_t ob = 0; ob < round_up8(M) / kChannelBlock; ++ob)
@@ -277,8 +292,10 @@ class DnnlConvImpl final : public DnnlConv {
         if (!plan.dst_reorder) {
           const bool by_rows = plan.rows || plan.blocked_rows;
           const int64_t m1 = by_rows ? M : part.m0 + part.pd.dst_desc().dims()[1];
-          part_epilogue(plan, y + n * dst_image, plan.rows ? plan.dst_blocked : true, OH, OW, by_rows ? 0 : part.m0, m1,
-                        by_rows ? part.out_row : 0, by_rows ? part.out_row + part.out_rows : OH);
+          const Layout layout =
+              !plan.rows ? Layout::nChw8c : plan.dst_nhwc ? Layout::NHWC : plan.dst_blocked ? Layout::nChw8c : Layout::NCHW;
+          part_epilogue(plan, y + n * dst_image, layout, OH, OW, by_rows ? 0 : part.m0, m1, by_rows ? part.out_row : 0,
+                        by_rows ? part.out_row + part.out_rows : OH);
         }
       } catch (const dnnl::error&) {
         failed = true;  // a chunk must not throw (work_sharing.h)
@@ -329,17 +346,19 @@ class DnnlConvImpl final : public DnnlConv {
     stream.wait();
   }
 
-  // epilogue() on output channels [m0, m1) and rows [r0, r1) of one image at y, NCHW or nChw8c (`blocked`; m0 a
-  // multiple of 8 there): the same operations on each value.
-  void part_epilogue(const Plan& plan, float* y, bool blocked, int64_t OH, int64_t OW, int64_t m0, int64_t m1,
+  // epilogue() on output channels [m0, m1) and rows [r0, r1) of one image at y, NCHW, nChw8c (m0 a multiple of 8
+  // there) or NHWC (all channels: m0 = 0, m1 = M): the same operations on each value.
+  void part_epilogue(const Plan& plan, float* y, Layout layout, int64_t OH, int64_t OW, int64_t m0, int64_t m1,
                      int64_t r0, int64_t r1) const {
     if (!act_.channels && plan.act_in_primitive) return;
     FusedActivation rest = act_;
     if (plan.act_in_primitive) rest.kind = FusedActivation::Kind::None;
     const int64_t plane = OH * OW, n = (r1 - r0) * OW;
-    if (blocked) {
+    if (layout == Layout::NHWC) {
+      apply_conv_epilogue_blocked(rest, y + r0 * OW * m1, n, 0, m1);
+    } else if (layout == Layout::nChw8c) {
       for (int64_t m = m0; m < m1; m += kChannelBlock)
-        apply_conv_epilogue_blocked(rest, y + m * plane + r0 * OW * kChannelBlock, n, m);
+        apply_conv_epilogue_blocked(rest, y + m * plane + r0 * OW * kChannelBlock, n, m, kChannelBlock);
     } else {
       for (int64_t m = m0; m < m1; ++m) apply_conv_epilogue(rest, y + m * plane + r0 * OW, n, m);
     }
@@ -352,10 +371,10 @@ class DnnlConvImpl final : public DnnlConv {
       FusedActivation rest = act_;
       if (plan.act_in_primitive) rest.kind = FusedActivation::Kind::None;
       const int64_t M = W_.dim(0), plane = g.out[0] * g.out[1];
-      if (layouts.dst_blocked) {  // per block of 8 interleaved channels
-        const int64_t blocks = M / kChannelBlock;
+      if (layouts.dst_blocked) {  // per block of interleaved channels (8, or all of them in NHWC)
+        const int64_t B = channel_block(M), blocks = M / B;
         parallel_for(N * blocks, threads_for(N * M * plane, threads), [&](int64_t nb) {
-          apply_conv_epilogue_blocked(rest, y + nb * kChannelBlock * plane, plane, nb % blocks * kChannelBlock);
+          apply_conv_epilogue_blocked(rest, y + nb * B * plane, plane, nb % blocks * B, B);
         });
       } else {
         parallel_for(N * M, threads_for(N * M * plane, threads),
@@ -367,6 +386,12 @@ class DnnlConvImpl final : public DnnlConv {
       parallel_for(chunks, threads_for(n, threads),
                    [&](int64_t c) { apply_activation(act_, y + c * kChunk, std::min(kChunk, n - c * kChunk)); });
     }
+  }
+
+  // A 1x1 Conv without groups, strides or pads: each output pixel reads its own input pixel only.
+  bool pointwise(const ConvGeom& g) const {
+    return group_ == 1 && W_.dim(2) == 1 && W_.dim(3) == 1 && g.strides[0] == 1 && g.strides[1] == 1 &&
+           g.pads[0] == 0 && g.pads[1] == 0 && g.pads[2] == 0 && g.pads[3] == 0;
   }
 
   // False for im2col + GEMM and the reference loops: slower than a direct kernel on oneDNN's own layouts.
@@ -447,9 +472,7 @@ class DnnlConvImpl final : public DnnlConv {
     // an nChw8c image are a strided slice, which oneDNN runs only in its reference loops, so each part copies its
     // rows into a dense image first and its output rows back (run_parts). Each output value is the same sum over
     // the input channels whatever the image's height (tests/kernels/conv_dnnl_test.cc checks it bitwise).
-    const bool pointwise = G == 1 && KH == 1 && KW == 1 && g.strides[0] == 1 && g.strides[1] == 1 && g.pads[0] == 0 &&
-                           g.pads[1] == 0 && g.pads[2] == 0 && g.pads[3] == 0;
-    const int64_t R = pointwise && P < threads ? part_count(work, g.out[0], threads) : 1;
+    const int64_t R = pointwise(g) && P < threads ? part_count(work, g.out[0], threads) : 1;
     if (R > 1) P = R;
     OmpThreads one(1);
     auto plan = std::make_shared<Plan>();
@@ -523,9 +546,18 @@ class DnnlConvImpl final : public DnnlConv {
                                    const memory::desc& user_dst, const dnnl::primitive_attr& attr,
                                    bool act_in_primitive, const ConvDesc& conv_desc) {
     const int64_t M = W_.dim(0), KH = W_.dim(2), KW = W_.dim(3), G = group_, Cg = C / G;
-    const int64_t H = g.in[0], Wd = g.in[1], OH = g.out[0], OW = g.out[1];
-    const int64_t macs = M * OH * OW * Cg * KH * KW;
-    const int64_t P = part_count(macs, OH, threads);
+    // A pointwise Conv (1x1, stride 1, no pads) reads only each output pixel's own input pixel, so its image is cut
+    // by pixels instead of rows: as a column of H x W one-pixel rows (the same memory in NCHW, nChw8c and NHWC), each
+    // part a primitive on one row of its pixels. The parts are then even however few rows the image has
+    // (ppocrv4-rec's 480-channel Convs on 6 and 3 rows: 2 parts of 3 rows, or of 1 and 2 rows).
+    const bool pixels = pointwise(g);
+    const int64_t H = pixels ? g.in[0] * g.in[1] : g.in[0], Wd = pixels ? 1 : g.in[1];
+    const int64_t OH = pixels ? g.out[0] * g.out[1] : g.out[0], OW = pixels ? 1 : g.out[1];
+    // Work as build_parts counts it: short dot products (depthwise) at elementwise speed, a grouped Conv's part
+    // holding kGroupedPartWork.
+    const int64_t kv = KH * KW, macs = M * OH * OW * Cg * kv;
+    const int64_t work = Cg * kv < 64 ? macs * (kParallelMinMacs / kParallelMinWork) : macs;
+    const int64_t P = part_count(work, OH, threads, G > 1 ? kGroupedPartWork : kPartWork);
     OmpThreads one(1);
     auto plan = std::make_shared<Plan>();
     plan->act_in_primitive = act_in_primitive;
@@ -539,14 +571,18 @@ class DnnlConvImpl final : public DnnlConv {
     try {
       // each part copies its own rows of the activations (run_parts), so no reorders
       plan->rows = true;
+      plan->pixels = pixels;
       plan->src_blocked = user_src == memory::desc(user_src.dims(), f32, Tag::nChw8c);
       plan->dst_blocked = user_dst == memory::desc(user_dst.dims(), f32, Tag::nChw8c);
+      plan->src_nhwc = user_src == memory::desc(user_src.dims(), f32, Tag::nhwc);
+      plan->dst_nhwc = user_dst == memory::desc(user_dst.dims(), f32, Tag::nhwc);
       for (int64_t p = 0; p < P; ++p) {
         const int64_t oh0 = p * OH / P, oh1 = (p + 1) * OH / P;
         // input rows [first, last] of output rows [oh0, oh1), then clipped to the image; the clipped rows are pads
         const int64_t first = oh0 * s - pad_top, last = (oh1 - 1) * s - pad_top + extent - 1;
         const int64_t ih0 = std::max<int64_t>(0, first), ih1 = std::min(H - 1, last);
-        const memory::dims src{1, C, ih1 - ih0 + 1, Wd}, dst{1, M, oh1 - oh0, OW};
+        const memory::dims src = pixels ? memory::dims{1, C, 1, ih1 - ih0 + 1} : memory::dims{1, C, ih1 - ih0 + 1, Wd};
+        const memory::dims dst = pixels ? memory::dims{1, M, 1, oh1 - oh0} : memory::dims{1, M, oh1 - oh0, OW};
         const dnnl::convolution_forward::primitive_desc pd(
             conv_desc(memory::desc(src, f32, Tag::nhwc), memory::desc(w_dims, f32, Tag::any),
                       memory::desc({M}, f32, Tag::x), memory::desc(dst, f32, Tag::nhwc), {ih0 - first, g.pads[1]},
@@ -569,9 +605,10 @@ class DnnlConvImpl final : public DnnlConv {
     const memory::dims src_dims{N, C, g.in[0], g.in[1]}, dst_dims{N, M, g.out[0], g.out[1]};
     const memory::dims w_dims =
         group_ == 1 ? memory::dims{M, C, KH, KW} : memory::dims{group_, M / group_, C / group_, KH, KW};
-    // nChw8c is blocked_layout.h's layout [N, C/8, H, W, 8].
-    const memory::desc user_src(src_dims, memory::data_type::f32, layouts.src_blocked ? Tag::nChw8c : Tag::nchw);
-    const memory::desc user_dst(dst_dims, memory::data_type::f32, layouts.dst_blocked ? Tag::nChw8c : Tag::nchw);
+    // blocked_layout.h's layout: nChw8c [N, C/8, H, W, 8], or NHWC [N, 1, H, W, C] on AVX-512.
+    const Tag blocked = blocked_layout_is_nhwc() ? Tag::nhwc : Tag::nChw8c;
+    const memory::desc user_src(src_dims, memory::data_type::f32, layouts.src_blocked ? blocked : Tag::nchw);
+    const memory::desc user_dst(dst_dims, memory::data_type::f32, layouts.dst_blocked ? blocked : Tag::nchw);
     const memory::desc user_w(w_dims, memory::data_type::f32, group_ == 1 ? Tag::oihw : Tag::goihw);
     const memory::desc bias({M}, memory::data_type::f32, Tag::x);
     const memory::desc any_src(src_dims, memory::data_type::f32, Tag::any);
@@ -616,6 +653,15 @@ class DnnlConvImpl final : public DnnlConv {
     // each ran fastest with the cut between 32 and 64 at 1 thread, 2026-11-25, docs/benchmarks.md). Such a Conv
     // whose own layout is NHWC runs as row parts on NHWC (build_rows), whatever its size. oneDNN's own choice is
     // asked for one thread, so that the choice cannot change with the thread count.
+    // Where the blocked layout is NHWC (AVX-512), every Conv with a direct NHWC kernel runs as row parts on NHWC,
+    // whatever the activations' layouts (NCHW ones are copied row by row in the parts), so that the kernel still
+    // depends on the shape alone: oneDNN's AVX-512 pointwise and depthwise kernels on NHWC beat its AVX2 ones on
+    // nChw8c by 1.7-1.9x and its nChw16c ones need no fewer copies (docs/interpreter.md "NHWC between Convs on
+    // AVX-512").
+    if (blocked_layout_is_nhwc()) {
+      if (auto plan = build_rows(g, C, threads, user_src, user_dst, attr, act_in_primitive, conv_desc_padded))
+        return plan;
+    }
     const int64_t macs = N * M * g.out[0] * g.out[1] * (C / group_) * KH * KW;
     const int64_t copied = N * (C * g.in[0] * g.in[1] + M * g.out[0] * g.out[1]);
     // The whole Conv opens OpenMP regions (copies and convolution) whose barriers wait for woken workers; below
@@ -694,12 +740,19 @@ class DnnlConvImpl final : public DnnlConv {
 
 bool dnnl_conv_available() { return true; }
 
+bool dnnl_conv_avx512() {
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
+  return (isa & avx512) == avx512;  // oneDNN's ISA values are nested bit masks
+}
+
 std::unique_ptr<DnnlConv> make_dnnl_conv(const Tensor& W, int64_t group, bool has_bias, const FusedActivation& act) {
   if (W.dtype() != DType::Float32 || W.rank() != 4) return nullptr;
   return std::make_unique<DnnlConvImpl>(W, group, has_bias, act);
 }
 #else
 bool dnnl_conv_available() { return false; }
+bool dnnl_conv_avx512() { return false; }
 std::unique_ptr<DnnlConv> make_dnnl_conv(const Tensor&, int64_t, bool, const FusedActivation&) { return nullptr; }
 #endif
 

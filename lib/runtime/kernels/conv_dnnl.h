@@ -11,11 +11,13 @@
 // after with apply_activation, because oneDNN evaluates them with other operations (multiply by 1/6, its
 // own exp) and a fused graph must give the unfused graph's values.
 //
-// Kernels and threads (conv_dnnl.cc, build): which oneDNN kernels run a Conv depends on its shape alone. Most run
-// as parts along the output channels on nChw8c images, each part a one-thread primitive, the parts shared out by
-// the kernels' own work sharing (as many parts as threads or a multiple, one at one thread); dense Convs whose
-// faster kernels want other layouts (AVX-512: nChw16c, NHWC) run whole, with copies, on oneDNN's OpenMP threads
-// (whose thread count is set for the duration of the call, as oneDNN reads it when a primitive is built and run).
+// Kernels and threads (conv_dnnl.cc, build): which oneDNN kernels run a Conv depends on its shape and the CPU alone.
+// Where oneDNN runs AVX-512 kernels every Conv with a direct NHWC kernel runs as parts along its output rows (a
+// pointwise one along its pixels) on NHWC, read and written in place when the activations are NHWC
+// (blocked_layout.h); elsewhere most run as parts along the output channels on nChw8c images. Each part is a
+// one-thread primitive, the parts shared out by the kernels' own work sharing (as many parts as threads or a
+// multiple, one at one thread); Convs with no such parts run whole, with copies, on oneDNN's OpenMP threads (whose
+// thread count is set for the duration of the call, as oneDNN reads it when a primitive is built and run).
 // Results are bitwise the same whichever layouts the activations have and however many threads run.
 #pragma once
 
@@ -28,8 +30,8 @@
 
 namespace qtool::runtime::kernels::compute {
 
-// Where X and Y are stored: plain NCHW, or the channel-blocked layout of blocked_layout.h (nChw8c), which oneDNN's
-// AVX2 convolutions read and write without a reorder (runtime/conv_layout.h decides which tensors stay blocked).
+// Where X and Y are stored: plain NCHW, or the channel-blocked layout of blocked_layout.h (nChw8c, or NHWC on
+// AVX-512), which oneDNN's convolutions read and write without a reorder (runtime/conv_layout.h decides which tensors stay blocked).
 struct ConvLayouts {
   bool src_blocked = false;
   bool dst_blocked = false;
@@ -40,13 +42,16 @@ class DnnlConv {
   virtual ~DnnlConv() = default;
   // Y (N x M x OH x OW) for X (N x C x IH x IW) and the weights given at creation, each in its layout; g is 2-D
   // with pads resolved. False when oneDNN has no primitive for this shape, or a blocked layout is asked for a
-  // channel count that is not a multiple of 8 (the caller runs its own kernel).
+  // channel count it cannot store (nChw8c: not a multiple of 8; the caller runs its own kernel).
   virtual bool run(const ConvGeom& g, int64_t N, int64_t C, const float* x, const float* b, float* y, int threads,
                    ConvLayouts layouts = {}) = 0;
 };
 
 // True in builds with oneDNN (make_dnnl_conv returns a Conv for 2-D float weights).
 bool dnnl_conv_available();
+// True when oneDNN runs AVX-512 (avx512_core) kernels on this CPU (ONEDNN_MAX_CPU_ISA caps it); false without oneDNN.
+// blocked_layout.h then keeps blocked activations as NHWC.
+bool dnnl_conv_avx512();
 
 // A oneDNN Conv for constant float 2-D weights W [M, C/group, KH, KW] (shared with the graph's initializer);
 // nullptr when this build has no oneDNN.

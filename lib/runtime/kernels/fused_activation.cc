@@ -53,21 +53,42 @@ void apply_conv_epilogue(const FusedActivation& act, float* y, int64_t n, int64_
   for (int64_t i = 0; i < n; ++i) y[i] = std::min(std::max(y[i], lo), hi) * s + h;
 }
 
-QTOOL_HOT_LOOP
-void apply_conv_epilogue_blocked(const FusedActivation& act, float* y, int64_t plane, int64_t c0) {
-  constexpr int64_t B = kChannelBlock;
-  apply_activation(act, y, plane * B);
-  if (!act.channels) return;
-  const auto& c = *act.channels;
-  float lo[B], hi[B], s[B], h[B];
-  for (int64_t k = 0; k < B; ++k) {
-    lo[k] = c.lo[c0 + k];
-    hi[k] = c.hi[c0 + k];
-    s[k] = c.scale[c0 + k];
-    h[k] = c.shift[c0 + k];
+namespace {
+// The per-channel clamp and affine over `plane` groups of B channels c0..c0+B-1 (apply_conv_epilogue's operations).
+// nChw8c: B = 8 is a constant and the channels' parameters sit in locals, so a group is one unrolled vector with the
+// parameters in registers; NHWC: B is all channels, a long vectorised run per pixel.
+template <int64_t kB>
+[[gnu::always_inline]] inline void clamp_affine_blocked(const FusedActivation::Channels& c, float* y, int64_t plane,
+                                                        int64_t c0, int64_t block) {
+  if constexpr (kB > 0) {
+    float lo[kB], hi[kB], s[kB], h[kB];
+    for (int64_t k = 0; k < kB; ++k) {
+      lo[k] = c.lo[c0 + k];
+      hi[k] = c.hi[c0 + k];
+      s[k] = c.scale[c0 + k];
+      h[k] = c.shift[c0 + k];
+    }
+    for (int64_t p = 0; p < plane; ++p, y += kB)
+      for (int64_t k = 0; k < kB; ++k) y[k] = std::min(std::max(y[k], lo[k]), hi[k]) * s[k] + h[k];
+  } else {
+    const float* __restrict lo = c.lo.data() + c0;
+    const float* __restrict hi = c.hi.data() + c0;
+    const float* __restrict s = c.scale.data() + c0;
+    const float* __restrict h = c.shift.data() + c0;
+    for (int64_t p = 0; p < plane; ++p, y += block)
+      for (int64_t k = 0; k < block; ++k) y[k] = std::min(std::max(y[k], lo[k]), hi[k]) * s[k] + h[k];
   }
-  for (int64_t p = 0; p < plane; ++p, y += B)  // apply_conv_epilogue's operations
-    for (int64_t k = 0; k < B; ++k) y[k] = std::min(std::max(y[k], lo[k]), hi[k]) * s[k] + h[k];
+}
+}  // namespace
+
+QTOOL_HOT_LOOP
+void apply_conv_epilogue_blocked(const FusedActivation& act, float* y, int64_t plane, int64_t c0, int64_t block) {
+  apply_activation(act, y, plane * block);
+  if (!act.channels) return;
+  if (block == kChannelBlock)
+    clamp_affine_blocked<kChannelBlock>(*act.channels, y, plane, c0, block);
+  else
+    clamp_affine_blocked<0>(*act.channels, y, plane, c0, block);
 }
 
 void softmax_in_place(float* y, int64_t rows, int64_t len) {
