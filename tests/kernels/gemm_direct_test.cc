@@ -99,3 +99,34 @@ TEST_CASE("sgemm_direct_packed gives sgemm_direct's bits on every panel and stri
   }
   CHECK_FALSE(use_packed_b(512, 512));
 }
+
+// One row against a B too large for the direct GEMM (a classifier at batch 1, a decoder step): sgemm's
+// matrix-vector path reads B in place; it matches the reference, every alpha/beta form, the same bits at 1, 2 and 3
+// threads (each a different cut of the columns), with a leading dimension larger than the row.
+TEST_CASE("sgemm with one row and a large B matches sgemm_ref, the same with 1, 2 and 3 threads") {
+  struct Case {
+    int64_t N, K, ldb;
+  };
+  for (const Case c : {Case{1000, 1280, 1000}, Case{1500, 67, 1500}, Case{2100, 300, 2100}, Case{700, 257, 900}}) {
+    REQUIRE_FALSE(use_sgemm_direct(false, false, 1, c.N, c.K));
+    const Tensor A = random_tensor({1, c.K}, 41), B = random_tensor({c.K, c.ldb}, 42);
+    for (const auto& [alpha, beta] : {std::pair{1.f, 0.f}, std::pair{0.25f, 1.f}, std::pair{-0.5f, 2.f}}) {
+      INFO("N " << c.N << " K " << c.K << " ldb " << c.ldb << " alpha " << alpha << " beta " << beta);
+      const Tensor C0 = random_tensor({1, c.N}, 43);
+      Tensor want = C0.clone();
+      sgemm_ref(false, false, 1, c.N, c.K, alpha, A.data<float>(), c.K, B.data<float>(), c.ldb, beta,
+                want.data<float>(), c.N);
+      Tensor first;
+      for (int threads : {1, 2, 3}) {
+        Tensor C = C0.clone();
+        sgemm(false, false, 1, c.N, c.K, alpha, A.data<float>(), c.K, B.data<float>(), c.ldb, beta, C.data<float>(),
+              c.N, threads);
+        CHECK(max_abs_diff(C, want) < 1e-5 * std::sqrt(static_cast<double>(c.K)));
+        if (threads == 1)
+          first = C;
+        else
+          CHECK(std::memcmp(C.data<float>(), first.data<float>(), C.nbytes()) == 0);
+      }
+    }
+  }
+}

@@ -3,8 +3,10 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <cmath>
 #include <mutex>
 
+#include "runtime/kernels/compute_common.h"
 #include "runtime/kernels/gemm_direct.h"
 
 namespace qtool::runtime::kernels::compute {
@@ -21,6 +23,36 @@ void gemm_block(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, 
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(M),
               static_cast<int>(N), static_cast<int>(K), alpha, A, static_cast<int>(lda), B, static_cast<int>(ldb), beta,
               C, static_cast<int>(ldc));
+}
+
+// One row a of A times B for columns [j0, j1): c[j] = alpha · (a[0]·B[0,j] + ... + a[K-1]·B[K-1,j]) + beta · c[j], the
+// multiply-adds fused and in k order, so a column's value does not depend on how the columns are cut. B is streamed
+// row by row (a row's column range is contiguous), four rows per pass over sums kept in an L1 block.
+QTOOL_HOT_LOOP
+void gemv_row(int64_t j0, int64_t j1, int64_t K, float alpha, const float* a, const float* B, int64_t ldb, float beta,
+              float* c) {
+  constexpr int64_t kCols = 1024;
+  float acc[kCols];
+  for (int64_t s = j0; s < j1; s += kCols) {
+    const int64_t n = std::min(kCols, j1 - s);
+    std::fill_n(acc, n, 0.f);
+    int64_t k = 0;
+    for (; k + 4 <= K; k += 4) {
+      const float a0 = a[k], a1 = a[k + 1], a2 = a[k + 2], a3 = a[k + 3];
+      const float* b0 = B + k * ldb + s;
+      const float* b1 = b0 + ldb;
+      const float* b2 = b1 + ldb;
+      const float* b3 = b2 + ldb;
+      for (int64_t j = 0; j < n; ++j)
+        acc[j] = std::fma(a3, b3[j], std::fma(a2, b2[j], std::fma(a1, b1[j], std::fma(a0, b0[j], acc[j]))));
+    }
+    for (; k < K; ++k) {
+      const float ak = a[k];
+      const float* b = B + k * ldb + s;
+      for (int64_t j = 0; j < n; ++j) acc[j] = std::fma(ak, b[j], acc[j]);
+    }
+    for (int64_t j = 0; j < n; ++j) c[s + j] = beta == 0.f ? alpha * acc[j] : alpha * acc[j] + beta * c[s + j];
+  }
 }
 
 }  // namespace
@@ -60,6 +92,18 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float al
     parallel_for((M + per - 1) / per, t, [&](int64_t c) {
       const int64_t r0 = c * per;
       sgemm_direct(std::min(per, M - r0), N, K, alpha, A + r0 * lda, lda, B, ldb, beta, C + r0 * ldc, ldc);
+    });
+    return;
+  }
+  if (M == 1 && N > 0 && K > 0 && !trans_a && !trans_b) {
+    // One row (a classifier at batch 1, a decoder step) against a B too large for the direct GEMM: a matrix-vector
+    // product that reads B once, in place. OpenBLAS's sgemm packs B first (mobilenetv2's [1280, 1000] classifier:
+    // 0.46 ms at one thread, ONNX Runtime 0.23; docs/interpreter.md "NHWC between Convs on AVX-512"). Columns are
+    // cut in runs of 64 per thread; each column's sum is the same whatever the cut.
+    const int t = threads_for_macs(N * K, threads);
+    const int64_t per = ((N + t - 1) / t + 63) / 64 * 64;
+    parallel_for((N + per - 1) / per, t, [&](int64_t p) {
+      gemv_row(p * per, std::min(N, (p + 1) * per), K, alpha, A, B, ldb, beta, C);
     });
     return;
   }
