@@ -26,6 +26,41 @@ bool is_add(const GraphNode& n) {
          n.outputs[0] >= 0 && n.implicit_inputs.empty();
 }
 
+// Where the blocked layout is NHWC: a Transpose from NHWC to NCHW (perm [0, 3, 1, 2]) whose output only oneDNN
+// Convs read, as their input X, and which may disappear, is dropped, and those Convs read its NHWC input in place
+// (NodeInfo::nhwc_input): a model exported from NHWC (TensorFlow's mobilenetv2) no longer copies its input into NCHW
+// for the first Conv to copy back into NHWC rows. Returns the number of Transposes dropped.
+int fold_nhwc_transposes(Graph& g, const fusion::Uses& u) {
+  if (!kernels::compute::blocked_layout_is_nhwc()) return 0;
+  std::vector<bool> removed(g.nodes.size(), false);
+  int folded = 0;
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    const GraphNode& tr = g.nodes[k];
+    if (!onnx_op(tr, "Transpose") || tr.inputs.size() != 1 || tr.inputs[0] < 0 || tr.outputs.size() != 1 ||
+        tr.outputs[0] < 0 || !tr.implicit_inputs.empty() || tr.info.attrs.get_ints("perm") != std::vector<int64_t>{0, 3, 1, 2})
+      continue;
+    const int t = tr.outputs[0];
+    if (!u.hidden_ok(t) || u.consumers[t].empty()) continue;
+    bool ok = true;
+    for (size_t r : u.consumers[t]) {
+      const GraphNode& c = g.nodes[r];
+      ok = ok && dnnl_conv_channels(c) > 0 && c.inputs[0] == t && c.inputs[1] != t && (c.inputs.size() < 3 || c.inputs[2] != t);
+    }
+    if (!ok) continue;
+    for (size_t r : u.consumers[t]) {
+      GraphNode& c = g.nodes[r];
+      c.inputs[0] = tr.inputs[0];
+      c.info.inputs[0] = tr.info.inputs[0];
+      c.info.blocked_input = true;
+      c.info.nhwc_input = true;
+    }
+    removed[k] = true;
+    ++folded;
+  }
+  if (folded > 0) fusion::erase_nodes(g, removed);
+  return folded;
+}
+
 }  // namespace
 
 int keep_conv_layout_blocked(Graph& g, const std::set<std::string>& keep) {
@@ -67,7 +102,8 @@ int keep_conv_layout_blocked(Graph& g, const std::set<std::string>& keep) {
       }
     }
   }
-  int blocked = 0;
+  // (u's node indices are stale from here: the fold erases nodes)
+  int blocked = fold_nhwc_transposes(g, u);
   for (size_t t = 0; t < channels.size(); ++t) {
     if (channels[t] == 0) continue;
     ++blocked;
@@ -85,7 +121,7 @@ int keep_conv_layout_blocked(Graph& g, const std::set<std::string>& keep) {
     for (size_t o = 0; o < n.outputs.size(); ++o)
       if (n.outputs[o] >= 0 && channels[n.outputs[o]] > 0) n.info.outputs[o] = g.value_names[n.outputs[o]];
     if (dnnl_conv_channels(n) > 0) {
-      n.info.blocked_input = n.inputs[0] >= 0 && channels[n.inputs[0]] > 0;
+      n.info.blocked_input = n.info.nhwc_input || (n.inputs[0] >= 0 && channels[n.inputs[0]] > 0);
       n.info.blocked_output = channels[n.outputs[0]] > 0;
     }
   }

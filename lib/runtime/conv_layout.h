@@ -15,8 +15,10 @@
 //     name of its own and never a blocked tensor under the model's name.
 // Either layout stores no padding channels that a reader could see. Conv nodes learn
 // their layouts through NodeInfo::blocked_input and blocked_output; a Conv for whose shape oneDNN has no primitive
-// converts around its own kernel. The result equals the NCHW run's exactly (the same primitive, fed the same
-// values; only the copies are gone).
+// converts around its own kernel. Where the layout is NHWC, a Transpose from NHWC to NCHW (perm [0, 3, 1, 2]) read
+// only by such Convs as X, and free to disappear, is dropped: those Convs read its NHWC input in place
+// (NodeInfo::nhwc_input; models exported from NHWC frameworks start this way). The result equals the NCHW run's
+// exactly (the same primitive, fed the same values; only the copies are gone).
 #pragma once
 
 #include <set>

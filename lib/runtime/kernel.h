@@ -94,6 +94,9 @@ struct NodeInfo {
   // output 0 leaves, in the channel-blocked layout [N, C/8, H, W, 8] of kernels/blocked_layout.h instead of NCHW.
   bool blocked_input = false;
   bool blocked_output = false;
+  // With blocked_input where the blocked layout is NHWC: input 0 is a plain 4-D NHWC tensor [N, H, W, C] (the input
+  // of a Transpose to NCHW that conv_layout.h folded away), read as the blocked [N, 1, H, W, C].
+  bool nhwc_input = false;
 
   // "Conv 'conv1'" for messages.
   std::string label() const { return op_type + " '" + name + "'"; }

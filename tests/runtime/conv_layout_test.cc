@@ -150,3 +150,60 @@ TEST_CASE("an observed tensor, an odd channel count or an NCHW reader keeps tens
     CHECK(seen.count("d" + kSuffix) == static_cast<size_t>(kDnnl));
   }
 }
+
+// An NHWC model input (TensorFlow exports: x [N, H, W, C] -> Transpose perm [0, 3, 1, 2] -> Conv): where the blocked
+// layout is NHWC the Transpose is dropped and the Conv reads x in place; the outputs are the unfused graph's
+// exactly. Not where the Transpose's output is observed, is read by another op too, or the perm is another one.
+TEST_CASE("a Transpose from NHWC read only by oneDNN Convs is folded where the blocked layout is NHWC") {
+  auto model = [](const std::vector<int64_t>& perm, bool side) {
+    ModelBuilder b(13);
+    b.input("x", DType::Float32, {1, 9, 7, 3});
+    b.initializer("w1", ramp({16, 3, 3, 3}, 0.1f));
+    b.initializer("b1", ramp({16}, 0.2f));
+    b.initializer("w2", ramp({8, 16, 1, 1}, 0.3f));
+    auto& tr = b.node("Transpose", {"x"}, {"t"}, "to_nchw");
+    ModelBuilder::attr(tr, "perm", perm);
+    auto& c1 = b.node("Conv", {"t", "w1", "b1"}, {"c1"}, "stem");
+    ModelBuilder::attr(c1, "pads", std::vector<int64_t>{1, 1, 1, 1});
+    ModelBuilder::attr(c1, "strides", std::vector<int64_t>{2, 2});
+    b.node("Relu", {"c1"}, {"a"}, "relu");
+    b.node("Conv", {"a", "w2"}, {"y"}, "head");
+    b.output("y");
+    if (side) {
+      b.node("Sigmoid", {"t"}, {"s"}, "side");
+      b.output("s");
+    }
+    return b;
+  };
+  auto transposes = [](const Session& s) {
+    int n = 0;
+    for (const auto& node : s.graph().nodes) n += node.info.op_type == "Transpose";
+    return n;
+  };
+  const std::map<std::string, Tensor> in{{"x", ramp({1, 9, 7, 3}, 0.9f)}};
+  const bool fold = kDnnl && blocked_layout_is_nhwc();
+  for (int threads : {1, 2}) {
+    INFO(threads << " threads");
+    const ModelBuilder b = model({0, 3, 1, 2}, false);
+    const Session plain(b.model);
+    const Session fused(b.model, {.threads = threads, .observed = std::set<std::string>{}});
+    check_same_outputs(plain, fused, in);
+    CHECK(transposes(fused) == (fold ? 0 : 1));
+    int nhwc = 0;
+    for (const auto& n : fused.graph().nodes) nhwc += n.info.nhwc_input;
+    CHECK(nhwc == (fold ? 1 : 0));
+    // observed: the Transpose's output must exist
+    const Session observed(b.model, {.threads = threads, .observed = std::set<std::string>{"t"}});
+    check_same_outputs(plain, observed, in);
+    CHECK(transposes(observed) == 1);
+  }
+  const ModelBuilder side = model({0, 3, 1, 2}, true);
+  const Session side_fused(side.model, {.observed = std::set<std::string>{}});
+  check_same_outputs(Session(side.model), side_fused, in);
+  CHECK(transposes(side_fused) == 1);
+  // perm [0, 3, 2, 1] gives [1, 3, 7, 9]: a valid Conv input, but not NHWC read as NCHW
+  const ModelBuilder other = model({0, 3, 2, 1}, false);
+  const Session other_fused(other.model, {.observed = std::set<std::string>{}});
+  check_same_outputs(Session(other.model), other_fused, in);
+  CHECK(transposes(other_fused) == 1);
+}

@@ -246,7 +246,7 @@ class ConvKernel final : public Kernel {
     std::vector<const Tensor*> ins(ctx.inputs.begin(), ctx.inputs.end());
     Tensor plain;
     if (node_.blocked_input) {
-      plain = from_blocked(ctx.input(0), ctx.threads);
+      plain = from_blocked(blocked_x(float_input(ctx, 0)), ctx.threads);
       ins[0] = &plain;
     }
     KernelContext plain_ctx{ctx.node, ins, ctx.outputs, ctx.threads, ctx.subgraphs};
@@ -284,10 +284,20 @@ class ConvKernel final : public Kernel {
     return g.channels * kv < 64 ? threads_for(macs, threads, regions) : threads_for_macs(macs, threads, regions);
   }
 
+  // Input X in the blocked layout: as it arrives, or a plain NHWC [N, H, W, C] (NodeInfo::nhwc_input) viewed as the
+  // NHWC blocked [N, 1, H, W, C].
+  Tensor blocked_x(const Tensor& X) const {
+    if (!node_.nhwc_input) return X;
+    if (X.rank() != 4)
+      throw BadInputError(node_.label() + ": input X (the input of the Transpose to NCHW before it) must be 4-D NHWC, got " +
+                          shape_str(X.shape()));
+    return X.reshaped({X.dim(0), 1, X.dim(1), X.dim(2), X.dim(3)});
+  }
+
   // The Conv with a blocked input or output on oneDNN; false when oneDNN has no primitive for it.
   bool run_blocked(KernelContext& ctx) {
     if (!dnnl_) return false;
-    const Tensor& X = float_input(ctx, 0);
+    const Tensor X = node_.blocked_input ? blocked_x(float_input(ctx, 0)) : float_input(ctx, 0);
     const Tensor& W = float_input(ctx, 1);
     const Tensor* B = ctx.has_input(2) ? &float_input(ctx, 2) : nullptr;
     const Shape xs = node_.blocked_input ? logical_nchw(X, node_.label() + " input X") : X.shape();
