@@ -64,43 +64,25 @@ float* copy_scratch(size_t n) {
   return buf.data();
 }
 
-// Rows [r0, r0 + rows) of one image of C channels and H x W pixels, NCHW or nChw8c (`blocked`), as an NHWC image
-// of `rows` rows at out.
-void rows_to_nhwc(const float* x, bool blocked, int64_t C, int64_t H, int64_t W, int64_t r0, int64_t rows, float* out) {
-  if (blocked) {
-    for (int64_t cb = 0; cb < C / kChannelBlock; ++cb)
-      for (int64_t h = 0; h < rows; ++h) {
-        const float* s = x + (cb * H + r0 + h) * W * kChannelBlock;
-        float* d = out + h * W * C + cb * kChannelBlock;
-        for (int64_t w = 0; w < W; ++w) std::memcpy(d + w * C, s + w * kChannelBlock, kChannelBlock * sizeof(float));
-      }
-    return;
-  }
-  for (int64_t h = 0; h < rows; ++h)
-    for (int64_t c = 0; c < C; ++c) {
-      const float* s = x + (c * H + r0 + h) * W;
-      float* d = out + h * W * C + c;
-      for (int64_t w = 0; w < W; ++w) d[w * C] = s[w];
+// Rows [r0, r0 + rows) of one nChw8c image of C channels and H x W pixels as an NHWC image of `rows` rows at out.
+// (Rows of an NCHW image are copied by oneDNN reorders, Part::src_copy.)
+void rows_to_nhwc(const float* x, int64_t C, int64_t H, int64_t W, int64_t r0, int64_t rows, float* out) {
+  for (int64_t cb = 0; cb < C / kChannelBlock; ++cb)
+    for (int64_t h = 0; h < rows; ++h) {
+      const float* s = x + (cb * H + r0 + h) * W * kChannelBlock;
+      float* d = out + h * W * C + cb * kChannelBlock;
+      for (int64_t w = 0; w < W; ++w) std::memcpy(d + w * C, s + w * kChannelBlock, kChannelBlock * sizeof(float));
     }
 }
 
-// The NHWC image of `rows` rows at x (C channels, W columns) into rows [r0, r0 + rows) of an image of H rows, NCHW
-// or nChw8c (`blocked`), at out.
-void nhwc_to_rows(const float* x, bool blocked, int64_t C, int64_t H, int64_t W, int64_t r0, int64_t rows, float* out) {
-  if (blocked) {
-    for (int64_t cb = 0; cb < C / kChannelBlock; ++cb)
-      for (int64_t h = 0; h < rows; ++h) {
-        const float* s = x + h * W * C + cb * kChannelBlock;
-        float* d = out + (cb * H + r0 + h) * W * kChannelBlock;
-        for (int64_t w = 0; w < W; ++w) std::memcpy(d + w * kChannelBlock, s + w * C, kChannelBlock * sizeof(float));
-      }
-    return;
-  }
-  for (int64_t c = 0; c < C; ++c)
+// The NHWC image of `rows` rows at x (C channels, W columns) into rows [r0, r0 + rows) of an nChw8c image of H rows
+// at out.
+void nhwc_to_rows(const float* x, int64_t C, int64_t H, int64_t W, int64_t r0, int64_t rows, float* out) {
+  for (int64_t cb = 0; cb < C / kChannelBlock; ++cb)
     for (int64_t h = 0; h < rows; ++h) {
-      const float* s = x + h * W * C + c;
-      float* d = out + (c * H + r0 + h) * W;
-      for (int64_t w = 0; w < W; ++w) d[w] = s[w * C];
+      const float* s = x + h * W * C + cb * kChannelBlock;
+      float* d = out + (cb * H + r0 + h) * W * kChannelBlock;
+      for (int64_t w = 0; w < W; ++w) std::memcpy(d + w * kChannelBlock, s + w * C, kChannelBlock * sizeof(float));
     }
 }
 
@@ -189,8 +171,8 @@ class DnnlConvImpl final : public DnnlConv {
     dnnl::convolution_forward conv;
     memory weights;  // W's rows of this part in pd.weights_desc()
     // Row parts with NCHW activations: oneDNN reorders between the NCHW slab of the part's rows (a strided view of
-    // the image) and its NHWC copy, in and out (its jit transposes beat the scalar loops of rows_to_nhwc /
-    // nhwc_to_rows: calibration, whose observed tensors are all NCHW, ran mobilenetv2 11 % slower with them).
+    // the image) and its NHWC copy, in and out (its jit transposes beat the scalar loops that copied NCHW rows
+    // before: calibration, whose observed tensors are all NCHW, ran mobilenetv2 11 % slower with them).
     std::optional<dnnl::reorder> src_copy, dst_copy;
     memory::desc src_slab, dst_slab;
   };
@@ -266,8 +248,8 @@ class DnnlConvImpl final : public DnnlConv {
             memory copy(part.pd.src_desc(), cpu_engine(), aligned64(rows));
             part.src_copy->execute(part_stream, slab, copy);
             src = aligned64(rows);
-          } else {
-            rows_to_nhwc(x + n * C * H * Wd, plan.src_blocked, C, H, Wd, part.in_row, part.in_rows, aligned64(rows));
+          } else {  // nChw8c
+            rows_to_nhwc(x + n * C * H * Wd, C, H, Wd, part.in_row, part.in_rows, aligned64(rows));
             src = aligned64(rows);
           }
           dst = plan.dst_nhwc ? y + n * M * OH * OW + part.out_row * OW * M : aligned64(rows + in_floats);
@@ -294,8 +276,8 @@ class DnnlConvImpl final : public DnnlConv {
           memory slab(part.dst_slab, cpu_engine(), y + n * M * OH * OW + part.out_row * OW);
           part.dst_copy->execute(part_stream, copy, slab);
           part_stream.wait();
-        } else if (plan.rows && !plan.dst_nhwc) {
-          nhwc_to_rows(dst, plan.dst_blocked, M, OH, OW, part.out_row, part.out_rows, y + n * M * OH * OW);
+        } else if (plan.rows && !plan.dst_nhwc) {  // nChw8c
+          nhwc_to_rows(dst, M, OH, OW, part.out_row, part.out_rows, y + n * M * OH * OW);
         }
         if (plan.blocked_rows) {
           const int64_t out_run = part.out_rows * OW * kChannelBlock;
