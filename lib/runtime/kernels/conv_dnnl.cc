@@ -116,8 +116,21 @@ int64_t part_count(int64_t work, int64_t most, int threads, int64_t least = kPar
   return P > 1 ? std::min(most, (P + threads - 1) / threads * threads) : P;
 }
 
-// Where a part's outputs are, for its epilogue.
+// How activations are stored: plain, or one of blocked_layout.h's blocked layouts.
 enum class Layout { NCHW, nChw8c, NHWC };
+
+Layout layout_of(const memory::desc& d) {
+  const auto f32 = memory::data_type::f32;
+  if (d == memory::desc(d.dims(), f32, Tag::nChw8c)) return Layout::nChw8c;
+  if (d == memory::desc(d.dims(), f32, Tag::nhwc)) return Layout::NHWC;
+  return Layout::NCHW;
+}
+
+// The image of one part's view: input rows and columns, output rows and columns. A Conv's own geometry, or for the
+// pixel cut of a pointwise Conv (build_rows) a column of H x W one-pixel rows, the same memory in every layout.
+struct RowGeom {
+  int64_t H = 0, W = 0, OH = 0, OW = 0;
+};
 
 class DnnlConvImpl final : public DnnlConv {
  public:
@@ -189,13 +202,13 @@ class DnnlConvImpl final : public DnnlConv {
     // When not empty, the Conv runs as these parts on nChw8c (or NHWC) images, and pd, conv and weights are unused;
     // src_reorder / dst_reorder then copy the activations into and out of that layout.
     std::vector<Part> parts;
-    // Row parts: each part copies its own rows of the activations (in_rows, out_rows) into and out of NHWC, from and
-    // to nChw8c where these flags are set, else NCHW; no whole-image reorders on the calling thread.
-    // With src_nhwc / dst_nhwc (the activations are NHWC, blocked_layout.h on AVX-512) a part reads its input rows
-    // and writes its output rows in place: a run of whole rows of NHWC is contiguous.
-    bool rows = false, src_blocked = false, dst_blocked = false, src_nhwc = false, dst_nhwc = false;
-    // Row parts of a pointwise Conv cut by pixels: run_parts sees the image as H x W rows of one pixel.
-    bool pixels = false;
+    // Row parts: each part copies its own rows of the activations (in_rows, out_rows) into and out of NHWC from the
+    // activations' layouts src / dst, no whole-image reorders on the calling thread; where a side is NHWC
+    // (blocked_layout.h on AVX-512) the part reads its input rows or writes its output rows in place: a run of whole
+    // rows of NHWC is contiguous.
+    bool rows = false;
+    Layout src = Layout::NCHW, dst = Layout::NCHW;
+    RowGeom geom;  // what run_parts sees as rows: the Conv's own, or the pixel cut's
     // Row parts of a pointwise Conv on nChw8c (build_parts): each part copies its rows of every channel block into a
     // dense nChw8c image of its rows and its output rows back.
     bool blocked_rows = false;
@@ -225,8 +238,7 @@ class DnnlConvImpl final : public DnnlConv {
       if (plan.dst_reorder) y8 = aligned64(copies + src_floats);
     }
     std::atomic<bool> failed{false};
-    const int64_t H = plan.pixels ? g.in[0] * g.in[1] : g.in[0], Wd = plan.pixels ? 1 : g.in[1];
-    const int64_t OH = plan.pixels ? g.out[0] * g.out[1] : g.out[0], OW = plan.pixels ? 1 : g.out[1];
+    const int64_t H = plan.geom.H, Wd = plan.geom.W, OH = plan.geom.OH, OW = plan.geom.OW;
     parallel_for(N * P, threads, [&](int64_t np) {
       const Part& part = plan.parts[static_cast<size_t>(np % P)];
       const int64_t n = np / P;
@@ -238,10 +250,10 @@ class DnnlConvImpl final : public DnnlConv {
         float* dst = y8 + n * dst_image + part.dst_off;
         const int64_t in_floats = C * part.in_rows * Wd + 16;
         if (plan.rows) {  // the part's rows as NHWC: in place where the activations are NHWC, else this thread's copies
-          float* rows = plan.src_nhwc && plan.dst_nhwc
+          float* rows = plan.src == Layout::NHWC && plan.dst == Layout::NHWC
                             ? nullptr
                             : rows_scratch(static_cast<size_t>(in_floats + M * part.out_rows * OW + 16));
-          if (plan.src_nhwc) {
+          if (plan.src == Layout::NHWC) {
             src = x + n * C * H * Wd + part.in_row * Wd * C;
           } else if (part.src_copy) {
             memory slab(part.src_slab, cpu_engine(), const_cast<float*>(x) + n * C * H * Wd + part.in_row * Wd);
@@ -252,7 +264,7 @@ class DnnlConvImpl final : public DnnlConv {
             rows_to_nhwc(x + n * C * H * Wd, C, H, Wd, part.in_row, part.in_rows, aligned64(rows));
             src = aligned64(rows);
           }
-          dst = plan.dst_nhwc ? y + n * M * OH * OW + part.out_row * OW * M : aligned64(rows + in_floats);
+          dst = plan.dst == Layout::NHWC ? y + n * M * OH * OW + part.out_row * OW * M : aligned64(rows + in_floats);
         } else if (plan.blocked_rows) {  // this thread's nChw8c copies of the part's rows
           const int64_t in_run = part.in_rows * Wd * kChannelBlock, in_n = round_up8(C) / kChannelBlock * in_run + 16;
           float* rows = rows_scratch(static_cast<size_t>(in_n + round_up8(M) * part.out_rows * OW + 16));
@@ -276,7 +288,7 @@ class DnnlConvImpl final : public DnnlConv {
           memory slab(part.dst_slab, cpu_engine(), y + n * M * OH * OW + part.out_row * OW);
           part.dst_copy->execute(part_stream, copy, slab);
           part_stream.wait();
-        } else if (plan.rows && !plan.dst_nhwc) {  // nChw8c
+        } else if (plan.rows && plan.dst == Layout::nChw8c) {
           nhwc_to_rows(dst, M, OH, OW, part.out_row, part.out_rows, y + n * M * OH * OW);
         }
         if (plan.blocked_rows) {
@@ -290,9 +302,7 @@ class DnnlConvImpl final : public DnnlConv {
         if (!plan.dst_reorder) {
           const bool by_rows = plan.rows || plan.blocked_rows;
           const int64_t m1 = by_rows ? M : part.m0 + part.pd.dst_desc().dims()[1];
-          const Layout layout =
-              !plan.rows ? Layout::nChw8c : plan.dst_nhwc ? Layout::NHWC : plan.dst_blocked ? Layout::nChw8c : Layout::NCHW;
-          part_epilogue(plan, y + n * dst_image, layout, OH, OW, by_rows ? 0 : part.m0, m1, by_rows ? part.out_row : 0,
+          part_epilogue(plan, y + n * dst_image, plan.rows ? plan.dst : Layout::nChw8c, OH, OW, by_rows ? 0 : part.m0, m1, by_rows ? part.out_row : 0,
                         by_rows ? part.out_row + part.out_rows : OH);
         }
       } catch (const dnnl::error&) {
@@ -475,6 +485,7 @@ class DnnlConvImpl final : public DnnlConv {
     OmpThreads one(1);
     auto plan = std::make_shared<Plan>();
     plan->act_in_primitive = act_in_primitive;
+    plan->geom = RowGeom{g.in[0], g.in[1], g.out[0], g.out[1]};
     plan->src_image = static_cast<size_t>(round_up8(C) * g.in[0] * g.in[1]);
     plan->dst_image = static_cast<size_t>(round_up8(M) * g.out[0] * g.out[1]);
     dnnl::stream stream(cpu_engine());
@@ -549,8 +560,9 @@ class DnnlConvImpl final : public DnnlConv {
     // part a primitive on one row of its pixels. The parts are then even however few rows the image has
     // (ppocrv4-rec's 480-channel Convs on 6 and 3 rows: 2 parts of 3 rows, or of 1 and 2 rows).
     const bool pixels = pointwise(g);
-    const int64_t H = pixels ? g.in[0] * g.in[1] : g.in[0], Wd = pixels ? 1 : g.in[1];
-    const int64_t OH = pixels ? g.out[0] * g.out[1] : g.out[0], OW = pixels ? 1 : g.out[1];
+    const RowGeom geom = pixels ? RowGeom{g.in[0] * g.in[1], 1, g.out[0] * g.out[1], 1}
+                                : RowGeom{g.in[0], g.in[1], g.out[0], g.out[1]};
+    const int64_t H = geom.H, Wd = geom.W, OH = geom.OH, OW = geom.OW;
     // Work as build_parts counts it: short dot products (depthwise) at elementwise speed, a grouped Conv's part
     // holding kGroupedPartWork.
     const int64_t kv = KH * KW, macs = M * OH * OW * Cg * kv;
@@ -569,11 +581,9 @@ class DnnlConvImpl final : public DnnlConv {
     try {
       // each part copies its own rows of the activations (run_parts), so no reorders
       plan->rows = true;
-      plan->pixels = pixels;
-      plan->src_blocked = user_src == memory::desc(user_src.dims(), f32, Tag::nChw8c);
-      plan->dst_blocked = user_dst == memory::desc(user_dst.dims(), f32, Tag::nChw8c);
-      plan->src_nhwc = user_src == memory::desc(user_src.dims(), f32, Tag::nhwc);
-      plan->dst_nhwc = user_dst == memory::desc(user_dst.dims(), f32, Tag::nhwc);
+      plan->geom = geom;
+      plan->src = layout_of(user_src);
+      plan->dst = layout_of(user_dst);
       for (int64_t p = 0; p < P; ++p) {
         const int64_t oh0 = p * OH / P, oh1 = (p + 1) * OH / P;
         // input rows [first, last] of output rows [oh0, oh1), then clipped to the image; the clipped rows are pads
@@ -591,11 +601,11 @@ class DnnlConvImpl final : public DnnlConv {
         Part part{0, ih0 * Wd * C, oh0 * OW * M, ih0, ih1 - ih0 + 1, oh0, oh1 - oh0, pd, dnnl::convolution_forward(pd),
                   weights};
         // NCHW slabs of the part's rows: all channels, rows [ih0, ih1] (or its pixels), as strided views
-        if (!plan->src_nhwc && !plan->src_blocked) {
+        if (plan->src == Layout::NCHW) {
           part.src_slab = memory::desc(src, f32, memory::dims{C * H * Wd, H * Wd, Wd, 1});
           part.src_copy.emplace(dnnl::reorder::primitive_desc(cpu_engine(), part.src_slab, cpu_engine(), pd.src_desc()));
         }
-        if (!plan->dst_nhwc && !plan->dst_blocked) {
+        if (plan->dst == Layout::NCHW) {
           part.dst_slab = memory::desc(dst, f32, memory::dims{M * OH * OW, OH * OW, OW, 1});
           part.dst_copy.emplace(dnnl::reorder::primitive_desc(cpu_engine(), pd.dst_desc(), cpu_engine(), part.dst_slab));
         }
