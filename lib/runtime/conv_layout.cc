@@ -21,6 +21,11 @@ int64_t dnnl_conv_channels(const GraphNode& n) {
   return w && w->dtype() == DType::Float32 && w->rank() == 4 ? w->dim(0) : 0;
 }
 
+// r is a Conv on oneDNN that reads value t as its input X only (not as W or B).
+bool reads_as_conv_x(const GraphNode& r, int t) {
+  return dnnl_conv_channels(r) > 0 && r.inputs[0] == t && r.inputs[1] != t && (r.inputs.size() < 3 || r.inputs[2] != t);
+}
+
 bool is_add(const GraphNode& n) {
   return onnx_op(n, "Add") && n.inputs.size() == 2 && n.inputs[0] >= 0 && n.inputs[1] >= 0 && n.outputs.size() == 1 &&
          n.outputs[0] >= 0 && n.implicit_inputs.empty();
@@ -42,10 +47,7 @@ int fold_nhwc_transposes(Graph& g, const fusion::Uses& u) {
     const int t = tr.outputs[0];
     if (!u.hidden_ok(t) || u.consumers[t].empty()) continue;
     bool ok = true;
-    for (size_t r : u.consumers[t]) {
-      const GraphNode& c = g.nodes[r];
-      ok = ok && dnnl_conv_channels(c) > 0 && c.inputs[0] == t && c.inputs[1] != t && (c.inputs.size() < 3 || c.inputs[2] != t);
-    }
+    for (size_t r : u.consumers[t]) ok = ok && reads_as_conv_x(g.nodes[r], t);
     if (!ok) continue;
     for (size_t r : u.consumers[t]) {
       GraphNode& c = g.nodes[r];
@@ -92,9 +94,7 @@ int keep_conv_layout_blocked(Graph& g, const std::set<std::string>& keep) {
       bool ok = dnnl_conv_channels(g.nodes[producer[t]]) > 0 || blocked_add(g.nodes[producer[t]]);
       for (size_t k : u.consumers[t]) {
         const GraphNode& r = g.nodes[k];
-        const bool conv_x = dnnl_conv_channels(r) > 0 && r.inputs[0] == static_cast<int>(t) &&
-                            r.inputs[1] != r.inputs[0] && (r.inputs.size() < 3 || r.inputs[2] != r.inputs[0]);
-        ok = ok && (conv_x || blocked_add(r));
+        ok = ok && (reads_as_conv_x(r, static_cast<int>(t)) || blocked_add(r));
       }
       if (!ok) {
         channels[t] = 0;
