@@ -13,7 +13,6 @@ Prints one JSON line; exit 1 on any failure.
 """
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -33,9 +32,7 @@ def expect(name, cond, detail=''):
         failures.append(f'{name}: {detail}')
 
 
-def run(args):
-    r = subprocess.run([qtest.qtool()] + args, capture_output=True, text=True)
-    return r.returncode, r.stdout, r.stderr
+run = qtest.run_qtool
 
 
 def dynamic_block(nodes, inits, x, cin, cout, tag):

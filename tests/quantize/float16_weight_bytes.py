@@ -7,7 +7,6 @@ and in the text line. Prints one JSON line; exit 1 on any failure.
 """
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -27,9 +26,7 @@ def expect(name, cond, detail=''):
         failures.append(f'{name}: {detail}')
 
 
-def run(args):
-    r = subprocess.run([qtest.qtool()] + args, capture_output=True, text=True)
-    return r.returncode, r.stdout, r.stderr
+run = qtest.run_qtool
 
 
 def weight_bytes(model):

@@ -70,6 +70,12 @@ def qtool():
     return os.environ.get('QTOOL_EXE', os.path.join(ROOT, 'build', 'bin', 'qtool'))
 
 
+def run_qtool(args):
+    """qtool with these arguments: (exit code, stdout, stderr), whatever the exit code."""
+    r = subprocess.run([qtool()] + args, capture_output=True, text=True)
+    return r.returncode, r.stdout, r.stderr
+
+
 def quantize(model, out, calib, config=None, extra=()):
     cmd = [qtool(), 'quantize', model, '-o', out, '--calib', calib, '--json'] + list(extra)
     if config:
