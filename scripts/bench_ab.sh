@@ -56,14 +56,4 @@ for m in "${list[@]}"; do
     done
   done
 done
-/usr/bin/python3 - "$out" <<'PY'
-import collections, statistics, sys
-d, order = collections.defaultdict(list), []
-for line in open(sys.argv[1]):
-    m, label, v = line.split()
-    d[(m, label)].append(float(v))
-    if (m, label) not in order: order.append((m, label))
-for k in order:
-    print("%-22s %-10s median %9.2f  min %9.2f ms  (%s)" % (k[0], k[1], statistics.median(d[k]), min(d[k]),
-          " ".join("%.1f" % x for x in d[k])))
-PY
+/usr/bin/python3 "$root/scripts/bench/ab_summary.py" "$out"

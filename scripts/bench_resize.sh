@@ -50,14 +50,4 @@ for ((r = 0; r < rounds; r++)); do
     done
   done
 done
-/usr/bin/python3 - "$out" <<'PY'
-import collections, statistics, sys
-d, order = collections.defaultdict(list), []
-for line in open(sys.argv[1]):
-    c, label, v = line.split()
-    d[(c, label)].append(float(v))
-    if (c, label) not in order: order.append((c, label))
-for k in sorted(order, key=order.index):
-    print("%-14s %-10s median %8.2f  min %8.2f ms  (%s)" % (k[0], k[1], statistics.median(d[k]), min(d[k]),
-          " ".join("%.2f" % x for x in d[k])))
-PY
+/usr/bin/python3 "$(dirname "$0")/bench/ab_summary.py" "$out" --width 14 --digits 2
