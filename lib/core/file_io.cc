@@ -2,6 +2,7 @@
 #include "core/file_io.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -186,6 +187,20 @@ void InputFile::read_at(int64_t offset, void* buf, size_t n) const {
     offset += r;
     n -= static_cast<size_t>(r);
   }
+}
+
+std::shared_ptr<std::byte[]> InputFile::map_private(int64_t offset, size_t n) const {
+  if (offset < 0 || static_cast<uint64_t>(offset) + n > static_cast<uint64_t>(size_))
+    throw BadInputError("cannot read " + role_ + " " + quoted(path_) + ": it ends at byte " + std::to_string(size_) +
+                        ", before the data it should hold (was it truncated?)");
+  if (n == 0) return nullptr;
+  const auto page = static_cast<int64_t>(::sysconf(_SC_PAGESIZE));
+  const int64_t start = offset / page * page;
+  const size_t length = n + static_cast<size_t>(offset - start);
+  void* base = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd_, static_cast<off_t>(start));
+  if (base == MAP_FAILED) return nullptr;
+  auto* data = static_cast<std::byte*>(base) + (offset - start);
+  return std::shared_ptr<std::byte[]>(data, [base, length](std::byte*) { ::munmap(base, length); });
 }
 
 std::string InputFile::read_all(int64_t max_bytes) const {

@@ -58,6 +58,27 @@ Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape
   data_ = storage_.get();
 }
 
+Tensor Tensor::from_storage(DType dtype, Shape shape, std::shared_ptr<std::byte[]> storage) {
+  if (!storage || reinterpret_cast<uintptr_t>(storage.get()) % kAlign != 0)
+    throw InternalError("Tensor::from_storage: storage missing or not " + std::to_string(kAlign) + "-byte aligned");
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.numel_ = shape_numel(t.shape_);
+  t.nbytes_ = storage_bytes(dtype, t.numel_);
+  const auto counted = static_cast<int64_t>(t.nbytes_);
+  check_tensor_allocation(counted, std::string(dtype_name(dtype)) + " tensor of shape " + shape_str(t.shape_));
+  note_tensor_allocated(counted);
+  // The tensor's storage owns the mapping and gives its bytes back to the count when the last copy goes.
+  std::byte* data = storage.get();
+  t.storage_ = std::shared_ptr<std::byte[]>(data, [held = std::move(storage), counted](std::byte*) mutable {
+    held.reset();
+    note_tensor_freed(counted);
+  });
+  t.data_ = t.storage_.get();
+  return t;
+}
+
 Tensor Tensor::zeros(DType dtype, Shape shape) {
   Tensor t(dtype, std::move(shape));
   std::memset(t.data_, 0, t.nbytes_);

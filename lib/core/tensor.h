@@ -32,6 +32,9 @@ class Tensor {
   static Tensor from_bytes(DType dtype, Shape shape, std::span<const std::byte> bytes);
   template <class T>
   static Tensor from_vector(Shape shape, const std::vector<T>& values);
+  // Takes `storage`, which already holds storage_bytes(dtype, numel) bytes at a 64-byte aligned address (a file
+  // mapping: InputFile::map_private). Counted against the tensor memory limit like an allocation, while it lives.
+  static Tensor from_storage(DType dtype, Shape shape, std::shared_ptr<std::byte[]> storage);
   template <class T>
   static Tensor scalar(T value) { return from_vector<T>({}, std::vector<T>{value}); }
 

@@ -65,10 +65,16 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& what_in)
 
   if (p.data_location() == onnx::TensorProto::EXTERNAL) {  // validated when it was loaded: read it now
     const ResolvedRef ref = resolved_ref(p);
-    Tensor t(dt, shape);
-    if (ref.length != static_cast<int64_t>(t.nbytes()))
+    const size_t nbytes = storage_bytes(dt, shape_numel(shape));
+    if (ref.length != static_cast<int64_t>(nbytes))
       throw InternalError(what + ": external data length " + std::to_string(ref.length) + " is not its size");
-    fileio::InputFile(ref.file, "external data file").read_at(ref.offset, t.raw(), t.nbytes());
+    const fileio::InputFile file(ref.file, "external data file");
+    // A large weight is mapped rather than read into fresh memory (InputFile::map_private says why); a tensor's
+    // data must start 64-byte aligned, so an offset that is not falls back to a read, as small tensors do.
+    if (nbytes >= kMapMinBytes && ref.offset % 64 == 0)
+      if (auto mapped = file.map_private(ref.offset, nbytes)) return Tensor::from_storage(dt, shape, std::move(mapped));
+    Tensor t(dt, shape);
+    file.read_at(ref.offset, t.raw(), t.nbytes());
     return t;
   }
   if (p.has_raw_data()) {

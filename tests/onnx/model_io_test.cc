@@ -6,10 +6,12 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 
 #include "core/error.h"
+#include "core/limits.h"
 #include "onnx/external_data.h"
 #include "onnx/model_walk.h"
 #include "onnx/tensor_proto.h"
@@ -407,4 +409,47 @@ TEST_CASE("models over 2 GB are saved with external data under Auto", "[.big]") 
   for (int i = 0; i < 2; ++i)
     CHECK(back.proto->graph().initializer(i).raw_data() == m.graph().initializer(i).raw_data());
   fs::remove_all(dir);
+}
+
+TEST_CASE("large external tensors are mapped copy-on-write: the same values and memory count, the file never written") {
+  const fs::path dir = scratch_dir("ext-map");
+  fs::create_directories(dir);
+  // Two 2 MiB float tensors (over kMapMinBytes): one at a 64-byte aligned offset (mapped), one at an offset that
+  // is not (read into an allocation instead).
+  const int64_t n = 512 * 1024;
+  std::string data(4096, '\0');
+  std::vector<float> values(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) values[static_cast<size_t>(i)] = static_cast<float>(i % 977) * 0.5f - 3.0f;
+  const auto bytes = std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+  data += bytes + std::string(4, '\0') + bytes;
+  write_file(dir / "w.bin", data);
+  onnx::ModelProto m = external_model("w.bin", 4096, n * 4);
+  auto* t = m.mutable_graph()->mutable_initializer(0);
+  t->set_dims(0, n);
+  *m.mutable_graph()->add_initializer() = *t;
+  auto* u = m.mutable_graph()->mutable_initializer(1);
+  u->set_name("u");
+  u->mutable_external_data(1)->set_value(std::to_string(4096 + n * 4 + 4));
+  write_file(dir / "m.onnx", serialize(m));
+  LoadOptions lazy;
+  lazy.load_external_data = false;
+  const LoadedModel refs = load_model(dir / "m.onnx", lazy);
+  REQUIRE(kMapMinBytes <= static_cast<size_t>(n * 4));
+  for (int k : {0, 1}) {
+    INFO((k == 0 ? "aligned: mapped" : "unaligned: read"));
+    const int64_t before = live_tensor_bytes();
+    {
+      Tensor w = tensor_from_proto(refs.proto->graph().initializer(k));
+      CHECK(w.shape() == Shape{n});
+      CHECK(reinterpret_cast<uintptr_t>(w.raw()) % 64 == 0);
+      CHECK(std::memcmp(w.raw(), values.data(), w.nbytes()) == 0);
+      CHECK(live_tensor_bytes() - before >= n * 4);
+      const bool mapped = read_file("/proc/self/maps").find((dir / "w.bin").string()) != std::string::npos;
+      CHECK(mapped == (k == 0));
+      w.data<float>()[0] = 1e9f;  // a private copy of that page; the file keeps its bytes
+      CHECK(w.data<float>()[0] == 1e9f);
+    }
+    CHECK(live_tensor_bytes() == before);
+    CHECK(read_file(dir / "w.bin") == data);
+  }
 }
