@@ -121,17 +121,42 @@ MinMax compute_minmax(const Tensor& x, const QGranularity& g, int threads) {
   const size_t groups = static_cast<size_t>(shape_numel(mm.shape));
   mm.min.assign(groups, inf);
   mm.max.assign(groups, -inf);
-  int64_t i = 0;
-  for (int64_t m = 0; m < L.outer; ++m)
-    for (int64_t k = 0; k < L.axis_len; ++k)
-      for (int64_t n = 0; n < L.inner; ++n, ++i) {
-        const float v = load(base, i);
+  const float* xf = x.dtype() == DType::Float32 ? x.data<float>() : nullptr;
+  // Elements [m, k0..k1, n0..n1) into their groups.
+  auto visit = [&](int64_t m, int64_t k0, int64_t k1, int64_t n0, int64_t n1) {
+    for (int64_t k = k0; k < k1; ++k) {
+      const int64_t row = (m * L.axis_len + k) * L.inner;
+      const int64_t s0 = m * L.scale_stride_outer + (k / L.block) * L.scale_stride_axis;
+      for (int64_t n = n0; n < n1; ++n) {
+        const float v = xf ? xf[row + n] : load(base, row + n);
         if (std::isnan(v)) continue;
-        const size_t s = static_cast<size_t>(m * L.scale_stride_outer + (k / L.block) * L.scale_stride_axis +
-                                             n * L.scale_stride_inner);
+        const auto s = static_cast<size_t>(s0 + n * L.scale_stride_inner);
         mm.min[s] = std::min(mm.min[s], v);
         mm.max[s] = std::max(mm.max[s], v);
       }
+    }
+  };
+  // Threads split the dimension that indexes the groups most finely (outer rows, axis blocks, or inner columns in
+  // chunks), so no two threads share a group: min and max are exact, the result the same for any count.
+  constexpr int64_t kChunk = 1024;
+  const int64_t blocks = (L.axis_len + L.block - 1) / L.block;
+  const int64_t extent_outer = L.scale_stride_outer != 0 ? L.outer : 0;
+  const int64_t extent_axis = L.scale_stride_axis != 0 ? blocks : 0;
+  const int64_t extent_inner = L.scale_stride_inner != 0 ? (L.inner + kChunk - 1) / kChunk : 0;
+  const int64_t extent = std::max({extent_outer, extent_axis, extent_inner, int64_t{1}});
+  const int team = threads > 1 && x.numel() >= (int64_t{1} << 16) && extent > 1 ? threads : 1;
+#pragma omp parallel for schedule(static) num_threads(team)
+  for (int64_t d = 0; d < extent; ++d) {
+    if (extent == extent_outer) {
+      visit(d, 0, L.axis_len, 0, L.inner);
+    } else if (extent == extent_axis) {
+      for (int64_t m = 0; m < L.outer; ++m) visit(m, d * L.block, std::min(L.axis_len, (d + 1) * L.block), 0, L.inner);
+    } else if (extent == extent_inner) {
+      for (int64_t m = 0; m < L.outer; ++m) visit(m, 0, L.axis_len, d * kChunk, std::min(L.inner, (d + 1) * kChunk));
+    } else {  // one group per split: serial
+      for (int64_t m = 0; m < L.outer; ++m) visit(m, 0, L.axis_len, 0, L.inner);
+    }
+  }
   return mm;
 }
 

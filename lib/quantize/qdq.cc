@@ -45,8 +45,8 @@ class QdqBuilder {
  public:
   // plan: decide without ranges and stop at the first node quantized (plan_qdq).
   QdqBuilder(onnx::ModelProto& model, const QConfig& cfg, const calib::CalibrationTable& ranges,
-             LayerHessianSource* hessians, bool plan = false)
-      : g_(model), cfg_(cfg), ranges_(ranges), hessians_(hessians), plan_(plan) {
+             LayerHessianSource* hessians, int threads, bool plan = false)
+      : g_(model), cfg_(cfg), ranges_(ranges), hessians_(hessians), threads_(threads), plan_(plan) {
     // A name some graphs of the hierarchy define again (onnx/body_names.h, which quantize's preparation has run,
     // leaves only those of tables and models prepared before it): calibration merged their values under one name,
     // so such tensors stay float (weights are unaffected: their values are local).
@@ -57,11 +57,12 @@ class QdqBuilder {
   // The body `body` of a node of `outer`'s graph.
   QdqBuilder(onnx::ModelProto& model, onnx::GraphProto& body, const Graph& outer, const QConfig& cfg,
              const calib::CalibrationTable& ranges, const std::set<std::string>& ambiguous,
-             const std::set<std::string>& sequences, LayerHessianSource* hessians, bool plan)
+             const std::set<std::string>& sequences, LayerHessianSource* hessians, int threads, bool plan)
       : g_(model, body, outer),
         cfg_(cfg),
         ranges_(ranges),
         hessians_(hessians),
+        threads_(threads),
         plan_(plan),
         ambiguous_(ambiguous),
         sequences_(sequences) {
@@ -114,7 +115,7 @@ class QdqBuilder {
   void quantize_bodies() {
     auto body_run = [&](onnx::GraphProto& body) {
       if (plan_ && first_quantized(report_)) return;  // planning stops at the first quantized node
-      merge(QdqBuilder(g_.model(), body, g_, cfg_, ranges_, ambiguous_, sequences_, hessians_, plan_).run());
+      merge(QdqBuilder(g_.model(), body, g_, cfg_, ranges_, ambiguous_, sequences_, hessians_, threads_, plan_).run());
     };
     for (int i = 0; i < g_.node_count(); ++i)
       for (auto& a : *g_.node(i).mutable_attribute()) {
@@ -548,6 +549,7 @@ class QdqBuilder {
     }
     const onnx::NodeProto& node = g_.node(i);
     WeightInput in{w, ws, axis};
+    in.threads = threads_;
     if (ws.saturation_safe)
       in.pair_sums = u8s8_pair_sums(node, w, ws.granularity == Granularity::PerChannel ? axis : -1);
     if (needs_layer_inputs(ws.algorithm)) {
@@ -1254,6 +1256,7 @@ class QdqBuilder {
   const QConfig& cfg_;
   const calib::CalibrationTable& ranges_;
   LayerHessianSource* hessians_;  // GPTQ/AWQ layers' input Hessians (weights/layer_inputs.h), asked in node order; may be null
+  int threads_;                   // for rounding weights (the same result for any count)
   bool plan_ = false;             // plan_qdq: ranges assumed, stops at the first quantized node
   std::vector<NodeQuant> nq_;
   std::vector<bool> fused_;
@@ -1274,13 +1277,13 @@ class QdqBuilder {
 }  // namespace
 
 QdqReport insert_qdq(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges,
-                     LayerHessianSource* hessians) {
-  return QdqBuilder(model, config, ranges, hessians).run();
+                     LayerHessianSource* hessians, int threads) {
+  return QdqBuilder(model, config, ranges, hessians, threads).run();
 }
 
 std::optional<NodeExplain> plan_qdq(onnx::ModelProto& model, const QConfig& config) {
   const calib::CalibrationTable none;
-  const QdqReport r = QdqBuilder(model, config, none, nullptr, /*plan=*/true).run();
+  const QdqReport r = QdqBuilder(model, config, none, nullptr, /*threads=*/1, /*plan=*/true).run();
   if (const NodeExplain* e = QdqBuilder::first_quantized(r)) return *e;
   return std::nullopt;
 }

@@ -60,8 +60,9 @@ struct QdqReport {
 
 // Rewrites `model` in place; activation ranges come from the calibration table (`qtool calibrate`). Config names that
 // match nothing are BadInputErrors. `hessians`: the input Hessians of the layers the config quantizes with GPTQ.
+// `threads`: for rounding weights; the model written is the same for any count.
 QdqReport insert_qdq(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges,
-                     LayerHessianSource* hessians = nullptr);
+                     LayerHessianSource* hessians = nullptr, int threads = 1);
 
 // The first node (main graph first, then If/Loop/Scan bodies) that insert_qdq would quantize, decided before any
 // range is known; nullopt when it would quantize none. The same rules and decisions, with every activation taken to

@@ -93,7 +93,7 @@ bool pair_fits(double pair_sum, double scale) { return pair_sum / scale <= kSafe
 }  // namespace
 
 QParams weight_params(const Tensor& w, const TensorSettings& s, int64_t axis,
-                      const std::optional<std::vector<double>>& kernel_pairs) {
+                      const std::optional<std::vector<double>>& kernel_pairs, int threads) {
   numerics::QGranularity g;
   if (s.granularity == Granularity::PerChannel && axis >= 0) {
     g.kind = numerics::Granularity::PerChannel;
@@ -123,7 +123,7 @@ QParams weight_params(const Tensor& w, const TensorSettings& s, int64_t axis,
       return p;
     }
   }
-  numerics::QParamTensors t = numerics::choose_qparams(w, g, spec_for(s));
+  numerics::QParamTensors t = numerics::choose_qparams(w, g, spec_for(s), threads);
   const bool per_channel_grid = step.has_value() && g.kind == numerics::Granularity::PerChannel;
   const float grid = step.value_or(0.0f);
   if (safe) {
@@ -175,11 +175,11 @@ void kernel_sum_round(const std::vector<double>& r, std::vector<int64_t>& q, int
 
 }  // namespace
 
-Tensor quantize_tensor(const Tensor& x, const QParams& p, Rounding rounding) {
+Tensor quantize_tensor(const Tensor& x, const QParams& p, Rounding rounding, int threads) {
   numerics::QdqAttrs attrs;
   attrs.axis = p.axis >= 0 ? p.axis : 1;
   attrs.block_size = p.block_size;
-  Tensor q = numerics::quantize_linear(x, p.scale, &p.zero_point, attrs);
+  Tensor q = numerics::quantize_linear(x, p.scale, &p.zero_point, attrs, threads);
   const auto& info = dtype_info(q.dtype());
   if (rounding != Rounding::KernelSum || x.rank() < 3 || info.cls != DTypeClass::Integer) return q;
   int64_t group = 1;

@@ -41,12 +41,13 @@ std::optional<float> existing_grid(const Tensor& w, const TensorSettings& s);
 // needed (two codes of 127 would reach 64770: a 2x overflow). At worst that is reduce_range's 7 bits; most channels
 // keep 8.
 // `pair_sums` (quantize/saturation.h, per scale): the kernel's largest same-sign pair sums; without them
-// saturation_safe assumes the worst pairing (the two largest magnitudes).
+// saturation_safe assumes the worst pairing (the two largest magnitudes). `threads`: for the range pass (the same
+// parameters for any count).
 QParams weight_params(const Tensor& w, const TensorSettings& s, int64_t axis,
-                      const std::optional<std::vector<double>>& pair_sums = std::nullopt);
+                      const std::optional<std::vector<double>>& pair_sums = std::nullopt, int threads = 1);
 // Float -> quantized with ONNX QuantizeLinear arithmetic. Rounding::KernelSum (tensors of rank >= 3, integer
 // dtypes) then re-rounds each (output, input) channel's taps so their rounding errors sum to at most 1/2.
-Tensor quantize_tensor(const Tensor& x, const QParams& p, Rounding rounding = Rounding::Nearest);
+Tensor quantize_tensor(const Tensor& x, const QParams& p, Rounding rounding = Rounding::Nearest, int threads = 1);
 // Widens weight scales (per tensor or per channel of a bias of the same length) where the int32 bias code
 // b[c] / (s_input * s_weight[c]) would not fit int32, as ONNX Runtime's quantizer does: with 16-bit activations
 // and weights s_input * s_weight can be ~1e-9, and ORT saturates even a bias left float when it fuses the node.

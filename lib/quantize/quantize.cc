@@ -173,8 +173,8 @@ void remove_dead(Graph& g) {
 
 // The QDQ rewrite and clean-up of an already prepared model.
 QdqReport rewrite(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges,
-                  LayerHessianSource* hessians) {
-  QdqReport r = insert_qdq(model, config, ranges, hessians);
+                  LayerHessianSource* hessians, int threads) {
+  QdqReport r = insert_qdq(model, config, ranges, hessians, threads);
   {
     Graph g(model);
     remove_dead(g);
@@ -264,7 +264,7 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
                                  options.samples.begin() + std::min(options.samples.size(), n));
     };
     onnx::ModelProto trial = model;
-    rewrite(trial, config, ranges, hessians);
+    rewrite(trial, config, ranges, hessians, options.threads);
     if (wa.bias_correction) corrections = bias_corrections(model, trial, first(kBiasSamples), options.threads);
     if (wa.activation_bias_correction && options.samples.size() < kMinActivationSamples) {
       if (options.log)
@@ -283,7 +283,7 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
       if (!corrections.empty()) {
         trial = model;
         apply_bias_corrections(trial, corrections);
-        rewrite(trial, config, ranges, hessians);
+        rewrite(trial, config, ranges, hessians, options.threads);
       }
       const auto t0 = std::chrono::steady_clock::now();
       const int layers = add_activation_shifts(model, trial, first(kActivationSamples), options.threads, corrections);
@@ -299,7 +299,7 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
   // corrected only where its weights stay quantized.
   const onnx::ModelProto prepared = guard ? model : onnx::ModelProto();
   s.bias_corrected = apply_bias_corrections(model, corrections);
-  s.qdq = rewrite(model, config, ranges, hessians);
+  s.qdq = rewrite(model, config, ranges, hessians, options.threads);
   check_table_matches(s.qdq, ranges);
   check_target_loads(s.qdq, config);
   if (options.log)
@@ -333,7 +333,7 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
       Candidate c;
       c.model = std::make_shared<onnx::ModelProto>(prepared);
       apply_bias_corrections(*c.model, corrections, float_tensors);
-      units_of(rewrite(*c.model, config.with_float_tensors(float_tensors), ranges, hessians), c);
+      units_of(rewrite(*c.model, config.with_float_tensors(float_tensors), ranges, hessians, options.threads), c);
       return c;
     };
     Candidate initial;
@@ -345,7 +345,7 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
     if (!keep.empty()) {
       model = prepared;
       s.bias_corrected = apply_bias_corrections(model, corrections, keep);
-      s.qdq = rewrite(model, config.with_float_tensors(keep), ranges, hessians);
+      s.qdq = rewrite(model, config.with_float_tensors(keep), ranges, hessians, options.threads);
     }
     s.guard.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }

@@ -178,3 +178,54 @@ TEST_CASE("per-block min/max and qparams feed quantize_linear directly") {
   CHECK(pt.min[0] == -4.0f);
   CHECK(pt.max[0] == 5.0f);
 }
+
+TEST_CASE("per-channel and per-block min/max split over threads equal a direct scan of every group") {
+  // Shapes whose groups vary along the outer rows, the axis or the inner columns, so every way of splitting the
+  // work is taken; large enough (>= 65536 elements) to run threaded. NaNs are skipped as in the serial pass.
+  struct Case {
+    Shape shape;
+    QGranularity g;
+  };
+  const std::vector<Case> cases = {
+      {{2048, 40}, {.kind = Granularity::PerBlock, .axis = 0, .block_size = 32}},    // blocks down the axis, inner columns
+      {{3000, 64}, {.kind = Granularity::PerBlock, .axis = 1, .block_size = 32}},    // outer rows (embedding-like)
+      {{96, 24, 3, 3}, {.kind = Granularity::PerChannel, .axis = 0}},                 // conv weight, per output channel
+      {{300, 250}, {.kind = Granularity::PerChannel, .axis = 1}},                     // MatMul weight, per column
+      {{5, 4000, 7}, {.kind = Granularity::PerBlock, .axis = 1, .block_size = 100}},  // all three dims
+  };
+  for (const auto& c : cases) {
+    INFO(shape_str(c.shape) << " axis " << c.g.axis << " block " << c.g.block_size);
+    Tensor x(DType::Float32, c.shape);
+    float* v = x.data<float>();
+    for (int64_t i = 0; i < x.numel(); ++i) v[i] = std::sin(static_cast<float>(i) * 0.37f) * static_cast<float>(i % 13);
+    v[x.numel() / 3] = NAN;
+    const MinMax one = compute_minmax(x, c.g, 1);
+    for (int threads : {2, 3, 8}) {
+      const MinMax many = compute_minmax(x, c.g, threads);
+      CHECK(many.shape == one.shape);
+      CHECK(many.min == one.min);
+      CHECK(many.max == one.max);
+    }
+    // Against a scan of each element's group, written out from the definition.
+    const int64_t rank = x.rank(), axis = c.g.axis;
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < axis; ++d) outer *= x.dim(d);
+    for (int64_t d = axis + 1; d < rank; ++d) inner *= x.dim(d);
+    const int64_t len = x.dim(axis), block = c.g.kind == Granularity::PerBlock ? c.g.block_size : len;
+    const int64_t blocks = (len + block - 1) / block;
+    std::vector<float> lo(one.min.size(), INFINITY), hi(one.min.size(), -INFINITY);
+    for (int64_t m = 0; m < outer; ++m)
+      for (int64_t k = 0; k < len; ++k)
+        for (int64_t n = 0; n < inner; ++n) {
+          const float e = v[(m * len + k) * inner + n];
+          if (std::isnan(e)) continue;
+          const size_t s = c.g.kind == Granularity::PerChannel
+                               ? static_cast<size_t>(k)
+                               : static_cast<size_t>((m * blocks + k / block) * inner + n);
+          lo[s] = std::min(lo[s], e);
+          hi[s] = std::max(hi[s], e);
+        }
+    CHECK(one.min == lo);
+    CHECK(one.max == hi);
+  }
+}

@@ -321,3 +321,48 @@ TEST_CASE("double quantization stores block scales as codes that DequantizeLinea
     if (bits == 8) CHECK(e <= rtn_error * 1.05);
   }
 }
+
+TEST_CASE("RTN's codes and weight error are the same for any thread count and equal DequantizeLinear's error") {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 0.05f);
+  struct Case {
+    Shape shape;
+    TensorSettings s;
+    int64_t axis;
+  };
+  TensorSettings u4 = int4_blocks(WeightAlgorithm::Rtn);
+  u4.dtype = DType::UInt4;
+  u4.symmetric = false;
+  TensorSettings u8 = int8_channels(WeightAlgorithm::Rtn);
+  u8.dtype = DType::UInt8;
+  u8.symmetric = false;
+  TensorSettings i16 = int8_channels(WeightAlgorithm::Rtn);
+  i16.dtype = DType::Int16;  // no inlined reader: dtype_info's load
+  const std::vector<Case> cases = {{{512, 300}, int4_blocks(WeightAlgorithm::Rtn), 0},
+                                   {{1000, 96}, u4, 1},
+                                   {{300, 400}, int8_channels(WeightAlgorithm::Rtn), 1},
+                                   {{64, 32, 3, 3}, u8, 0},
+                                   {{256, 260}, i16, 1}};
+  for (const auto& c : cases) {
+    INFO(shape_str(c.shape) << " " << dtype_name(c.s.dtype));
+    Tensor w(DType::Float32, c.shape);
+    for (float& v : w.span<float>()) v = normal(rng);
+    const WeightResult one = quantize_rtn(WeightInput{w, c.s, c.axis});
+    WeightInput in{w, c.s, c.axis};
+    in.threads = 3;
+    const WeightResult three = quantize_rtn(in);
+    CHECK(three.codes.same_as(one.codes));
+    CHECK(three.params.scale.same_as(one.params.scale));
+    CHECK(three.error == one.error);  // bit for bit: the same summation order
+    const numerics::QdqAttrs a{.axis = one.params.axis >= 0 ? one.params.axis : 1,
+                               .block_size = one.params.block_size};
+    const Tensor dq = numerics::dequantize_linear(one.codes, one.params.scale, &one.params.zero_point, a);
+    double direct = 0;
+    for (int64_t i = 0; i < w.numel(); ++i) {
+      const double d = static_cast<double>(w.data<float>()[i]) - dq.data<float>()[i];
+      direct += d * d;
+    }
+    CHECK(one.error == Approx(direct).epsilon(1e-9));
+    CHECK(one.error > 0);
+  }
+}

@@ -40,7 +40,7 @@ WeightResult quantize_clip_search(const WeightInput& in) {
   const TensorSettings& s = in.settings;
   if (!is_integer(s.dtype) || s.saturation_safe) return quantize_rtn(in);
   WeightResult r;
-  r.params = weight_params(in.w, s, in.axis);
+  r.params = weight_params(in.w, s, in.axis, std::nullopt, in.threads);
   const int64_t groups = r.params.scale.numel();
   const ScaleIndex index = scale_index(in.w, r.params);
   const numerics::QBounds b = numerics::quant_bounds(spec_for(s));
@@ -53,8 +53,8 @@ WeightResult quantize_clip_search(const WeightInput& in) {
     if (scale[g] > 0)
       scale[g] = clip_search_scale(members[static_cast<size_t>(g)], scale[g], static_cast<double>(zp[static_cast<size_t>(g)]),
                                    b.qmin, b.qmax);
-  r.codes = quantize_tensor(in.w, r.params);
-  r.error = weight_sse(in.w, r.codes, r.params);
+  r.codes = quantize_tensor(in.w, r.params, Rounding::Nearest, in.threads);
+  r.error = weight_sse(in.w, r.codes, r.params, in.threads);
   return r;
 }
 

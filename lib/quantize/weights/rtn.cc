@@ -7,9 +7,9 @@ namespace qtool::quantize {
 
 WeightResult quantize_rtn(const WeightInput& in) {
   WeightResult r;
-  r.params = weight_params(in.w, in.settings, in.axis, in.pair_sums);
-  r.codes = quantize_tensor(in.w, r.params, in.settings.rounding);
-  r.error = weight_sse(in.w, r.codes, r.params);
+  r.params = weight_params(in.w, in.settings, in.axis, in.pair_sums, in.threads);
+  r.codes = quantize_tensor(in.w, r.params, in.settings.rounding, in.threads);
+  r.error = weight_sse(in.w, r.codes, r.params, in.threads);
   return r;
 }
 

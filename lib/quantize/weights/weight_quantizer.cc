@@ -1,5 +1,8 @@
 #include "quantize/weights/weight_quantizer.h"
 
+#include <algorithm>
+#include <vector>
+
 #include "core/error.h"
 #include "numerics/qdq.h"
 
@@ -46,24 +49,73 @@ ScaleIndex scale_index(const Tensor& w, const QParams& p) {
 
 // Element by element, as DequantizeLinear computes it ((code - zero point) * scale in float), without a dequantized
 // copy of the weight: a big model's quantization holds one float weight at a time (onnx/spill.h).
-double weight_sse(const Tensor& w, const Tensor& codes, const QParams& p) {
+namespace {
+
+// Code i of a packed or byte tensor, inlined for the common weight dtypes (dtype_info's load is an indirect call per
+// element, most of a big model's quantize time before).
+template <DType D>
+float code_at(const std::byte* b, int64_t i) {
+  if constexpr (D == DType::Int8) return static_cast<float>(reinterpret_cast<const int8_t*>(b)[i]);
+  if constexpr (D == DType::UInt8) return static_cast<float>(reinterpret_cast<const uint8_t*>(b)[i]);
+  if constexpr (D == DType::Int4 || D == DType::UInt4) {
+    const int nib = (std::to_integer<int>(b[i >> 1]) >> ((i & 1) * 4)) & 0xF;
+    return static_cast<float>(D == DType::Int4 && nib >= 8 ? nib - 16 : nib);
+  }
+  return 0.0f;
+}
+
+// Sum over row r's elements of (w - (code - zp) * scale)^2; `load` reads a code (a lambda, so it is inlined; or
+// dtype_info's load for the other dtypes).
+template <class Load>
+double row_sse(const float* x, const std::byte* codes, const float* zp, const float* sd, const numerics::QdqLayout& L,
+               int64_t r, Load load) {
+  const int64_t m = r / L.axis_len, k = r % L.axis_len;
+  const int64_t s0 = m * L.scale_stride_outer + (k / L.block) * L.scale_stride_axis;
+  auto sq = [&](int64_t j) {
+    const int64_t i = r * L.inner + j;
+    const int64_t si = s0 + j * L.scale_stride_inner;
+    const double d = static_cast<double>(x[i]) - (load(codes, i) - zp[si]) * sd[si];
+    return d * d;
+  };
+  // Four running sums (independent chains the CPU overlaps), combined in a fixed order.
+  double s[4] = {0, 0, 0, 0};
+  int64_t j = 0;
+  for (; j + 4 <= L.inner; j += 4)
+    for (int u = 0; u < 4; ++u) s[u] += sq(j + u);
+  for (; j < L.inner; ++j) s[0] += sq(j);
+  return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+}  // namespace
+
+double weight_sse(const Tensor& w, const Tensor& codes, const QParams& p, int threads) {
   const numerics::QdqAttrs a = attrs_of(p);
   const numerics::QdqLayout L = numerics::qdq_layout(w.shape(), p.scale, &p.zero_point, a.axis, a.block_size, "scale",
                                                "zero_point");
-  const auto& cinfo = dtype_info(codes.dtype());
-  const auto& zinfo = dtype_info(p.zero_point.dtype());
+  const Tensor zp = to_float32(p.zero_point);  // one per scale: as DequantizeLinear subtracts it, in float
   const float* x = w.data<float>();
   const float* sd = p.scale.data<float>();
+  const float* z = zp.data<float>();
+  const std::byte* c = codes.raw();
+  const auto generic = dtype_info(codes.dtype()).load;
+  // One partial sum per (outer, axis) row, added in row order: the same total for any thread count.
+  const int64_t rows = L.outer * L.axis_len;
+  std::vector<double> partial(static_cast<size_t>(rows));
+  const int team = rows * L.inner >= (int64_t{1} << 16) ? std::max(threads, 1) : 1;
+#pragma omp parallel for schedule(static) num_threads(team)
+  for (int64_t r = 0; r < rows; ++r) {
+    double e = 0;
+    switch (codes.dtype()) {
+      case DType::Int8: e = row_sse(x, c, z, sd, L, r, [](const std::byte* b, int64_t i) { return code_at<DType::Int8>(b, i); }); break;
+      case DType::UInt8: e = row_sse(x, c, z, sd, L, r, [](const std::byte* b, int64_t i) { return code_at<DType::UInt8>(b, i); }); break;
+      case DType::Int4: e = row_sse(x, c, z, sd, L, r, [](const std::byte* b, int64_t i) { return code_at<DType::Int4>(b, i); }); break;
+      case DType::UInt4: e = row_sse(x, c, z, sd, L, r, [](const std::byte* b, int64_t i) { return code_at<DType::UInt4>(b, i); }); break;
+      default: e = row_sse(x, c, z, sd, L, r, generic); break;
+    }
+    partial[static_cast<size_t>(r)] = e;
+  }
   double s = 0;
-  for (int64_t m = 0; m < L.outer; ++m)
-    for (int64_t k = 0; k < L.axis_len; ++k)
-      for (int64_t j = 0; j < L.inner; ++j) {
-        const int64_t i = (m * L.axis_len + k) * L.inner + j;
-        const int64_t si = m * L.scale_stride_outer + (k / L.block) * L.scale_stride_axis + j * L.scale_stride_inner;
-        const float dq = (cinfo.load(codes.raw(), i) - zinfo.load(p.zero_point.raw(), si)) * sd[si];
-        const double d = static_cast<double>(x[i]) - dq;
-        s += d * d;
-      }
+  for (double v : partial) s += v;
   return s;
 }
 

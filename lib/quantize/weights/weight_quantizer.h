@@ -37,6 +37,7 @@ struct WeightInput {
   int64_t k_axis = -1;                      // reduction axis of a 2-D weight; -1 when unknown
   const LayerHessian* hessian = nullptr;    // GPTQ only
   std::optional<std::vector<double>> pair_sums;  // saturation_safe (qparams.h), RTN only
+  int threads = 1;  // for the per-element passes (ranges, rounding, error); the result is the same for any count
 };
 
 struct WeightResult {
@@ -72,8 +73,8 @@ bool gptq_has_rows(const LayerHessian& h);
 // sum (v - DQ(Q(v)))^2 over `values` for zero point `zp`.
 float clip_search_scale(const std::vector<double>& values, float scale, double zp, int64_t qmin, int64_t qmax);
 
-// Sum over elements of (w - DequantizeLinear(codes))^2.
-double weight_sse(const Tensor& w, const Tensor& codes, const QParams& p);
+// Sum over elements of (w - DequantizeLinear(codes))^2, summed in the same order for any `threads`.
+double weight_sse(const Tensor& w, const Tensor& codes, const QParams& p, int threads = 1);
 // || X W - X DQ(codes) ||^2 = sum over outputs n of d_n^T H d_n, d_n = the weight's column n minus its
 // dequantized value (along k_axis), from the layer's Hessian: the layer-output error GPTQ minimises.
 double output_sse(const Tensor& w, const Tensor& codes, const QParams& p, int64_t k_axis, const LayerHessian& h);
