@@ -1479,6 +1479,12 @@ TEST_CASE("qdq: a run-time mask added before a Softmax gets the range the Softma
   }
 }
 
+// GCC 12 reports -Wrestrict inside std::string copies that protobuf's add_input inlines into this test (a known
+// false positive of its overlap analysis: GCC bug 105329); nothing here overlaps.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wrestrict"
+#endif
 TEST_CASE("qdq: an If branch calibration never ran stays float and is reported, not taken for another model's") {
   // cond, x [1,4] -> If(cond): each branch y = MatMul(Relu(MatMul(x, w)), w) (w a main-graph weight).
   Builder b(13);
@@ -1531,6 +1537,9 @@ TEST_CASE("qdq: an If branch calibration never ran stays float and is reported, 
   CHECK(std::find(r.activation_tensors.begin(), r.activation_tensors.end(), "then_r") != r.activation_tensors.end());
   CHECK(std::find(r.activation_tensors.begin(), r.activation_tensors.end(), "else_r") == r.activation_tensors.end());
 }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 TEST_CASE("guard: an input whose range one outlier blew up goes back to float, its weights stay int8") {
   const Builder b = two_matmuls(random_tensor({8, 8}, 31), 32);
