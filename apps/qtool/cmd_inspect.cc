@@ -25,7 +25,11 @@ using inspect::ModelSummary;
 using inspect::ValueInfo;
 using nlohmann::ordered_json;
 
-std::string dtype_label(const std::optional<DType>& dt) { return dt ? std::string(dtype_name(*dt)) : std::string("?"); }
+// "float"; a sequence or optional of tensors: "sequence of float"; a map or an unknown element type: its kind and "?".
+std::string dtype_label(const ValueInfo& v) {
+  const std::string dt = v.dtype ? std::string(dtype_name(*v.dtype)) : std::string("?");
+  return v.type == "tensor" ? dt : v.type + " of " + dt;
+}
 
 std::string shape_label(const ValueInfo& v) {
   if (!v.shape) return "[?]";
@@ -141,8 +145,8 @@ std::string to_text(const ModelSummary& s) {
   os << table(head, "");
 
   std::vector<std::vector<std::string>> io;
-  for (const auto& v : s.inputs) io.push_back({"input", v.name, dtype_label(v.dtype), shape_label(v)});
-  for (const auto& v : s.outputs) io.push_back({"output", v.name, dtype_label(v.dtype), shape_label(v)});
+  for (const auto& v : s.inputs) io.push_back({"input", v.name, dtype_label(v), shape_label(v)});
+  for (const auto& v : s.outputs) io.push_back({"output", v.name, dtype_label(v), shape_label(v)});
   os << "\n" << table(io, "");
 
   os << "\noperators  " << grouped(s.node_count) << " nodes, " << s.op_counts.size() << " op types";

@@ -61,7 +61,14 @@ ValueInfo value_info(const onnx::ValueInfoProto& v) {
   }
   const onnx::TensorShapeProto* shape = nullptr;
   int32_t elem = 0;
-  if (t.has_tensor_type()) {
+  // A sequence or an optional holding tensors: describe the tensors it holds.
+  const onnx::TypeProto* inner = &t;
+  if (t.has_sequence_type() && t.sequence_type().has_elem_type()) inner = &t.sequence_type().elem_type();
+  if (t.has_optional_type() && t.optional_type().has_elem_type()) inner = &t.optional_type().elem_type();
+  if (inner != &t && inner->has_tensor_type()) {
+    elem = inner->tensor_type().elem_type();
+    if (inner->tensor_type().has_shape()) shape = &inner->tensor_type().shape();
+  } else if (t.has_tensor_type()) {
     elem = t.tensor_type().elem_type();
     if (t.tensor_type().has_shape()) shape = &t.tensor_type().shape();
   } else if (t.has_sparse_tensor_type()) {

@@ -27,7 +27,8 @@ struct Dim {
 
 struct ValueInfo {
   std::string name;
-  std::optional<DType> dtype;             // unset: not a tensor type, or an element type qtool does not know
+  // A sequence's or optional's dtype and shape are those of its tensor elements ("sequence of float [?,4]").
+  std::optional<DType> dtype;             // unset: no tensor (element) type, or an element type qtool does not know
   std::string type;                       // "tensor", "sequence", "map", "optional", "sparse_tensor" or "unknown"
   std::optional<std::vector<Dim>> shape;  // unset: rank unknown
 };

@@ -236,3 +236,34 @@ TEST_CASE("a dynamically quantized model counts as quantized: ConvInteger and Dy
   CHECK(s.quantization.weights[0].granularity == Granularity::PerTensor);
   CHECK(s.weight_bytes.quant_params.at(DType::UInt8).ops == std::map<std::string, int64_t>{{"ConvInteger", 1}});
 }
+
+TEST_CASE("a sequence or optional graph input or output is described by the tensors it holds") {
+  Builder b;
+  auto* in = b.g->add_input();
+  in->set_name("parts");
+  auto* elem = in->mutable_type()->mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type();
+  elem->set_elem_type(onnx::TensorProto::FLOAT);
+  elem->mutable_shape()->add_dim()->set_dim_param("n");
+  elem->mutable_shape()->add_dim()->set_dim_value(4);
+  auto* opt = b.g->add_output();
+  opt->set_name("maybe");
+  opt->mutable_type()->mutable_optional_type()->mutable_elem_type()->mutable_tensor_type()->set_elem_type(
+      onnx::TensorProto::INT64);
+  auto* map = b.g->add_output();
+  map->set_name("scores");
+  map->mutable_type()->mutable_map_type()->set_key_type(onnx::TensorProto::STRING);
+  const ModelSummary s = summarize(b.m);
+  REQUIRE(s.inputs.size() == 1);
+  CHECK(s.inputs[0].type == "sequence");
+  CHECK(s.inputs[0].dtype == DType::Float32);
+  REQUIRE(s.inputs[0].shape);
+  REQUIRE(s.inputs[0].shape->size() == 2);
+  CHECK((*s.inputs[0].shape)[0].symbol == "n");
+  CHECK((*s.inputs[0].shape)[1].value == 4);
+  REQUIRE(s.outputs.size() == 2);
+  CHECK(s.outputs[0].type == "optional");
+  CHECK(s.outputs[0].dtype == DType::Int64);
+  CHECK(!s.outputs[0].shape);
+  CHECK(s.outputs[1].type == "map");  // no tensor type to describe
+  CHECK(!s.outputs[1].dtype);
+}
