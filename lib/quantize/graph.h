@@ -25,6 +25,7 @@ class Graph {
   Graph(onnx::ModelProto& model, onnx::GraphProto& body, const Graph& outer);
 
   onnx::ModelProto& model() { return model_; }
+  const onnx::ModelProto& model() const { return model_; }
   onnx::GraphProto& proto() { return graph_; }
   const onnx::GraphProto& proto() const { return graph_; }
   const Graph* outer() const { return outer_; }

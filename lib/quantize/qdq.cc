@@ -45,8 +45,8 @@ class QdqBuilder {
  public:
   // plan: decide without ranges and stop at the first node quantized (plan_qdq).
   QdqBuilder(onnx::ModelProto& model, const QConfig& cfg, const calib::CalibrationTable& ranges,
-             LayerHessianSource* hessians, int threads, bool plan = false)
-      : g_(model), cfg_(cfg), ranges_(ranges), hessians_(hessians), threads_(threads), plan_(plan) {
+             const RewriteInputs& inputs, bool plan = false)
+      : g_(model), cfg_(cfg), ranges_(ranges), in_(inputs), plan_(plan) {
     // A name some graphs of the hierarchy define again (onnx/body_names.h, which quantize's preparation has run,
     // leaves only those of tables and models prepared before it): calibration merged their values under one name,
     // so such tensors stay float (weights are unaffected: their values are local).
@@ -57,12 +57,11 @@ class QdqBuilder {
   // The body `body` of a node of `outer`'s graph.
   QdqBuilder(onnx::ModelProto& model, onnx::GraphProto& body, const Graph& outer, const QConfig& cfg,
              const calib::CalibrationTable& ranges, const std::set<std::string>& ambiguous,
-             const std::set<std::string>& sequences, LayerHessianSource* hessians, int threads, bool plan)
+             const std::set<std::string>& sequences, const RewriteInputs& inputs, bool plan)
       : g_(model, body, outer),
         cfg_(cfg),
         ranges_(ranges),
-        hessians_(hessians),
-        threads_(threads),
+        in_(inputs),
         plan_(plan),
         ambiguous_(ambiguous),
         sequences_(sequences) {
@@ -115,7 +114,7 @@ class QdqBuilder {
   void quantize_bodies() {
     auto body_run = [&](onnx::GraphProto& body) {
       if (plan_ && first_quantized(report_)) return;  // planning stops at the first quantized node
-      merge(QdqBuilder(g_.model(), body, g_, cfg_, ranges_, ambiguous_, sequences_, hessians_, threads_, plan_).run());
+      merge(QdqBuilder(g_.model(), body, g_, cfg_, ranges_, ambiguous_, sequences_, in_, plan_).run());
     };
     for (int i = 0; i < g_.node_count(); ++i)
       for (auto& a : *g_.node(i).mutable_attribute()) {
@@ -549,7 +548,7 @@ class QdqBuilder {
     }
     const onnx::NodeProto& node = g_.node(i);
     WeightInput in{w, ws, axis};
-    in.threads = threads_;
+    in.threads = in_.threads;
     if (ws.saturation_safe)
       in.pair_sums = u8s8_pair_sums(node, w, ws.granularity == Granularity::PerChannel ? axis : -1);
     if (needs_layer_inputs(ws.algorithm)) {
@@ -566,7 +565,7 @@ class QdqBuilder {
                             "input by a Mul, so it applies to weight-only rules (\"activation\": null) and Gemm " +
                             "without transA; use \"gptq\" here");
       // A conv's patch Hessians are keyed by its weight (conv_gptq.h), a MatMul/Gemm's by its data input.
-      const LayerHessian* h = hessians_ ? hessians_->find(conv ? name : node.input(0)) : nullptr;
+      const LayerHessian* h = in_.hessians ? in_.hessians->find(conv ? name : node.input(0)) : nullptr;
       if (!h)
         throw BadInputError("node '" + node.name() + "': " + algo + " needs the layer's calibration inputs: " +
                          "run qtool quantize with --data (or --random)");
@@ -726,6 +725,8 @@ class QdqBuilder {
                         "its inputs are made in float (no integer kernel produces them): as an integer op it would "
                         "round each input and its constants first; float costs the same, and its integer readers' "
                         "Q/DQ goes on its output");
+    if (!has_weight && elementwise_op(node))
+      if (const auto why = spread_io(node)) return keep_float(i, *why);
 
     // Compute ops: every data input must be quantizable.
     std::vector<int> data = role.data_inputs;
@@ -1156,6 +1157,22 @@ class QdqBuilder {
     static const std::set<std::string> ops = {"Add", "Sub", "Mul", "Div", "Sum", "Mean", "Max", "Min"};
     return (n.domain().empty() || n.domain() == "ai.onnx") && ops.count(n.op_type());
   }
+  // Why n must stay float for a spread input or output (slice_spread.h): "t's slices on axis a span ...", or nullopt.
+  std::optional<std::string> spread_io(const onnx::NodeProto& n) const {
+    std::vector<std::string> io(n.input().begin(), n.input().end());
+    io.insert(io.end(), n.output().begin(), n.output().end());
+    for (const std::string& t : io) {
+      const auto it = in_.spread.find(t);
+      if (t.empty() || it == in_.spread.end()) continue;
+      char share[32];
+      std::snprintf(share, sizeof share, "%.3g", it->second.share);
+      return t + "'s slices span ranges far apart (axis " + std::to_string(it->second.axis) + ", " +
+             std::to_string(it->second.slices) + " slices: the median one covers " + share +
+             " of the tensor's range, under 1/16): one per-tensor grid would leave most of them a few levels, and "
+             "as an integer op it saves only one elementwise pass";
+    }
+    return std::nullopt;
+  }
   // Every activation input of n (constants aside) is made in float: a graph input, or the output of a node that
   // quantizes nothing there (made_as_integers_: the outputs a Q follows where their producer is planned, which
   // comes first in graph order). A norm written out (x - mean) / std * g + b: its g and b would be rounded on one
@@ -1255,8 +1272,7 @@ class QdqBuilder {
   Graph g_;
   const QConfig& cfg_;
   const calib::CalibrationTable& ranges_;
-  LayerHessianSource* hessians_;  // GPTQ/AWQ layers' input Hessians (weights/layer_inputs.h), asked in node order; may be null
-  int threads_;                   // for rounding weights (the same result for any count)
+  const RewriteInputs& in_;  // GPTQ/AWQ Hessians (asked in node order), threads, spread tensors
   bool plan_ = false;             // plan_qdq: ranges assumed, stops at the first quantized node
   std::vector<NodeQuant> nq_;
   std::vector<bool> fused_;
@@ -1277,13 +1293,14 @@ class QdqBuilder {
 }  // namespace
 
 QdqReport insert_qdq(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges,
-                     LayerHessianSource* hessians, int threads) {
-  return QdqBuilder(model, config, ranges, hessians, threads).run();
+                     const RewriteInputs& inputs) {
+  return QdqBuilder(model, config, ranges, inputs).run();
 }
 
 std::optional<NodeExplain> plan_qdq(onnx::ModelProto& model, const QConfig& config) {
   const calib::CalibrationTable none;
-  const QdqReport r = QdqBuilder(model, config, none, nullptr, /*threads=*/1, /*plan=*/true).run();
+  const RewriteInputs no_inputs;
+  const QdqReport r = QdqBuilder(model, config, none, no_inputs, /*plan=*/true).run();
   if (const NodeExplain* e = QdqBuilder::first_quantized(r)) return *e;
   return std::nullopt;
 }

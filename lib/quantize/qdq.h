@@ -10,6 +10,7 @@
 
 #include "calib/calibration_table.h"
 #include "quantize/qconfig.h"
+#include "quantize/slice_spread.h"
 #include "quantize/weights/weight_quantizer.h"
 
 namespace onnx {
@@ -58,11 +59,19 @@ struct QdqReport {
   std::vector<std::string> unobserved_bodies;
 };
 
+// What the rewrite uses besides the model, the config and the ranges.
+struct RewriteInputs {
+  LayerHessianSource* hessians = nullptr;  // the input Hessians of the layers the config quantizes with GPTQ / AWQ
+  int threads = 1;                         // for rounding weights; the model written is the same for any count
+  // Tensors whose slices' ranges are spread (slice_spread.h: the median slice's share below kMinSliceShare):
+  // a weightless elementwise op that reads or makes one stays float.
+  std::map<std::string, SliceSpread> spread;
+};
+
 // Rewrites `model` in place; activation ranges come from the calibration table (`qtool calibrate`). Config names that
-// match nothing are BadInputErrors. `hessians`: the input Hessians of the layers the config quantizes with GPTQ.
-// `threads`: for rounding weights; the model written is the same for any count.
+// match nothing are BadInputErrors.
 QdqReport insert_qdq(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges,
-                     LayerHessianSource* hessians = nullptr, int threads = 1);
+                     const RewriteInputs& inputs = {});
 
 // The first node (main graph first, then If/Loop/Scan bodies) that insert_qdq would quantize, decided before any
 // range is known; nullopt when it would quantize none. The same rules and decisions, with every activation taken to

@@ -14,6 +14,7 @@
 #include "onnx/tensor_proto.h"
 #include "quantize/provenance.h"
 #include "quantize/share_body_initializers.h"
+#include "quantize/slice_spread.h"
 #include "quantize/weights/bias_correction.h"
 #include "quantize/weights/clamp_equalization.h"
 #include "quantize/weights/conv_gptq.h"
@@ -173,8 +174,8 @@ void remove_dead(Graph& g) {
 
 // The QDQ rewrite and clean-up of an already prepared model.
 QdqReport rewrite(onnx::ModelProto& model, const QConfig& config, const calib::CalibrationTable& ranges,
-                  LayerHessianSource* hessians, int threads) {
-  QdqReport r = insert_qdq(model, config, ranges, hessians, threads);
+                  const RewriteInputs& inputs) {
+  QdqReport r = insert_qdq(model, config, ranges, inputs);
   {
     Graph g(model);
     remove_dead(g);
@@ -228,6 +229,19 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
   QuantizeSummary s;
   s.weight_bytes_before = options.stored_weight_bytes ? *options.stored_weight_bytes : initializer_bytes(model);
   s.prepare = prepare_for_rewrite(model, config);
+  RewriteInputs rewrite_inputs;
+  rewrite_inputs.threads = options.threads;
+  if (!options.samples.empty()) {  // without samples (--calib alone) the rule has nothing to measure
+    const Graph g(model);
+    for (const auto& [t, sp] : slice_spreads(model, elementwise_tensors(g), options.samples, options.threads))
+      if (sp.share < kMinSliceShare) {
+        rewrite_inputs.spread.emplace(t, sp);
+        if (options.log)
+          options.log("spread slices: " + t + " (axis " + std::to_string(sp.axis) + ", " + std::to_string(sp.slices) +
+                      " slices: the median one covers " + std::to_string(sp.share) +
+                      " of its range): elementwise ops on it stay float");
+      }
+  }
   const AccuracyGuardSettings& gs = config.accuracy_guard();
   const bool guard = gs.enabled && !options.samples.empty();
   // GPTQ and AWQ layers: the Hessians of their inputs, from the float model on the calibration samples.
@@ -252,7 +266,7 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
                                                             options.threads, options.hessian_budget_bytes);
     hessian_source->add_fixed(collect_conv_hessians(model, weights, options.samples, options.threads));
   }
-  LayerHessianSource* hessians = hessian_source.get();
+  rewrite_inputs.hessians = hessian_source.get();
   std::vector<BiasCorrection> corrections;
   const WeightAlgorithms& wa = config.weight_algorithms();
   if ((wa.bias_correction || wa.activation_bias_correction) && !options.samples.empty()) {
@@ -264,7 +278,7 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
                                  options.samples.begin() + std::min(options.samples.size(), n));
     };
     onnx::ModelProto trial = model;
-    rewrite(trial, config, ranges, hessians, options.threads);
+    rewrite(trial, config, ranges, rewrite_inputs);
     if (wa.bias_correction) corrections = bias_corrections(model, trial, first(kBiasSamples), options.threads);
     if (wa.activation_bias_correction && options.samples.size() < kMinActivationSamples) {
       if (options.log)
@@ -283,7 +297,7 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
       if (!corrections.empty()) {
         trial = model;
         apply_bias_corrections(trial, corrections);
-        rewrite(trial, config, ranges, hessians, options.threads);
+        rewrite(trial, config, ranges, rewrite_inputs);
       }
       const auto t0 = std::chrono::steady_clock::now();
       const int layers = add_activation_shifts(model, trial, first(kActivationSamples), options.threads, corrections);
@@ -299,7 +313,7 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
   // corrected only where its weights stay quantized.
   const onnx::ModelProto prepared = guard ? model : onnx::ModelProto();
   s.bias_corrected = apply_bias_corrections(model, corrections);
-  s.qdq = rewrite(model, config, ranges, hessians, options.threads);
+  s.qdq = rewrite(model, config, ranges, rewrite_inputs);
   check_table_matches(s.qdq, ranges);
   check_target_loads(s.qdq, config);
   if (options.log)
@@ -333,7 +347,7 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
       Candidate c;
       c.model = std::make_shared<onnx::ModelProto>(prepared);
       apply_bias_corrections(*c.model, corrections, float_tensors);
-      units_of(rewrite(*c.model, config.with_float_tensors(float_tensors), ranges, hessians, options.threads), c);
+      units_of(rewrite(*c.model, config.with_float_tensors(float_tensors), ranges, rewrite_inputs), c);
       return c;
     };
     Candidate initial;
@@ -345,7 +359,7 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
     if (!keep.empty()) {
       model = prepared;
       s.bias_corrected = apply_bias_corrections(model, corrections, keep);
-      s.qdq = rewrite(model, config.with_float_tensors(keep), ranges, hessians, options.threads);
+      s.qdq = rewrite(model, config.with_float_tensors(keep), ranges, rewrite_inputs);
     }
     s.guard.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }

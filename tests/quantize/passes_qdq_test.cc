@@ -19,6 +19,7 @@
 #include "quantize/qdq.h"
 #include "quantize/qparams.h"
 #include "quantize/quantize.h"
+#include "quantize/slice_spread.h"
 #include "quantize/weights/bias_correction.h"
 #include "quantize/weights/clamp_equalization.h"
 #include "quantize/weights/cross_layer_equalization.h"
@@ -2621,5 +2622,90 @@ TEST_CASE("weights: smoothing reaches a norm through row selections that keep ch
     const std::string out = head == std::string("cls") ? "y" : "z";
     const Tensor y0 = run1(before, x, out), y1 = run1(m, x, out);
     CHECK(peak_relative_diff(y0, y1) <= 1e-5);
+  }
+}
+
+namespace {
+
+// x [2,8,4,4] -> Conv 1x1 (w1) -> c; s = c * g (per-channel gains g [1,8,1,1]); y = Add(s, Conv 1x1 (w2)(x)) ->
+// Conv 1x1 (w3) -> z: a residual stream whose channels take the gains' spread.
+Builder residual_stream(const std::vector<float>& gains) {
+  Builder b(13);
+  b.input("x", {2, 8, 4, 4});
+  b.init("w1", random_tensor({8, 8, 1, 1}, 61, -0.5f, 0.5f));
+  b.init("w2", random_tensor({8, 8, 1, 1}, 62, -0.5f, 0.5f));
+  b.init("w3", random_tensor({8, 8, 1, 1}, 63, -0.5f, 0.5f));
+  b.init("g", Tensor::from_vector<float>({1, 8, 1, 1}, gains));
+  b.node("Conv", {"x", "w1"}, {"c"});
+  b.node("Mul", {"c", "g"}, {"s"});
+  b.node("Conv", {"x", "w2"}, {"d"});
+  b.node("Add", {"s", "d"}, {"y"}, "residual");
+  b.node("Conv", {"y", "w3"}, {"z"});
+  b.output("z");
+  return b;
+}
+
+std::vector<std::map<std::string, Tensor>> residual_samples() {
+  std::vector<std::map<std::string, Tensor>> out;
+  for (uint32_t s = 0; s < 4; ++s) out.push_back({{"x", random_tensor({2, 8, 4, 4}, 70 + s)}});
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("slice spreads: the median channel's share of a tensor's range, zero channels left out") {
+  const std::vector<float> even = {1, 1.2f, 0.9f, 1.1f, 1, 0.8f, 1.3f, 1};
+  const std::vector<float> outliers = {1, 1.2f, 0.9f, 1.1f, 1, 0.8f, 40, 60};  // two channels 40-60x the rest
+  const std::vector<float> closed = {0, 0, 0, 0, 0, 1, 1.2f, 0.9f};           // five channels exactly zero
+  const auto samples = residual_samples();
+  auto spreads = [&](const std::vector<float>& g) {
+    onnx::ModelProto m = residual_stream(g).m;
+    const Graph graph(m);
+    const std::vector<std::string> tensors = elementwise_tensors(graph);
+    CHECK(tensors == std::vector<std::string>{"c", "s", "d", "y"});  // Mul's activation input and output, the Add's
+    return slice_spreads(m, tensors, samples, 2);
+  };
+  const auto wide = spreads(outliers);
+  REQUIRE(wide.count("s"));
+  CHECK(wide.at("s").axis == 1);
+  CHECK(wide.at("s").slices == 8);
+  CHECK(wide.at("s").share < kMinSliceShare);  // the median channel spans ~1/50 of what the outliers span
+  CHECK(wide.at("y").share < kMinSliceShare);
+  CHECK(wide.at("c").share > kMinSliceShare);  // before the gains: even channels
+  for (const auto& [name, sp] : spreads(even)) {
+    INFO(name);
+    CHECK(sp.share > kMinSliceShare);
+  }
+  // Zero channels are exact on any grid with a zero point: the median is over the three others.
+  const auto gated = spreads(closed);
+  CHECK(gated.at("s").share > kMinSliceShare);
+}
+
+TEST_CASE("qdq: an elementwise op on a tensor whose channels' ranges spread stays float; even channels keep it integer") {
+  const auto samples = residual_samples();
+  for (bool outlying : {true, false}) {
+    INFO((outlying ? "two channels 40-60x" : "even channels"));
+    onnx::ModelProto m = residual_stream(outlying ? std::vector<float>{1, 1.2f, 0.9f, 1.1f, 1, 0.8f, 40, 60}
+                                                  : std::vector<float>{1, 1.2f, 0.9f, 1.1f, 1, 0.8f, 1.3f, 1})
+                             .m;
+    // Ranges of the float model on the samples, as calibration would record them.
+    std::map<std::string, std::pair<float, float>> mm;
+    runtime::RunOptions ro;
+    ro.tap = [&](const std::string& name, const Tensor& v) {
+      auto [it, fresh] = mm.emplace(name, std::pair{v.data<float>()[0], v.data<float>()[0]});
+      for (float e : v.span<float>()) it->second = {std::min(it->second.first, e), std::max(it->second.second, e)};
+    };
+    const runtime::Session session(m, {.observed = std::set<std::string>{"x", "c", "s", "d", "y", "z"}});
+    for (const auto& s : samples) session.run(s, ro);
+    std::vector<std::tuple<std::string, float, float>> r;
+    for (const auto& [name, lohi] : mm) r.emplace_back(name, lohi.first, lohi.second);
+    QuantizeOptions opt;
+    opt.samples = samples;
+    const QuantizeSummary s = quantize_model(m, QConfig::builtin_default(), minmax_ranges(r), opt);
+    const auto it = std::find_if(s.qdq.nodes.begin(), s.qdq.nodes.end(), [](const NodeExplain& e) { return e.node == "residual"; });
+    REQUIRE(it != s.qdq.nodes.end());
+    CHECK(it->quantized == !outlying);
+    if (outlying) CHECK_THAT(it->note, Catch::Contains("slices span ranges far apart"));
+    CHECK(count_op(m, "Conv") == 3);  // the convs stay integer either way
   }
 }
