@@ -2653,7 +2653,7 @@ std::vector<std::map<std::string, Tensor>> residual_samples() {
 
 }  // namespace
 
-TEST_CASE("slice spreads: the median channel's share of a tensor's range, zero channels left out") {
+TEST_CASE("slice spreads: the median channel's share of a tensor's range with zero channels left out") {
   const std::vector<float> even = {1, 1.2f, 0.9f, 1.1f, 1, 0.8f, 1.3f, 1};
   const std::vector<float> outliers = {1, 1.2f, 0.9f, 1.1f, 1, 0.8f, 40, 60};  // two channels 40-60x the rest
   const std::vector<float> closed = {0, 0, 0, 0, 0, 1, 1.2f, 0.9f};           // five channels exactly zero
@@ -2681,7 +2681,7 @@ TEST_CASE("slice spreads: the median channel's share of a tensor's range, zero c
   CHECK(gated.at("s").share > kMinSliceShare);
 }
 
-TEST_CASE("qdq: an elementwise op on a tensor whose channels' ranges spread stays float; even channels keep it integer") {
+TEST_CASE("qdq: an elementwise op on a tensor whose channels' ranges spread stays float while even channels keep it integer") {
   const auto samples = residual_samples();
   for (bool outlying : {true, false}) {
     INFO((outlying ? "two channels 40-60x" : "even channels"));
