@@ -233,7 +233,7 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
   rewrite_inputs.threads = options.threads;
   if (!options.samples.empty()) {  // without samples (--calib alone) the rule has nothing to measure
     const Graph g(model);
-    for (const auto& [t, sp] : slice_spreads(model, elementwise_tensors(g), options.samples, options.threads))
+    for (const auto& [t, sp] : slice_spreads(model, elementwise_tensors(g, config), options.samples, options.threads))
       if (sp.share < kMinSliceShare) {
         rewrite_inputs.spread.emplace(t, sp);
         if (options.log)

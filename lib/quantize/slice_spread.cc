@@ -27,7 +27,7 @@ struct AxisRanges {
 
 }  // namespace
 
-std::vector<std::string> elementwise_tensors(const Graph& g) {
+std::vector<std::string> elementwise_tensors(const Graph& g, const QConfig& config) {
   std::vector<std::string> out;
   std::set<std::string> seen;
   // A Softmax input's grid follows its rows' maxima, not its range (docs/accuracy.md, "Softmax inputs"): a mask fill
@@ -36,6 +36,7 @@ std::vector<std::string> elementwise_tensors(const Graph& g) {
   for (int i = 0; i < g.node_count(); ++i) {
     const onnx::NodeProto& n = g.node(i);
     if (!elementwise(n)) continue;
+    if (const NodeQuant q = config.resolve(n.name(), n.op_type()); !q.quantized || !q.activation) continue;
     std::vector<std::string> acts;
     for (const std::string& t : n.input())
       if (!t.empty() && !g.is_initializer(t)) acts.push_back(t);

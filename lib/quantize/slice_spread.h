@@ -12,6 +12,7 @@
 
 #include "core/tensor.h"
 #include "quantize/graph.h"
+#include "quantize/qconfig.h"
 
 namespace qtool::quantize {
 
@@ -33,9 +34,11 @@ struct SliceSpread {
 };
 
 // The activation inputs and outputs of the main graph's weightless elementwise ops (Add, Sub, Mul, Div, Sum, Mean,
-// Max, Min with at least one input that is not a constant), except Softmax inputs (their grid follows the rows'
-// maxima: an attention mask's fill spreads the key slices and costs nothing there): what slice_spreads measures.
-std::vector<std::string> elementwise_tensors(const Graph& g);
+// Max, Min with at least one input that is not a constant) that `config` quantizes (their rule has activations),
+// except Softmax inputs (their grid follows the rows' maxima: an attention mask's fill spreads the key slices and
+// costs nothing there): what slice_spreads measures. Empty for a config that quantizes no such op (weight-only,
+// Conv/MatMul inputs only): then no samples are run.
+std::vector<std::string> elementwise_tensors(const Graph& g, const QConfig& config);
 
 // Per tensor of `tensors` that the float model makes on the first kSpreadSamples samples (float32, rank >= 2): the
 // axis whose median slice has the least share of the tensor's range, over those samples together. An axis whose

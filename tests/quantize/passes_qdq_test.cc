@@ -2661,8 +2661,10 @@ TEST_CASE("slice spreads: the median channel's share of a tensor's range with ze
   auto spreads = [&](const std::vector<float>& g) {
     onnx::ModelProto m = residual_stream(g).m;
     const Graph graph(m);
-    const std::vector<std::string> tensors = elementwise_tensors(graph);
+    const std::vector<std::string> tensors = elementwise_tensors(graph, QConfig::builtin_default());
     CHECK(tensors == std::vector<std::string>{"c", "s", "d", "y"});  // Mul's activation input and output, the Add's
+    // A config that quantizes no elementwise op (TensorRT's: Conv / MatMul / Gemm inputs only) measures nothing.
+    CHECK(elementwise_tensors(graph, QConfig::load(test::source_dir() / "configs" / "int8-tensorrt.json")).empty());
     return slice_spreads(m, tensors, samples, 2);
   };
   const auto wide = spreads(outliers);
