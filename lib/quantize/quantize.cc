@@ -1,6 +1,7 @@
 #include "quantize/quantize.h"
 
 #include <onnx/onnx_pb.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
@@ -236,11 +237,13 @@ QuantizeSummary quantize_model(onnx::ModelProto& model, const QConfig& config, c
     for (const auto& [t, sp] : slice_spreads(model, elementwise_tensors(g, config), options.samples, options.threads))
       if (sp.share < kMinSliceShare) {
         rewrite_inputs.spread.emplace(t, sp);
-        if (options.log)
-          options.log("spread slices: " + t + " (axis " + std::to_string(sp.axis) + ", " + std::to_string(sp.slices) +
-                      " slices: the median one covers " + std::to_string(sp.share) +
-                      " of its range): elementwise ops on it stay float");
+        spdlog::debug("spread slices: {} (axis {}, {} slices): the median one covers {:.3g} of its range", t, sp.axis,
+                      sp.slices, sp.share);
       }
+    if (options.log && !rewrite_inputs.spread.empty())
+      options.log("spread slices: " + std::to_string(rewrite_inputs.spread.size()) +
+                  " tensors whose channels (or positions) span ranges far apart; the elementwise ops on them stay "
+                  "float (-v names them)");
   }
   const AccuracyGuardSettings& gs = config.accuracy_guard();
   const bool guard = gs.enabled && !options.samples.empty();
