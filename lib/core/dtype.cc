@@ -57,8 +57,7 @@ void store_fp8(std::byte* b, int64_t i, float v, bool saturate) {
 }
 template <bool Signed>
 float load_4bit(const std::byte* b, int64_t i) {
-  const int nib = (std::to_integer<int>(b[i >> 1]) >> ((i & 1) * 4)) & 0xF;
-  return static_cast<float>(Signed && nib >= 8 ? nib - 16 : nib);
+  return static_cast<float>(nibble_at(b, i, Signed));
 }
 template <bool Signed>
 void store_4bit(std::byte* b, int64_t i, float v, bool) {

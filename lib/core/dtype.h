@@ -72,6 +72,11 @@ std::string_view dtype_name(DType t);
 inline bool is_float(DType t) { return dtype_info(t).cls == DTypeClass::Float; }
 inline bool is_integer(DType t) { return dtype_info(t).cls == DTypeClass::Integer; }
 inline bool is_packed4(DType t) { return dtype_info(t).elems_per_byte == 2; }
+// Element i of a packed 4-bit tensor (two per byte, low nibble first, as ONNX packs them), sign-extended if signed.
+inline int nibble_at(const std::byte* b, int64_t i, bool is_signed) {
+  const int nib = (std::to_integer<int>(b[i >> 1]) >> ((i & 1) * 4)) & 0xF;
+  return is_signed && nib >= 8 ? nib - 16 : nib;
+}
 inline bool is_float8(DType t) { return is_float(t) && dtype_info(t).bits == 8; }
 
 // Bytes needed to hold `count` elements (rounds up for 4-bit packing). Not valid for String.

@@ -247,8 +247,7 @@ inline void put_nibble(uint8_t* y, int64_t i, int32_t v) {
   b = static_cast<uint8_t>((b & ~(0xF << shift)) | ((v & 0xF) << shift));
 }
 inline int32_t get_nibble(const uint8_t* x, int64_t i, bool is_signed) {
-  const int32_t nib = (x[i >> 1] >> ((i & 1) * 4)) & 0xF;
-  return is_signed && nib >= 8 ? nib - 16 : nib;
+  return nibble_at(reinterpret_cast<const std::byte*>(x), i, is_signed);
 }
 
 template <class In>

@@ -354,8 +354,7 @@ TEST_CASE("RTN's codes and weight error are the same for any thread count and eq
     CHECK(three.codes.same_as(one.codes));
     CHECK(three.params.scale.same_as(one.params.scale));
     CHECK(three.error == one.error);  // bit for bit: the same summation order
-    const numerics::QdqAttrs a{.axis = one.params.axis >= 0 ? one.params.axis : 1,
-                               .block_size = one.params.block_size};
+    const numerics::QdqAttrs a{.axis = one.params.axis >= 0 ? one.params.axis : 1, .block_size = one.params.block_size};
     const Tensor dq = numerics::dequantize_linear(one.codes, one.params.scale, &one.params.zero_point, a);
     double direct = 0;
     for (int64_t i = 0; i < w.numel(); ++i) {

@@ -47,25 +47,22 @@ ScaleIndex scale_index(const Tensor& w, const QParams& p) {
           L.scale_stride_inner};
 }
 
-// Element by element, as DequantizeLinear computes it ((code - zero point) * scale in float), without a dequantized
-// copy of the weight: a big model's quantization holds one float weight at a time (onnx/spill.h).
 namespace {
 
-// Code i of a packed or byte tensor, inlined for the common weight dtypes (dtype_info's load is an indirect call per
-// element, most of a big model's quantize time before).
+// Code i of a packed or byte tensor, as a function object so row_sse inlines it for the common weight dtypes
+// (dtype_info's load is an indirect call per element, most of a big model's quantize time before).
 template <DType D>
-float code_at(const std::byte* b, int64_t i) {
-  if constexpr (D == DType::Int8) return static_cast<float>(reinterpret_cast<const int8_t*>(b)[i]);
-  if constexpr (D == DType::UInt8) return static_cast<float>(reinterpret_cast<const uint8_t*>(b)[i]);
-  if constexpr (D == DType::Int4 || D == DType::UInt4) {
-    const int nib = (std::to_integer<int>(b[i >> 1]) >> ((i & 1) * 4)) & 0xF;
-    return static_cast<float>(D == DType::Int4 && nib >= 8 ? nib - 16 : nib);
+struct CodeAt {
+  float operator()(const std::byte* b, int64_t i) const {
+    if constexpr (D == DType::Int8) return static_cast<float>(reinterpret_cast<const int8_t*>(b)[i]);
+    if constexpr (D == DType::UInt8) return static_cast<float>(reinterpret_cast<const uint8_t*>(b)[i]);
+    if constexpr (D == DType::Int4 || D == DType::UInt4) return static_cast<float>(nibble_at(b, i, D == DType::Int4));
+    return 0.0f;
   }
-  return 0.0f;
-}
+};
 
-// Sum over row r's elements of (w - (code - zp) * scale)^2; `load` reads a code (a lambda, so it is inlined; or
-// dtype_info's load for the other dtypes).
+// Sum over row r's elements of (w - (code - zp) * scale)^2; `load` reads a code (CodeAt, or dtype_info's load for
+// the other dtypes).
 template <class Load>
 double row_sse(const float* x, const std::byte* codes, const float* zp, const float* sd, const numerics::QdqLayout& L,
                int64_t r, Load load) {
@@ -88,6 +85,8 @@ double row_sse(const float* x, const std::byte* codes, const float* zp, const fl
 
 }  // namespace
 
+// Element by element, as DequantizeLinear computes it ((code - zero point) * scale in float), without a dequantized
+// copy of the weight: a big model's quantization holds one float weight at a time (onnx/spill.h).
 double weight_sse(const Tensor& w, const Tensor& codes, const QParams& p, int threads) {
   const numerics::QdqAttrs a = attrs_of(p);
   const numerics::QdqLayout L = numerics::qdq_layout(w.shape(), p.scale, &p.zero_point, a.axis, a.block_size, "scale",
@@ -104,15 +103,24 @@ double weight_sse(const Tensor& w, const Tensor& codes, const QParams& p, int th
   const int team = rows * L.inner >= (int64_t{1} << 16) ? std::max(threads, 1) : 1;
 #pragma omp parallel for schedule(static) num_threads(team)
   for (int64_t r = 0; r < rows; ++r) {
-    double e = 0;
+    auto with = [&](auto load) { partial[static_cast<size_t>(r)] = row_sse(x, c, z, sd, L, r, load); };
     switch (codes.dtype()) {
-      case DType::Int8: e = row_sse(x, c, z, sd, L, r, [](const std::byte* b, int64_t i) { return code_at<DType::Int8>(b, i); }); break;
-      case DType::UInt8: e = row_sse(x, c, z, sd, L, r, [](const std::byte* b, int64_t i) { return code_at<DType::UInt8>(b, i); }); break;
-      case DType::Int4: e = row_sse(x, c, z, sd, L, r, [](const std::byte* b, int64_t i) { return code_at<DType::Int4>(b, i); }); break;
-      case DType::UInt4: e = row_sse(x, c, z, sd, L, r, [](const std::byte* b, int64_t i) { return code_at<DType::UInt4>(b, i); }); break;
-      default: e = row_sse(x, c, z, sd, L, r, generic); break;
+      case DType::Int8:
+        with(CodeAt<DType::Int8>{});
+        break;
+      case DType::UInt8:
+        with(CodeAt<DType::UInt8>{});
+        break;
+      case DType::Int4:
+        with(CodeAt<DType::Int4>{});
+        break;
+      case DType::UInt4:
+        with(CodeAt<DType::UInt4>{});
+        break;
+      default:
+        with(generic);
+        break;
     }
-    partial[static_cast<size_t>(r)] = e;
   }
   double s = 0;
   for (double v : partial) s += v;
