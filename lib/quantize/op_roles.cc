@@ -1,5 +1,6 @@
 #include "quantize/op_roles.h"
 
+#include <set>
 #include <string>
 
 #include "quantize/graph.h"
@@ -108,6 +109,11 @@ int64_t weight_block_axis(const onnx::NodeProto& node, int64_t weight_rank) {
     return weight_rank == 2 && (a == 0 || a == -2) ? 1 : -1;
   }
   return -1;
+}
+
+bool is_elementwise_arithmetic(const onnx::NodeProto& node) {
+  static const std::set<std::string> ops = {"Add", "Sub", "Mul", "Div", "Sum", "Mean", "Max", "Min"};
+  return (node.domain().empty() || node.domain() == "ai.onnx") && ops.count(node.op_type()) > 0;
 }
 
 }  // namespace qtool::quantize

@@ -30,6 +30,10 @@ OpRole op_role(const onnx::NodeProto& node, const Graph* g = nullptr);
 // NonMaxSuppression's boxes, AffineGrid's theta): an integer grid there moves where the op samples or how boxes overlap by a step of the
 // whole range (an 8-bit grid over [-1, 1] is 2.5 pixels of a 320-pixel image), so such values stay float.
 bool is_coordinate_input(const onnx::NodeProto& node, int k);
+// Elementwise arithmetic (Add, Sub, Mul, Div, Sum, Mean, Max, Min of the default domain): its integer form
+// (QLinearAdd, QLinearMul) costs what the float op does, so the QDQ rewrite keeps it integer only where that loses
+// nothing (qdq.cc: inputs made in float, spread slices).
+bool is_elementwise_arithmetic(const onnx::NodeProto& node);
 // Output-channel axis of the weight for per-channel quantization; -1 when per-channel does not apply.
 // Gather's weight is an embedding table (weight-only rules): one scale per gathered row.
 int64_t weight_channel_axis(const onnx::NodeProto& node, int64_t weight_rank);

@@ -720,12 +720,12 @@ class QdqBuilder {
       return keep_float(i, "no integer kernel reads its output (its readers run in float): a Q/DQ pair would only "
                            "round it, and the op costs the same in float");
     if (plan_rescale(i, q)) return;
-    if (!has_weight && elementwise_op(node) && inputs_made_in_float(node, role))
+    if (!has_weight && is_elementwise_arithmetic(node) && inputs_made_in_float(node, role))
       return keep_float(i,
                         "its inputs are made in float (no integer kernel produces them): as an integer op it would "
                         "round each input and its constants first; float costs the same, and its integer readers' "
                         "Q/DQ goes on its output");
-    if (!has_weight && elementwise_op(node))
+    if (!has_weight && is_elementwise_arithmetic(node))
       if (const auto why = spread_io(node)) return keep_float(i, *why);
 
     // Compute ops: every data input must be quantizable.
@@ -1151,12 +1151,6 @@ class QdqBuilder {
   static bool smoothing_divisor(const onnx::NodeProto& n) {
     return n.op_type() == "Mul" && n.doc_string() == kSmoothingDivisor;
   }
-  // Elementwise arithmetic: its integer form (QLinearAdd, QLinearMul) costs what the float op does, so it pays only
-  // where its inputs arrive as integers anyway.
-  static bool elementwise_op(const onnx::NodeProto& n) {
-    static const std::set<std::string> ops = {"Add", "Sub", "Mul", "Div", "Sum", "Mean", "Max", "Min"};
-    return (n.domain().empty() || n.domain() == "ai.onnx") && ops.count(n.op_type());
-  }
   // Why n must stay float for a spread input or output (slice_spread.h): "t's slices on axis a span ...", or nullopt.
   std::optional<std::string> spread_io(const onnx::NodeProto& n) const {
     std::vector<std::string> io(n.input().begin(), n.input().end());
@@ -1272,7 +1266,7 @@ class QdqBuilder {
   Graph g_;
   const QConfig& cfg_;
   const calib::CalibrationTable& ranges_;
-  const RewriteInputs& in_;  // GPTQ/AWQ Hessians (asked in node order), threads, spread tensors
+  const RewriteInputs& in_;       // GPTQ/AWQ Hessians (asked in node order), threads, spread tensors
   bool plan_ = false;             // plan_qdq: ranges assumed, stops at the first quantized node
   std::vector<NodeQuant> nq_;
   std::vector<bool> fused_;

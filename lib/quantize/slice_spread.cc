@@ -8,15 +8,11 @@
 #include <set>
 
 #include "calib/softmax_inputs.h"
+#include "quantize/op_roles.h"
 #include "runtime/session.h"
 
 namespace qtool::quantize {
 namespace {
-
-bool elementwise(const onnx::NodeProto& n) {
-  static const std::set<std::string> ops = {"Add", "Sub", "Mul", "Div", "Sum", "Mean", "Max", "Min"};
-  return (n.domain().empty() || n.domain() == "ai.onnx") && ops.count(n.op_type()) > 0;
-}
 
 // Per-slice minimum and maximum of one axis, over every sample seen.
 struct AxisRanges {
@@ -35,7 +31,7 @@ std::vector<std::string> elementwise_tensors(const Graph& g, const QConfig& conf
   for (const auto& [t, axis] : calib::find_softmax_inputs(g.model())) seen.insert(t);
   for (int i = 0; i < g.node_count(); ++i) {
     const onnx::NodeProto& n = g.node(i);
-    if (!elementwise(n)) continue;
+    if (!is_elementwise_arithmetic(n)) continue;
     if (const NodeQuant q = config.resolve(n.name(), n.op_type()); !q.quantized || !q.activation) continue;
     std::vector<std::string> acts;
     for (const std::string& t : n.input())
@@ -105,7 +101,8 @@ std::map<std::string, SliceSpread> slice_spreads(const onnx::ModelProto& model, 
       // Ranges widened to hold 0, as a grid's does: a slice that is nearly constant (a squeeze-excite gate seen on
       // a few samples) counts by its magnitude, which is what the grid's step is small or large against.
       auto span = [](float lo, float hi) { return static_cast<double>(std::max(hi, 0.0f)) - std::min(lo, 0.0f); };
-      const double range = span(*std::min_element(r.lo.begin(), r.lo.end()), *std::max_element(r.hi.begin(), r.hi.end()));
+      const double range =
+          span(*std::min_element(r.lo.begin(), r.lo.end()), *std::max_element(r.hi.begin(), r.hi.end()));
       if (!(range > 0) || !std::isfinite(range)) continue;
       // Slices that are all zero (a closed gate, a dead channel) are exact on any grid with a zero point: not counted.
       std::vector<double> shares;
