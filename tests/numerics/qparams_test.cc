@@ -187,8 +187,8 @@ TEST_CASE("per-channel and per-block min/max split over threads equal a direct s
     QGranularity g;
   };
   const std::vector<Case> cases = {
-      {{2048, 40}, {.kind = Granularity::PerBlock, .axis = 0, .block_size = 32}},    // blocks down the axis, inner columns
-      {{3000, 64}, {.kind = Granularity::PerBlock, .axis = 1, .block_size = 32}},    // outer rows (embedding-like)
+      {{2048, 40}, {.kind = Granularity::PerBlock, .axis = 0, .block_size = 32}},     // axis blocks, inner columns
+      {{3000, 64}, {.kind = Granularity::PerBlock, .axis = 1, .block_size = 32}},     // outer rows (embedding-like)
       {{96, 24, 3, 3}, {.kind = Granularity::PerChannel, .axis = 0}},                 // conv weight, per output channel
       {{300, 250}, {.kind = Granularity::PerChannel, .axis = 1}},                     // MatMul weight, per column
       {{5, 4000, 7}, {.kind = Granularity::PerBlock, .axis = 1, .block_size = 100}},  // all three dims

@@ -2656,7 +2656,7 @@ std::vector<std::map<std::string, Tensor>> residual_samples() {
 TEST_CASE("slice spreads: the median channel's share of a tensor's range with zero channels left out") {
   const std::vector<float> even = {1, 1.2f, 0.9f, 1.1f, 1, 0.8f, 1.3f, 1};
   const std::vector<float> outliers = {1, 1.2f, 0.9f, 1.1f, 1, 0.8f, 40, 60};  // two channels 40-60x the rest
-  const std::vector<float> closed = {0, 0, 0, 0, 0, 1, 1.2f, 0.9f};           // five channels exactly zero
+  const std::vector<float> closed = {0, 0, 0, 0, 0, 1, 1.2f, 0.9f};            // five channels exactly zero
   const auto samples = residual_samples();
   auto spreads = [&](const std::vector<float>& g) {
     onnx::ModelProto m = residual_stream(g).m;
@@ -2683,7 +2683,7 @@ TEST_CASE("slice spreads: the median channel's share of a tensor's range with ze
   CHECK(gated.at("s").share > kMinSliceShare);
 }
 
-TEST_CASE("qdq: an elementwise op on a tensor whose channels' ranges spread stays float while even channels keep it integer") {
+TEST_CASE("qdq: elementwise ops on a tensor with spread channels stay float while even channels keep them integer") {
   const auto samples = residual_samples();
   for (bool outlying : {true, false}) {
     INFO((outlying ? "two channels 40-60x" : "even channels"));
@@ -2704,7 +2704,8 @@ TEST_CASE("qdq: an elementwise op on a tensor whose channels' ranges spread stay
     QuantizeOptions opt;
     opt.samples = samples;
     const QuantizeSummary s = quantize_model(m, QConfig::builtin_default(), minmax_ranges(r), opt);
-    const auto it = std::find_if(s.qdq.nodes.begin(), s.qdq.nodes.end(), [](const NodeExplain& e) { return e.node == "residual"; });
+    const auto it =
+        std::find_if(s.qdq.nodes.begin(), s.qdq.nodes.end(), [](const NodeExplain& e) { return e.node == "residual"; });
     REQUIRE(it != s.qdq.nodes.end());
     CHECK(it->quantized == !outlying);
     if (outlying) CHECK_THAT(it->note, Catch::Contains("slices span ranges far apart"));

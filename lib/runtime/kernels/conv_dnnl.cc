@@ -302,8 +302,8 @@ class DnnlConvImpl final : public DnnlConv {
         if (!plan.dst_reorder) {
           const bool by_rows = plan.rows || plan.blocked_rows;
           const int64_t m1 = by_rows ? M : part.m0 + part.pd.dst_desc().dims()[1];
-          part_epilogue(plan, y + n * dst_image, plan.rows ? plan.dst : Layout::nChw8c, OH, OW, by_rows ? 0 : part.m0, m1, by_rows ? part.out_row : 0,
-                        by_rows ? part.out_row + part.out_rows : OH);
+          part_epilogue(plan, y + n * dst_image, plan.rows ? plan.dst : Layout::nChw8c, OH, OW, by_rows ? 0 : part.m0,
+                        m1, by_rows ? part.out_row : 0, by_rows ? part.out_row + part.out_rows : OH);
         }
       } catch (const dnnl::error&) {
         failed = true;  // a chunk must not throw (work_sharing.h)
@@ -560,8 +560,8 @@ class DnnlConvImpl final : public DnnlConv {
     // part a primitive on one row of its pixels. The parts are then even however few rows the image has
     // (ppocrv4-rec's 480-channel Convs on 6 and 3 rows: 2 parts of 3 rows, or of 1 and 2 rows).
     const bool pixels = pointwise(g);
-    const RowGeom geom = pixels ? RowGeom{g.in[0] * g.in[1], 1, g.out[0] * g.out[1], 1}
-                                : RowGeom{g.in[0], g.in[1], g.out[0], g.out[1]};
+    const RowGeom geom =
+        pixels ? RowGeom{g.in[0] * g.in[1], 1, g.out[0] * g.out[1], 1} : RowGeom{g.in[0], g.in[1], g.out[0], g.out[1]};
     const int64_t H = geom.H, Wd = geom.W, OH = geom.OH, OW = geom.OW;
     // Work as build_parts counts it: short dot products (depthwise) at elementwise speed, a grouped Conv's part
     // holding kGroupedPartWork.
@@ -603,11 +603,13 @@ class DnnlConvImpl final : public DnnlConv {
         // NCHW slabs of the part's rows: all channels, rows [ih0, ih1] (or its pixels), as strided views
         if (plan->src == Layout::NCHW) {
           part.src_slab = memory::desc(src, f32, memory::dims{C * H * Wd, H * Wd, Wd, 1});
-          part.src_copy.emplace(dnnl::reorder::primitive_desc(cpu_engine(), part.src_slab, cpu_engine(), pd.src_desc()));
+          part.src_copy.emplace(
+              dnnl::reorder::primitive_desc(cpu_engine(), part.src_slab, cpu_engine(), pd.src_desc()));
         }
         if (plan->dst == Layout::NCHW) {
           part.dst_slab = memory::desc(dst, f32, memory::dims{M * OH * OW, OH * OW, OW, 1});
-          part.dst_copy.emplace(dnnl::reorder::primitive_desc(cpu_engine(), pd.dst_desc(), cpu_engine(), part.dst_slab));
+          part.dst_copy.emplace(
+              dnnl::reorder::primitive_desc(cpu_engine(), pd.dst_desc(), cpu_engine(), part.dst_slab));
         }
         plan->parts.push_back(std::move(part));
       }
