@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "core/checked.h"
 #include "numerics/qdq.h"
 
 namespace qtool::numerics {
@@ -139,7 +140,7 @@ MinMax compute_minmax(const Tensor& x, const QGranularity& g, int threads) {
   // Threads split the dimension that indexes the groups most finely (outer rows, axis blocks, or inner columns in
   // chunks), so no two threads share a group: min and max are exact, the result the same for any count.
   constexpr int64_t kChunk = 1024;
-  const int64_t blocks = (L.axis_len + L.block - 1) / L.block;
+  const int64_t blocks = checked_ceil_div(L.axis_len, L.block, "blocks per axis");  // block may be near INT64_MAX
   const int64_t extent_outer = L.scale_stride_outer != 0 ? L.outer : 0;
   const int64_t extent_axis = L.scale_stride_axis != 0 ? blocks : 0;
   const int64_t extent_inner = L.scale_stride_inner != 0 ? (L.inner + kChunk - 1) / kChunk : 0;

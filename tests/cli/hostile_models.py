@@ -285,6 +285,13 @@ for name, divisor, rc in (("div_m1.onnx", -1, 0), ("div_0.onnx", 0, 2)):
               ["div", "division by zero"], x_dtype=TensorProto.INT64)
 bs = config("block_size.json", {"global": {"weight": {"dtype": "int4", "granularity": "per_block", "block_size": I64_MAX}}})
 check(["quantize", valid, "-o", out("q.onnx"), "--config", bs, "--random", "1"], [], expect_rc=0)
+# The same for the block of double-quantized scales (a 2-D MatMul weight: scale_bits applies to those only).
+mm_w = numpy_helper.from_array(np.ones((4, 4), np.float32), "W")
+mm_path = save("matmul.onnx", model([helper.make_node("MatMul", ["x", "W"], ["y"], name="mm")], [mm_w],
+                                    [fvi("x", [1, 4])], [fvi("y", [1, 4])], opset=21))
+dq = config("scale_block.json", {"global": {"weight": {"dtype": "int4", "granularity": "per_block", "block_size": 2,
+                                                        "scale_bits": 8, "scale_block_size": I64_MAX}}})
+check(["quantize", mm_path, "-o", out("q.onnx"), "--config", dq, "--random", "1"], [], expect_rc=0)
 
 # ---- 5. resource limits: sizes checked before allocating ----------------------------------------------------
 def const_i64(name, values):

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "core/checked.h"
 #include "core/error.h"
 #include "numerics/qdq.h"
 
@@ -19,7 +20,7 @@ ScaleCodes double_quantize_scales(QParams& p, Tensor& codes, int64_t bits, int64
   out.block_size = scale_block_size;
   const Shape& ss = p.scale.shape();
   const int64_t rows = ss[0], cols = ss[1];
-  const int64_t ch_len = ss[out.axis], groups = (ch_len + scale_block_size - 1) / scale_block_size;
+  const int64_t ch_len = ss[out.axis], groups = checked_ceil_div(ch_len, scale_block_size, "scale blocks");
   Shape cs = ss;
   cs[out.axis] = groups;
   out.scale = Tensor(DType::Float32, cs);
