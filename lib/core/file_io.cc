@@ -102,6 +102,61 @@ extern "C" void remove_temporaries_and_reraise(int sig) {
 
 constexpr int kCleanupSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGXFSZ};
 
+// ---- Live file mappings (InputFile::map_private), for the SIGBUS handler. Touching a mapped page past the file's
+// end (another program truncated the file after it was mapped) or one the disk cannot read raises SIGBUS; the
+// handler finds the mapping that holds the faulting address and exits 2 with the error line written when the
+// mapping was made, instead of dying of the signal. A slot is claimed as the temporary-file slots are; its
+// message is owned by the slot from claim to release (the handler reads it only while the slot is Live, and a
+// fault inside a mapping means the mapping, so its slot, is still live).
+struct MapSlot {
+  std::atomic<int> state{kFree};
+  uintptr_t begin = 0, end = 0;
+  char* message = nullptr;  // "error: ...\n", new[]
+  size_t length = 0;
+};
+constexpr int kMapSlots = 4096;
+MapSlot g_maps[kMapSlots];
+
+int claim_map_slot(const void* begin, size_t length, const std::string& message) {
+  for (int i = 0; i < kMapSlots; ++i) {
+    int expected = kFree;
+    if (g_maps[i].state.compare_exchange_strong(expected, kFilling)) {
+      MapSlot& m = g_maps[i];
+      m.begin = reinterpret_cast<uintptr_t>(begin);
+      m.end = m.begin + length;
+      m.message = new char[message.size()];
+      std::memcpy(m.message, message.data(), message.size());
+      m.length = message.size();
+      m.state.store(kLive, std::memory_order_release);
+      return i;
+    }
+  }
+  return -1;  // every slot in use: the caller reads instead of mapping
+}
+
+void release_map_slot(int i) {
+  char* message = g_maps[i].message;
+  g_maps[i].state.store(kFree, std::memory_order_release);
+  delete[] message;
+}
+
+extern "C" void report_mapping_fault(int sig, siginfo_t* info, void*) {
+  const auto addr = reinterpret_cast<uintptr_t>(info->si_addr);
+  for (const MapSlot& m : g_maps) {
+    if (info->si_code <= 0) break;  // sent by kill/raise: no fault address
+    if (m.state.load(std::memory_order_acquire) != kLive || addr < m.begin || addr >= m.end) continue;
+    for (Slot& s : g_slots)
+      if (s.state.load(std::memory_order_acquire) == kLive) ::unlink(s.path);
+    for (size_t done = 0; done < m.length;) {
+      const ssize_t w = ::write(STDERR_FILENO, m.message + done, m.length - done);
+      if (w <= 0 && errno != EINTR) break;
+      if (w > 0) done += static_cast<size_t>(w);
+    }
+    ::_exit(kExitBadInput);
+  }
+  remove_temporaries_and_reraise(sig);  // not a mapped file: the crash it is, without temporaries left behind
+}
+
 std::string random_suffix() {
   uint64_t r = 0;
   if (::getrandom(&r, sizeof r, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof r)) {
@@ -199,8 +254,19 @@ std::shared_ptr<std::byte[]> InputFile::map_private(int64_t offset, size_t n) co
   const size_t length = n + static_cast<size_t>(offset - start);
   void* base = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd_, static_cast<off_t>(start));
   if (base == MAP_FAILED) return nullptr;
+  const int slot = claim_map_slot(base, length,
+                                  "error: cannot read " + role_ + " " + quoted(path_) +
+                                      ": the file shrank or could not be read while qtool was using it (did another "
+                                      "program truncate or rewrite it?); run again once nothing else writes it\n");
+  if (slot < 0) {
+    ::munmap(base, length);
+    return nullptr;
+  }
   auto* data = static_cast<std::byte*>(base) + (offset - start);
-  return std::shared_ptr<std::byte[]>(data, [base, length](std::byte*) { ::munmap(base, length); });
+  return std::shared_ptr<std::byte[]>(data, [base, length, slot](std::byte*) {
+    release_map_slot(slot);
+    ::munmap(base, length);
+  });
 }
 
 std::string InputFile::read_all(int64_t max_bytes) const {
@@ -338,6 +404,12 @@ void install_cleanup_signal_handlers() {
     if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;  // e.g. nohup
     ::sigaction(sig, &sa, nullptr);
   }
+  struct sigaction bus {};
+  bus.sa_sigaction = report_mapping_fault;
+  sigemptyset(&bus.sa_mask);
+  for (int sig : kCleanupSignals) sigaddset(&bus.sa_mask, sig);
+  bus.sa_flags = SA_SIGINFO;
+  ::sigaction(SIGBUS, &bus, nullptr);
 }
 
 }  // namespace qtool::fileio

@@ -54,8 +54,9 @@ class InputFile {
   // the file. The pages come from the page cache as they are touched, so a large read costs no fresh anonymous
   // memory (whose first touch is the expensive part on virtual machines: 3 GB took 8.5 s to fault in against 0.8 s
   // mapped, docs/large-models.md). BadInputError when the file is shorter; nullptr when the system will not map it
-  // (the caller reads instead). The pointer keeps the mapping alive. A file truncated by another process while
-  // mapped is beyond this: touching a page past its new end raises SIGBUS.
+  // (the caller reads instead, as when all 4096 mapping slots are in use). The pointer keeps the mapping alive.
+  // Touching a page past the end of a file that another program truncated after the mapping was made raises SIGBUS:
+  // under install_cleanup_signal_handlers() that exits 2 with one line naming the file (no temporary file left).
   std::shared_ptr<std::byte[]> map_private(int64_t offset, size_t n) const;
   // The whole file; over `max_bytes` it is refused before reading (throw_over_limit).
   std::string read_all(int64_t max_bytes) const;
@@ -116,7 +117,9 @@ void write_file_atomic(const std::filesystem::path& target, std::span<const std:
 void write_file_atomic(const std::filesystem::path& target, std::string_view bytes);
 
 // Installs the handler that removes live temporary files on SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGXFSZ and
-// then dies of the signal (signals the process ignores stay ignored). The CLI calls it once, first thing.
+// then dies of the signal (signals the process ignores stay ignored), and the SIGBUS handler: a fault inside a
+// mapped input file (map_private) removes them too and exits 2 naming the file; any other SIGBUS dies as before.
+// The CLI calls it once, first thing.
 void install_cleanup_signal_handlers();
 
 }  // namespace qtool::fileio

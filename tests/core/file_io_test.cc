@@ -1,5 +1,6 @@
 // core/file_io: atomic writes leave only the finished file (errors, a full disk, signals), readers refuse
 // non-regular files, and a file this process read is never written over.
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -106,6 +107,49 @@ TEST_CASE("a signal during a write removes the temporary file and kills with tha
     CHECK(WTERMSIG(status) == sig);
     CHECK(listing(dir).empty());
   }
+}
+
+TEST_CASE("a mapped input truncated by another program exits 2 naming it and leaves no temporary file") {
+  const fs::path dir = test::scratch_dir("file_io_mapped_truncated");
+  const size_t n = size_t{4} << 20;
+  write_text(dir / "weights.bin", std::string(n, 'w'));
+  const int status = in_child([&] {
+    const int err = ::open((dir / "stderr.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ::dup2(err, STDERR_FILENO);
+    fileio::install_cleanup_signal_handlers();
+    fileio::AtomicFile out(dir / "out.onnx");
+    out.write("partial", 7);
+    const fileio::InputFile in(dir / "weights.bin", "external data");
+    const std::shared_ptr<std::byte[]> mapped = in.map_private(0, n);
+    if (!mapped) ::_exit(4);
+    const volatile std::byte first = mapped[0];  // a page read before the truncation stays readable
+    (void)first;
+    if (::truncate((dir / "weights.bin").c_str(), 0) != 0) ::_exit(5);
+    const volatile std::byte last = mapped[n - 1];  // past the new end: SIGBUS
+    (void)last;
+    ::_exit(3);  // not reached
+  });
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 2);
+  const std::string err = read_text(dir / "stderr.txt");
+  CHECK(std::count(err.begin(), err.end(), '\n') == 1);
+  CHECK_THAT(err, Catch::StartsWith("error: cannot read external data") && Catch::Contains("weights.bin") &&
+                      Catch::Contains("while qtool was using it"));
+  CHECK(listing(dir) == std::vector<std::string>{"stderr.txt", "weights.bin"});
+}
+
+TEST_CASE("a SIGBUS outside any mapped input still kills with SIGBUS and removes temporary files") {
+  const fs::path dir = test::scratch_dir("file_io_sigbus");
+  const int status = in_child([&] {
+    fileio::install_cleanup_signal_handlers();
+    fileio::AtomicFile f(dir / "out.bin");
+    f.write("x", 1);
+    ::raise(SIGBUS);
+    ::_exit(3);  // not reached
+  });
+  REQUIRE(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGBUS);
+  CHECK(listing(dir).empty());
 }
 
 TEST_CASE("readers refuse FIFOs, folders and files over the limit, naming the path") {
