@@ -97,13 +97,22 @@ double weight_sse(const Tensor& w, const Tensor& codes, const QParams& p, int th
   const float* z = zp.data<float>();
   const std::byte* c = codes.raw();
   const auto generic = dtype_info(codes.dtype()).load;
-  // One partial sum per (outer, axis) row, added in row order: the same total for any thread count.
+  // One partial sum per chunk of (outer, axis) rows, about 64K elements each whatever the thread count, the rows
+  // of a chunk and the chunks added in order: the same total for any thread count, and a few partials even where
+  // a row is one element (a per-channel weight on its last axis).
   const int64_t rows = L.outer * L.axis_len;
-  std::vector<double> partial(static_cast<size_t>(rows));
-  const int team = rows * L.inner >= (int64_t{1} << 16) ? std::max(threads, 1) : 1;
+  const int64_t rows_per_chunk = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(L.inner, 1));
+  const int64_t chunks = rows / rows_per_chunk + (rows % rows_per_chunk != 0);
+  std::vector<double> partial(static_cast<size_t>(chunks));
+  const int team = chunks > 1 ? std::max(threads, 1) : 1;
 #pragma omp parallel for schedule(static) num_threads(team)
-  for (int64_t r = 0; r < rows; ++r) {
-    auto with = [&](auto load) { partial[static_cast<size_t>(r)] = row_sse(x, c, z, sd, L, r, load); };
+  for (int64_t ch = 0; ch < chunks; ++ch) {
+    auto with = [&](auto load) {
+      double sum = 0;
+      for (int64_t r = ch * rows_per_chunk; r < std::min(rows, (ch + 1) * rows_per_chunk); ++r)
+        sum += row_sse(x, c, z, sd, L, r, load);
+      partial[static_cast<size_t>(ch)] = sum;
+    };
     switch (codes.dtype()) {
       case DType::Int8:
         with(CodeAt<DType::Int8>{});
