@@ -88,10 +88,15 @@ int claim_slot(const fs::path& temp) {
 
 void release_slot(int i) { g_slots[i].state.store(kFree, std::memory_order_release); }
 
-extern "C" void remove_temporaries_and_reraise(int sig) {
-  const int saved = errno;
+// Async-signal-safe: atomics and unlink only.
+void unlink_live_temporaries() {
   for (Slot& s : g_slots)
     if (s.state.load(std::memory_order_acquire) == kLive) ::unlink(s.path);
+}
+
+extern "C" void remove_temporaries_and_reraise(int sig) {
+  const int saved = errno;
+  unlink_live_temporaries();
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
@@ -145,8 +150,7 @@ extern "C" void report_mapping_fault(int sig, siginfo_t* info, void*) {
   for (const MapSlot& m : g_maps) {
     if (info->si_code <= 0) break;  // sent by kill/raise: no fault address
     if (m.state.load(std::memory_order_acquire) != kLive || addr < m.begin || addr >= m.end) continue;
-    for (Slot& s : g_slots)
-      if (s.state.load(std::memory_order_acquire) == kLive) ::unlink(s.path);
+    unlink_live_temporaries();
     for (size_t done = 0; done < m.length;) {
       const ssize_t w = ::write(STDERR_FILENO, m.message + done, m.length - done);
       if (w <= 0 && errno != EINTR) break;
