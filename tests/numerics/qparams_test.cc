@@ -192,6 +192,8 @@ TEST_CASE("per-channel and per-block min/max split over threads equal a direct s
       {{96, 24, 3, 3}, {.kind = Granularity::PerChannel, .axis = 0}},                 // conv weight, per output channel
       {{300, 250}, {.kind = Granularity::PerChannel, .axis = 1}},                     // MatMul weight, per column
       {{5, 4000, 7}, {.kind = Granularity::PerBlock, .axis = 1, .block_size = 100}},  // all three dims
+      {{70, 2500}, {.kind = Granularity::PerChannel, .axis = 1}},  // runs of 1024 columns, the last one short
+      {{9, 4000, 2}, {.kind = Granularity::PerBlock, .axis = 1, .block_size = 16}},  // runs of 32 blocks
   };
   for (const auto& c : cases) {
     INFO(shape_str(c.shape) << " axis " << c.g.axis << " block " << c.g.block_size);
