@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <system_error>
 #include <utility>
@@ -123,14 +124,15 @@ constexpr int kMapSlots = 4096;
 MapSlot g_maps[kMapSlots];
 
 int claim_map_slot(const void* begin, size_t length, const std::string& message) {
+  auto text = std::make_unique<char[]>(message.size());  // before a slot is claimed: a throw leaves none Filling
+  std::memcpy(text.get(), message.data(), message.size());
   for (int i = 0; i < kMapSlots; ++i) {
     int expected = kFree;
     if (g_maps[i].state.compare_exchange_strong(expected, kFilling)) {
       MapSlot& m = g_maps[i];
       m.begin = reinterpret_cast<uintptr_t>(begin);
       m.end = m.begin + length;
-      m.message = new char[message.size()];
-      std::memcpy(m.message, message.data(), message.size());
+      m.message = text.release();
       m.length = message.size();
       m.state.store(kLive, std::memory_order_release);
       return i;
@@ -147,8 +149,9 @@ void release_map_slot(int i) {
 
 extern "C" void report_mapping_fault(int sig, siginfo_t* info, void*) {
   const auto addr = reinterpret_cast<uintptr_t>(info->si_addr);
+  const bool fault = info->si_code > 0;  // not sent by kill/raise: si_addr is the faulting address
   for (const MapSlot& m : g_maps) {
-    if (info->si_code <= 0) break;  // sent by kill/raise: no fault address
+    if (!fault) break;
     if (m.state.load(std::memory_order_acquire) != kLive || addr < m.begin || addr >= m.end) continue;
     unlink_live_temporaries();
     for (size_t done = 0; done < m.length;) {

@@ -144,8 +144,9 @@ MinMax compute_minmax(const Tensor& x, const QGranularity& g, int threads) {
   // a time (it was a quarter of an int8 per-channel weight-only quantize).
   constexpr int64_t kChunk = 1024;
   const int64_t blocks = checked_ceil_div(L.axis_len, L.block, "blocks per axis");  // block may be near INT64_MAX
-  const int64_t run_blocks =
-      L.block >= kChunk || L.inner >= kChunk ? 1 : std::max<int64_t>(1, kChunk / std::max<int64_t>(1, L.block * L.inner));
+  const int64_t run_blocks = L.block >= kChunk || L.inner >= kChunk
+                                 ? 1
+                                 : std::max<int64_t>(1, kChunk / std::max<int64_t>(1, L.block * L.inner));
   const int64_t run_len = run_blocks * L.block;  // block itself where run_blocks is 1, else at most kChunk
   const int64_t extent_outer = L.scale_stride_outer != 0 ? L.outer : 0;
   const int64_t extent_axis = L.scale_stride_axis != 0 ? checked_ceil_div(blocks, run_blocks, "block runs") : 0;
