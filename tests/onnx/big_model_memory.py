@@ -9,7 +9,7 @@ counted above the process's own base (peak RSS of the same command on the bundle
 runtime state). Bars follow from the design, not from measurements: convert copies external data through one
 8 MiB buffer (bar: two of them); int4 quantize holds one float weight, its quantized form and scratch no bigger
 than the weight, and spills results to disk (bar: twice the largest tensor, plus 8 MiB for the graph and the
-report). Holding every weight once would need the whole 136 MiB. Also checked: the output keeps external data, runs in
+report; the same bar for int8 per-channel weight-only, whose per-column groups once cost 8 bytes per element). Holding every weight once would need the whole 136 MiB. Also checked: the output keeps external data, runs in
 ONNX Runtime 1.30 (optimizations 'basic': its 'all' level turns int4 MatMuls into MatMulNBits with int8
 activations) with qtool's own outputs, equals the bytes an in-memory quantize writes, and no spill or temporary
 file is left beside it. A model file that carries qtool's reserved external-data key is refused (exit 2).
@@ -103,6 +103,20 @@ expect('output keeps external data', len(ext) > 0 and all(e.key in ('location', 
                                                           for t in ext for e in t.external_data))
 expect('weights are int4', sum(t.data_type == 22 and t.name.endswith('_quantized') for t in m.graph.initializer) ==
        8 * 7 + 1)
+
+# int8 per-channel weight-only (MatMul weights on their last axis: one scale per column), no samples needed. The
+# same bar: one float weight, its codes and per-column state, nothing per element beyond those.
+int8_config = path('int8-per-channel.json')
+with open(int8_config, 'w') as f:
+    json.dump({'format': 'qtool-qconfig', 'version': 1,
+               'global': {'activation': None, 'weight': {'dtype': 'int8', 'granularity': 'per_channel'}, 'bias': None},
+               'op_types': {'*': None, 'MatMul': {}, 'Gather': {}}}, f)
+os.makedirs(path('q8'))
+rc, _, err, peak = peak_of([qtool, 'quantize', model, '--config', int8_config, '-o', path('q8', 'q.onnx')])
+expect('int8 per-channel quantize runs', rc == 0, err)
+peaks['quantize_int8_per_channel'] = peak >> 20
+expect('int8 per-channel quantize memory', not measure_memory or 0 < base and 0 < peak and
+       peak - base < 2 * largest + 8 * MIB, f'peak RSS {peak >> 20} MiB (base {base >> 20}) for {weights >> 20} MiB of weights')
 
 # The same quantization with everything in memory (the model inline) writes the same graph and tensors.
 os.makedirs(path('inline'))
