@@ -141,6 +141,8 @@ TEST_CASE("a mapped input truncated by another program exits 2 naming it and lea
 TEST_CASE("a SIGBUS outside any mapped input still kills with SIGBUS and removes temporary files") {
   const fs::path dir = test::scratch_dir("file_io_sigbus");
   const int status = in_child([&] {
+    const rlimit no_core{0, 0};  // SIGBUS dumps core by default: not here
+    ::setrlimit(RLIMIT_CORE, &no_core);
     fileio::install_cleanup_signal_handlers();
     fileio::AtomicFile f(dir / "out.bin");
     f.write("x", 1);
