@@ -149,17 +149,17 @@ void release_map_slot(int i) {
 
 extern "C" void report_mapping_fault(int sig, siginfo_t* info, void*) {
   const auto addr = reinterpret_cast<uintptr_t>(info->si_addr);
-  const bool fault = info->si_code > 0;  // not sent by kill/raise: si_addr is the faulting address
-  for (const MapSlot& m : g_maps) {
-    if (!fault) break;
-    if (m.state.load(std::memory_order_acquire) != kLive || addr < m.begin || addr >= m.end) continue;
-    unlink_live_temporaries();
-    for (size_t done = 0; done < m.length;) {
-      const ssize_t w = ::write(STDERR_FILENO, m.message + done, m.length - done);
-      if (w <= 0 && errno != EINTR) break;
-      if (w > 0) done += static_cast<size_t>(w);
+  if (info->si_code > 0) {  // a fault, not kill/raise: si_addr is the faulting address
+    for (const MapSlot& m : g_maps) {
+      if (m.state.load(std::memory_order_acquire) != kLive || addr < m.begin || addr >= m.end) continue;
+      unlink_live_temporaries();
+      for (size_t done = 0; done < m.length;) {
+        const ssize_t w = ::write(STDERR_FILENO, m.message + done, m.length - done);
+        if (w <= 0 && errno != EINTR) break;
+        if (w > 0) done += static_cast<size_t>(w);
+      }
+      ::_exit(kExitBadInput);
     }
-    ::_exit(kExitBadInput);
   }
   remove_temporaries_and_reraise(sig);  // not a mapped file: the crash it is, without temporaries left behind
 }

@@ -150,7 +150,7 @@ MinMax compute_minmax(const Tensor& x, const QGranularity& g, int threads) {
   const int64_t run_len = run_blocks * L.block;  // block itself where run_blocks is 1, else at most kChunk
   const int64_t extent_outer = L.scale_stride_outer != 0 ? L.outer : 0;
   const int64_t extent_axis = L.scale_stride_axis != 0 ? checked_ceil_div(blocks, run_blocks, "block runs") : 0;
-  const int64_t extent_inner = L.scale_stride_inner != 0 ? (L.inner + kChunk - 1) / kChunk : 0;
+  const int64_t extent_inner = L.scale_stride_inner != 0 ? checked_ceil_div(L.inner, kChunk, "column chunks") : 0;
   const int64_t extent = std::max({extent_outer, extent_axis, extent_inner, int64_t{1}});
   const int team = threads > 1 && x.numel() >= (int64_t{1} << 16) && extent > 1 ? threads : 1;
 #pragma omp parallel for schedule(static) num_threads(team)

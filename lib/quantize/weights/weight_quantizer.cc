@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/checked.h"
 #include "core/error.h"
 #include "numerics/qdq.h"
 
@@ -102,7 +103,7 @@ double weight_sse(const Tensor& w, const Tensor& codes, const QParams& p, int th
   // a row is one element (a per-channel weight on its last axis).
   const int64_t rows = L.outer * L.axis_len;
   const int64_t rows_per_chunk = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(L.inner, 1));
-  const int64_t chunks = rows / rows_per_chunk + (rows % rows_per_chunk != 0);
+  const int64_t chunks = checked_ceil_div(rows, rows_per_chunk, "weight row chunks");
   std::vector<double> partial(static_cast<size_t>(chunks));
   const int team = chunks > 1 ? std::max(threads, 1) : 1;
 #pragma omp parallel for schedule(static) num_threads(team)
